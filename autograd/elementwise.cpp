@@ -1,0 +1,236 @@
+// elementwise.cpp — unary and binary element-wise ops with NumPy broadcasting.
+//
+// Broadcasting makes a small operand look big by giving the repeated dims stride 0; the
+// adjoint of that is summing the gradient over those dims (sum_to).
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "autograd/engine.h"
+#include "tensor/ops.h"
+
+namespace gg {
+
+namespace {
+
+std::string describe(const Tensor& t) {
+    return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + (t.device() == Device::CPU ? "" : " cuda");
+}
+
+void check_compatible(const char* op, const Tensor& a, const Tensor& b) {
+    check_defined(a, op);
+    check_defined(b, op);
+    if (a.device() != b.device())
+        throw std::invalid_argument(std::string(op) + ": device mismatch, " + describe(a) + " on " +
+                                    device_name(a.device()) + " vs " + describe(b) + " on " +
+                                    device_name(b.device()) + "; move one with .to(device)");
+    if (a.dtype() != b.dtype())
+        throw std::invalid_argument(std::string(op) + ": dtype mismatch, " + shape_str(a.shape()) + " " +
+                                    dtype_name(a.dtype()) + " vs " + shape_str(b.shape()) + " " +
+                                    dtype_name(b.dtype()) + "; convert one with .to(dtype)");
+}
+
+void check_floating(const char* op, const Tensor& x) {
+    check_defined(x, op);
+    if (!is_floating(x.dtype()))
+        throw std::invalid_argument(std::string(op) + ": needs a floating tensor, got " + describe(x));
+}
+
+// How `t` looks when broadcast to `shape`: size-1 and missing leading dims get stride 0.
+View broadcast_desc(const Tensor& t, const Shape& shape) {
+    View v = t.view_desc();
+    const size_t lead = shape.size() - v.shape.size();
+    Strides strides(shape.size(), 0);
+    for (size_t i = lead; i < shape.size(); ++i)
+        if (v.shape[i - lead] != 1) strides[i] = v.strides[i - lead];
+    v.shape = shape;
+    v.strides = strides;
+    return v;
+}
+
+Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+    check_compatible(name, a, b);
+    const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+    Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+    backend(a.device()).binary(op, out.view_desc(), broadcast_desc(a, shape), broadcast_desc(b, shape));
+    return out;
+}
+
+Tensor unary_forward(UnaryOp op, const Tensor& x, double exponent = 0) {
+    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+    backend(x.device()).unary(op, out.view_desc(), x.view_desc(), exponent);
+    return out;
+}
+
+Tensor like(const Tensor& t, double value) { return scalar(value, t.dtype(), t.device()); }
+
+// A unary op whose derivative is written in terms of the input x and output y.
+template <class Derivative>
+Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, Derivative dy_dx, double exponent = 0) {
+    check_floating(name, x);
+    Tensor y = unary_forward(op, x, exponent);
+    const Tensor x_saved = x.detach(), y_saved = y.detach();  // detached: no cycle through y's own node
+    return record(name, y, {x}, [=](const Tensor& g) { return std::vector<Tensor>{g * dy_dx(x_saved, y_saved)}; });
+}
+
+}  // namespace
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+    const size_t n = std::max(a.size(), b.size());
+    Shape out(n);
+    for (size_t i = 0; i < n; ++i) {
+        // Align from the right; a missing dim counts as 1.
+        const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+        const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+        if (da != db && da != 1 && db != 1)
+            throw std::invalid_argument(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) +
+                                        " do not broadcast (dim " + std::to_string(i) + ": " +
+                                        std::to_string(da) + " vs " + std::to_string(db) + ")");
+        out[i] = da == 1 ? db : da;
+    }
+    return out;
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+    if (g.shape() == shape) return g;
+    const size_t lead = g.shape().size() - shape.size();
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < g.shape().size(); ++i)
+        if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) dims.push_back(static_cast<int64_t>(i));
+    return sum(g, dims, true).reshape(shape);
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+    const Shape sa = a.shape(), sb = b.shape();
+    return record("add", binary_forward(BinaryOp::add, "add", a, b), {a, b},
+                  [=](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)}; });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+    const Shape sa = a.shape(), sb = b.shape();
+    return record("sub", binary_forward(BinaryOp::sub, "sub", a, b), {a, b},
+                  [=](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(-g, sb)}; });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+    return record("mul", binary_forward(BinaryOp::mul, "mul", a, b), {a, b}, [a, b](const Tensor& g) {
+        return std::vector<Tensor>{sum_to(g * b, a.shape()), sum_to(g * a, b.shape())};
+    });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+    // d(a/b)/da = 1/b,  d(a/b)/db = −a/b²
+    return record("div", binary_forward(BinaryOp::div, "div", a, b), {a, b}, [a, b](const Tensor& g) {
+        return std::vector<Tensor>{sum_to(g / b, a.shape()), sum_to(-g * a / (b * b), b.shape())};
+    });
+}
+
+namespace {
+// maximum/minimum route the gradient to the operand that won; a tie splits it evenly.
+Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+    return record(name, binary_forward(op, name, a, b), {a, b}, [=](const Tensor& g) {
+        const Tensor a_wins = (op == BinaryOp::maximum ? gt(a, b) : lt(a, b)) + eq(a, b) * 0.5;
+        return std::vector<Tensor>{sum_to(g * a_wins, a.shape()), sum_to(g * (1.0 - a_wins), b.shape())};
+    });
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::maximum, "maximum", a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::minimum, "minimum", a, b); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::eq, "eq", a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ne, "ne", a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::lt, "lt", a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::le, "le", a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::gt, "gt", a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ge, "ge", a, b); }
+
+Tensor neg(const Tensor& x) {
+    check_defined(x, "neg");
+    return record("neg", unary_forward(UnaryOp::neg, x), {x}, [](const Tensor& g) { return std::vector<Tensor>{-g}; });
+}
+
+Tensor exp(const Tensor& x) {
+    return unary_op("exp", UnaryOp::exp, x, [](const Tensor&, const Tensor& y) { return y; });
+}
+Tensor log(const Tensor& x) {
+    return unary_op("log", UnaryOp::log, x, [](const Tensor& x, const Tensor&) { return 1.0 / x; });
+}
+Tensor sqrt(const Tensor& x) {
+    return unary_op("sqrt", UnaryOp::sqrt, x, [](const Tensor&, const Tensor& y) { return 0.5 / y; });
+}
+Tensor rsqrt(const Tensor& x) {  // y = x^(−1/2): dy/dx = −y³/2
+    return unary_op("rsqrt", UnaryOp::rsqrt, x, [](const Tensor&, const Tensor& y) { return y * y * y * -0.5; });
+}
+Tensor pow(const Tensor& x, double p) {
+    return unary_op("pow", UnaryOp::pow, x, [p](const Tensor& x, const Tensor&) { return pow(x, p - 1) * p; }, p);
+}
+Tensor tanh(const Tensor& x) {
+    return unary_op("tanh", UnaryOp::tanh, x, [](const Tensor&, const Tensor& y) { return 1.0 - y * y; });
+}
+Tensor sigmoid(const Tensor& x) {
+    return unary_op("sigmoid", UnaryOp::sigmoid, x, [](const Tensor&, const Tensor& y) { return y * (1.0 - y); });
+}
+Tensor relu(const Tensor& x) {
+    return unary_op("relu", UnaryOp::relu, x, [](const Tensor& x, const Tensor&) { return gt(x, like(x, 0)); });
+}
+Tensor silu(const Tensor& x) {  // d/dx x σ(x) = σ(x) (1 + x (1 − σ(x)))
+    return unary_op("silu", UnaryOp::silu, x, [](const Tensor& x, const Tensor&) {
+        const Tensor s = sigmoid(x);
+        return s * (1.0 + x * (1.0 - s));
+    });
+}
+Tensor gelu(const Tensor& x) {  // d/dx x Φ(x) = Φ(x) + x φ(x)
+    return unary_op("gelu", UnaryOp::gelu, x, [](const Tensor& x, const Tensor&) {
+        const Tensor cdf = 0.5 * (1.0 + erf(x * M_SQRT1_2));
+        const Tensor pdf = exp(x * x * -0.5) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+        return cdf + x * pdf;
+    });
+}
+Tensor erf(const Tensor& x) {  // d/dx erf(x) = 2/√π e^(−x²)
+    return unary_op("erf", UnaryOp::erf, x, [](const Tensor& x, const Tensor&) { return exp(-(x * x)) * M_2_SQRTPI; });
+}
+Tensor abs(const Tensor& x) {
+    return unary_op("abs", UnaryOp::abs, x,
+                    [](const Tensor& x, const Tensor&) { return gt(x, like(x, 0)) - lt(x, like(x, 0)); });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+    check_compatible("where", a, b);
+    check_defined(cond, "where");
+    const Tensor c = cond.to(a.dtype());
+    const Shape shape = broadcast_shapes(broadcast_shapes(c.shape(), a.shape(), "where"), b.shape(), "where");
+    Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+    backend(a.device()).where(out.view_desc(), broadcast_desc(c, shape), broadcast_desc(a, shape),
+                              broadcast_desc(b, shape));
+    return record("where", out, {a, b}, [c, sa = a.shape(), sb = b.shape()](const Tensor& g) {
+        const Tensor zero = like(g, 0);
+        return std::vector<Tensor>{sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
+    });
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) { return where(mask, like(x, value), x); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, double b) { return add(a, like(a, b)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, like(a, b)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, like(a, b)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, like(a, b)); }
+Tensor operator+(double a, const Tensor& b) { return add(like(b, a), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(like(b, a), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(like(b, a), b); }
+Tensor operator/(double a, const Tensor& b) { return div(like(b, a), b); }
+
+Tensor Tensor::pow(double exponent) const { return gg::pow(*this, exponent); }
+Tensor Tensor::exp() const { return gg::exp(*this); }
+Tensor Tensor::log() const { return gg::log(*this); }
+Tensor Tensor::sqrt() const { return gg::sqrt(*this); }
+Tensor Tensor::sigmoid() const { return gg::sigmoid(*this); }
+Tensor Tensor::tanh() const { return gg::tanh(*this); }
+Tensor Tensor::relu() const { return gg::relu(*this); }
+
+}  // namespace gg

@@ -1,0 +1,99 @@
+// engine.cpp — backward(): topological sort, then one reverse sweep accumulating gradients.
+#include "autograd/engine.h"
+
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tensor/ops.h"
+
+namespace gg {
+
+namespace {
+thread_local bool grad_mode = true;
+}
+
+bool grad_enabled() { return grad_mode; }
+NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
+NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
+
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
+    if (!grad_mode) return out;
+    bool any = false;
+    for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
+    if (!any) return out;
+    out.impl()->requires_grad = true;
+    out.impl()->grad_fn = std::make_shared<Node>(Node{name, std::move(inputs), std::move(backward)});
+    return out;
+}
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+    check_defined(root, "backward");
+    if (!root.requires_grad())
+        throw std::logic_error("backward: the tensor of shape " + shape_str(root.shape()) +
+                               " does not require grad and has no grad_fn");
+    Tensor seed = gradient;
+    if (!seed.defined()) {
+        if (root.numel() != 1)
+            throw std::logic_error("backward: a gradient is needed for the non-scalar output of shape " +
+                                   shape_str(root.shape()) + " (pass one of the same shape)");
+        seed = ones_like(root);
+    } else if (seed.shape() != root.shape()) {
+        throw std::invalid_argument("backward: gradient of shape " + shape_str(seed.shape()) +
+                                    " for an output of shape " + shape_str(root.shape()));
+    }
+
+    // 1. Order the graph so that every tensor comes after all tensors computed from it
+    //    (post-order DFS from the root, reversed), iteratively to survive deep graphs.
+    std::vector<Tensor> order;
+    std::unordered_set<TensorImpl*> visited;
+    std::vector<std::pair<Tensor, size_t>> stack{{root, 0}};
+    visited.insert(root.impl());
+    while (!stack.empty()) {
+        auto& [t, next_input] = stack.back();
+        const Node* node = t.grad_fn().get();
+        if (node && next_input < node->inputs.size()) {
+            const Tensor& parent = node->inputs[next_input++];
+            if (parent.defined() && parent.requires_grad() && visited.insert(parent.impl()).second)
+                stack.push_back({parent, 0});
+        } else {
+            order.push_back(t);
+            stack.pop_back();
+        }
+    }
+
+    // 2. Sweep from the root back to the leaves: each node turns its output's gradient into
+    //    its inputs' gradients; several paths into one tensor add up (the chain rule's sum).
+    NoGradGuard no_grad;
+    std::unordered_map<TensorImpl*, Tensor> grads{{root.impl(), seed}};
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        const Tensor& t = *it;
+        auto found = grads.find(t.impl());
+        if (found == grads.end()) continue;
+        const Tensor g = found->second;
+        grads.erase(found);
+        Node* node = t.grad_fn().get();
+        if (!node) {  // a leaf: accumulate into .grad across backward calls
+            // clone: .grad must not alias a tensor the caller still holds (e.g. the seed)
+            t.set_grad(t.grad().defined() ? add(t.grad(), g) : g.clone());
+            continue;
+        }
+        if (!node->backward)
+            throw std::logic_error("backward: trying to go through '" + node->name +
+                                   "' a second time; its saved tensors were freed (use retain_graph)");
+        std::vector<Tensor> input_grads = node->backward(g);
+        for (size_t i = 0; i < node->inputs.size(); ++i) {
+            const Tensor& input = node->inputs[i];
+            if (!input.defined() || !input.requires_grad() || !input_grads[i].defined()) continue;
+            if (input_grads[i].shape() != input.shape())
+                throw std::logic_error("backward: '" + node->name + "' returned a gradient of shape " +
+                                       shape_str(input_grads[i].shape()) + " for an input of shape " +
+                                       shape_str(input.shape()));
+            Tensor& slot = grads[input.impl()];
+            slot = slot.defined() ? add(slot, input_grads[i]) : input_grads[i];
+        }
+        if (!retain_graph) node->backward = nullptr;  // frees the tensors the closure saved
+    }
+}
+
+}  // namespace gg

@@ -1,0 +1,43 @@
+// engine.h — the define-by-run graph and reverse-mode backpropagation.
+//
+// Every differentiable op computes its output, then calls `record`, which (when grad
+// mode is on and some input requires grad) hangs a Node on the output: the inputs plus
+// a closure that maps the output's gradient to the inputs' gradients. backward() is a
+// topological sort of those Nodes and one reverse loop over them (engine.cpp).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace gg {
+
+// dL/d(inputs) from dL/d(output); an undefined Tensor where an input has no gradient.
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+
+struct Node {
+    std::string name;            // the op, for error messages and graph dumps
+    std::vector<Tensor> inputs;  // the parents in the graph
+    BackwardFn backward;         // released after backward unless the graph is retained
+};
+
+// Attaches `out` to the graph (see above) and returns it.
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+// Grad mode: while a NoGradGuard lives, ops record nothing (evaluation, optimiser steps).
+bool grad_enabled();
+class NoGradGuard {
+public:
+    NoGradGuard();
+    ~NoGradGuard();
+    NoGradGuard(const NoGradGuard&) = delete;
+    NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+private:
+    bool previous_;
+};
+
+}  // namespace gg

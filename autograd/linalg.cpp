@@ -1,0 +1,115 @@
+// linalg.cpp — matmul, as torch.matmul: 1-d and n-d operands, broadcast batch dims.
+//
+// Forward and both gradients are GEMMs through the backend (OpenBLAS on the CPU):
+//   Y = A B   ⇒   dA = dY Bᵀ,   dB = Aᵀ dY   (summed over broadcast batch dims).
+// A transposed view is handed to GEMM as a flag instead of being copied.
+#include <stdexcept>
+#include <string>
+
+#include "autograd/engine.h"
+#include "tensor/ops.h"
+
+namespace gg {
+
+namespace {
+
+// One side of a batched GEMM: where its matrices start, their leading dimension,
+// whether they are stored transposed, and the distance between batches.
+struct GemmOperand {
+    Tensor storage_owner;
+    const void* data;
+    bool trans;
+    int64_t ld;
+    int64_t batch_stride;
+};
+
+// Describes `t` broadcast to batch + (rows, cols) for GEMM; copies only when its strides
+// fit neither a row-major nor a transposed matrix, or its batches are not evenly spaced.
+GemmOperand gemm_operand(const Tensor& t, const Shape& batch) {
+    Shape full = batch;
+    full.push_back(t.size(-2));
+    full.push_back(t.size(-1));
+    Tensor v = t.detach().expand(full);
+    for (int attempt = 0;; ++attempt) {
+        const int64_t nd = v.dim(), rows = v.size(-2), cols = v.size(-1);
+        // Strides of size-1 dims are arbitrary; pick ones GEMM accepts.
+        const int64_t sr = rows == 1 ? std::max<int64_t>(cols, 1) : v.strides()[nd - 2];
+        const int64_t sc = cols == 1 ? 1 : v.strides()[nd - 1];
+        bool ok = true, trans = false;
+        int64_t ld = 0;
+        if (sc == 1 && sr >= std::max<int64_t>(cols, 1)) ld = sr;
+        else if (sr == 1 && sc >= std::max<int64_t>(rows, 1)) trans = true, ld = sc;
+        else ok = false;
+        // Batch dims must collapse to one stride (or all be broadcast, stride 0).
+        int64_t batch_stride = 0, expected = -1;
+        for (int64_t d = nd - 3; d >= 0 && ok; --d) {
+            if (v.shape()[d] == 1) continue;
+            const int64_t s = v.strides()[d];
+            if (expected < 0) batch_stride = s;
+            else if (s != expected) ok = false;
+            expected = s * v.shape()[d];
+        }
+        if (ok) return {v, v.view_desc().data, trans, ld, batch_stride};
+        if (attempt > 0) throw std::logic_error("matmul: could not lay out operand " + shape_str(t.shape()));
+        v = v.contiguous();
+    }
+}
+
+// (..., M, K) @ (..., K, N) → (broadcast batch..., M, N); no autograd.
+Tensor gemm_forward(const Tensor& a, const Tensor& b) {
+    const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+    const Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                         Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+    Shape out_shape = batch;
+    out_shape.push_back(M);
+    out_shape.push_back(N);
+    Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
+    const int64_t nb = shape_numel(batch);
+    const Backend& be = backend(a.device());
+    if (b.dim() == 2 && a.dim() > 2 && a.is_contiguous()) {
+        // (B, T, K) @ (K, N): one tall GEMM of B·T rows beats B small ones.
+        const GemmOperand B = gemm_operand(b, {});
+        be.gemm(a.dtype(), 1, false, B.trans, nb * M, N, K, 1, a.view_desc().data, K, 0, B.data, B.ld, 0, 0,
+                out.view_desc().data, N, 0);
+        return out;
+    }
+    const GemmOperand A = gemm_operand(a, batch), B = gemm_operand(b, batch);
+    be.gemm(a.dtype(), nb, A.trans, B.trans, M, N, K, 1, A.data, A.ld, A.batch_stride, B.data, B.ld,
+            B.batch_stride, 0, out.view_desc().data, N, M * N);
+    return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+    check_defined(a, "matmul");
+    check_defined(b, "matmul");
+    const std::string shapes = shape_str(a.shape()) + " @ " + shape_str(b.shape());
+    if (a.dim() == 0 || b.dim() == 0) throw std::invalid_argument("matmul: " + shapes + ": scalars cannot be multiplied");
+    if (a.device() != b.device())
+        throw std::invalid_argument("matmul: " + shapes + ": device mismatch, " + device_name(a.device()) + " vs " +
+                                    device_name(b.device()));
+    if (a.dtype() != b.dtype())
+        throw std::invalid_argument("matmul: " + shapes + ": dtype mismatch, " + dtype_name(a.dtype()) + " vs " +
+                                    dtype_name(b.dtype()));
+    if (!is_floating(a.dtype())) throw std::invalid_argument("matmul: " + shapes + ": needs floating tensors");
+    // Vectors become matrices (a row on the left, a column on the right) and back.
+    if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
+    if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
+    if (a.size(-1) != b.size(-2))
+        throw std::invalid_argument("matmul: " + shapes + ": inner dims " + std::to_string(a.size(-1)) + " and " +
+                                    std::to_string(b.size(-2)) + " differ");
+    return record("matmul", gemm_forward(a, b), {a, b}, [a, b](const Tensor& g) {
+        const Tensor da = sum_to(gemm_forward(g, b.transpose(-1, -2)), a.shape());
+        if (b.dim() == 2 && a.dim() > 2) {
+            // A shared weight: dB = Σ_batch Aᵀ dY as one GEMM over all B·T rows.
+            const Tensor rows_a = a.reshape({-1, a.size(-1)}), rows_g = g.reshape({-1, g.size(-1)});
+            return std::vector<Tensor>{da, gemm_forward(rows_a.transpose(0, 1), rows_g)};
+        }
+        return std::vector<Tensor>{da, sum_to(gemm_forward(a.transpose(-1, -2), g), b.shape())};
+    });
+}
+
+Tensor Tensor::matmul(const Tensor& other) const { return gg::matmul(*this, other); }
+
+}  // namespace gg

@@ -1,0 +1,158 @@
+// nn_ops.cpp — the fused ops neural networks lean on: softmax, log_softmax,
+// cross_entropy, embedding, dropout, topk and gather.
+#include <stdexcept>
+#include <string>
+
+#include "autograd/engine.h"
+#include "tensor/ops.h"
+
+namespace gg {
+
+namespace {
+
+// Kernels work on rows of a contiguous (rows, C) matrix; these move `dim` to the end and
+// back so that any dim can be the row.
+Tensor to_rows(const Tensor& x, int64_t dim) { return x.detach().transpose(dim, -1).contiguous(); }
+Tensor from_rows(const Tensor& rows, int64_t dim) { return rows.transpose(dim, -1); }
+
+// A contiguous tensor (..., C) as the backend's (rows, C) matrix.
+View as_matrix(const Tensor& t) {
+    View v = t.view_desc();
+    const int64_t C = t.dim() ? t.size(-1) : 1;
+    v.shape = {C ? t.numel() / C : 0, C};
+    v.strides = {C, 1};
+    return v;
+}
+
+// Backward of reading x_rows[r, ids[r, j]]: each gradient goes back to the position it
+// was read from (several reads of one position add up).
+Tensor scatter_back(const Tensor& g, int64_t dim, const Tensor& ids_rows, const Shape& in_rows_shape) {
+    Tensor dx = zeros(in_rows_shape, g.dtype(), g.device());
+    backend(g.device()).scatter_add_last(as_matrix(dx), as_matrix(ids_rows), as_matrix(to_rows(g, dim)));
+    return from_rows(dx, dim);
+}
+
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+    const char* name = log ? "log_softmax" : "softmax";
+    check_defined(x, name);
+    if (!is_floating(x.dtype())) throw std::invalid_argument(std::string(name) + ": needs a floating tensor");
+    if (x.dim() == 0) return log ? zeros_like(x) : ones_like(x);
+    dim = wrap_dim(dim, x.dim(), name);
+    const Tensor in = to_rows(x, dim);
+    const int64_t cols = in.size(-1), rows = in.numel() / std::max<int64_t>(cols, 1);
+    const Device dev = x.device();
+    const Tensor y = Tensor::empty(in.shape(), x.dtype(), dev);
+    backend(dev).softmax(y.view_desc(), in.view_desc(), rows, cols, log);
+    return record(name, from_rows(y, dim), {x}, [=](const Tensor& g) {
+        const Tensor g_rows = to_rows(g, dim);
+        Tensor dx = Tensor::empty(y.shape(), y.dtype(), dev);
+        backend(dev).softmax_backward(dx.view_desc(), y.view_desc(), g_rows.view_desc(), rows, cols, log);
+        return std::vector<Tensor>{from_rows(dx, dim)};
+    });
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+    check_defined(logits, "cross_entropy");
+    check_defined(targets, "cross_entropy");
+    const Shape expected(logits.shape().begin(), logits.shape().end() - (logits.dim() > 0 ? 1 : 0));
+    if (logits.dim() < 1 || targets.shape() != expected || targets.dtype() != DType::i64 ||
+        !is_floating(logits.dtype()) || logits.device() != targets.device())
+        throw std::invalid_argument("cross_entropy: logits " + shape_str(logits.shape()) + " " +
+                                    dtype_name(logits.dtype()) + " and targets " + shape_str(targets.shape()) + " " +
+                                    dtype_name(targets.dtype()) + ": need floating logits (..., V) and int64 targets "
+                                    "(...) on the same device");
+    const int64_t V = logits.size(-1), N = targets.numel();
+    const Tensor x = logits.detach().reshape({N, V}), t = targets.reshape({N});
+    const Device dev = logits.device();
+    Tensor losses = Tensor::empty({N}, logits.dtype(), dev);
+    backend(dev).cross_entropy(losses.view_desc(), x.view_desc(), t.view_desc(), ignore_index);
+    // Mean over the rows that count, as torch's reduction='mean' with ignore_index.
+    const Tensor valid = ne(t, scalar(double(ignore_index), DType::i64, dev)).to(logits.dtype());
+    const double n_valid = sum(valid).item();
+    const Tensor loss = sum(losses) / n_valid;
+    const Shape logits_shape = logits.shape();
+    return record("cross_entropy", loss, {logits}, [=](const Tensor& g) {
+        const Tensor row_scale = (valid * g / n_valid).contiguous();  // dL/dloss_i
+        Tensor dx = Tensor::empty({N, V}, x.dtype(), dev);
+        backend(dev).cross_entropy_backward(dx.view_desc(), x.view_desc(), t.view_desc(), row_scale.view_desc());
+        return std::vector<Tensor>{dx.view(logits_shape)};
+    });
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids) {
+    check_defined(weight, "embedding");
+    check_defined(ids, "embedding");
+    if (weight.dim() != 2 || ids.dtype() != DType::i64 || weight.device() != ids.device())
+        throw std::invalid_argument("embedding: weight " + shape_str(weight.shape()) + " and ids " +
+                                    shape_str(ids.shape()) + " " + dtype_name(ids.dtype()) +
+                                    ": need a 2-d weight and int64 ids on the same device");
+    const int64_t V = weight.size(0), D = weight.size(1), N = ids.numel();
+    const Tensor table = weight.detach().contiguous(), flat_ids = ids.reshape({N}).contiguous();
+    Shape out_shape = ids.shape();
+    out_shape.push_back(D);
+    Tensor out = Tensor::empty({N, D}, weight.dtype(), weight.device());
+    backend(weight.device()).index_select_rows(out.view_desc(), table.view_desc(), flat_ids.view_desc());
+    return record("embedding", out.view(out_shape), {weight, ids}, [=](const Tensor& g) {
+        // Each looked-up row receives the gradient of every position that used it.
+        Tensor dw = zeros({V, D}, g.dtype(), g.device());
+        const Tensor g_rows = g.reshape({N, D}).contiguous();
+        backend(g.device()).index_add_rows(dw.view_desc(), flat_ids.view_desc(), g_rows.view_desc());
+        return std::vector<Tensor>{dw, Tensor()};
+    });
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+    check_defined(x, "dropout");
+    if (p < 0 || p > 1) throw std::invalid_argument("dropout: probability " + std::to_string(p) + " is not in [0, 1]");
+    if (!training || p == 0) return x;
+    if (p == 1) return x * 0.0;
+    // Inverted dropout: scale at training time so evaluation needs no change.
+    const Tensor r = rand(x.shape(), gen, x.dtype(), x.device());
+    const Tensor keep = ge(r, scalar(p, x.dtype(), x.device())) / (1 - p);
+    return x * keep;
+}
+
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim) {
+    check_defined(x, "topk");
+    dim = wrap_dim(dim, x.dim(), "topk");
+    if (k < 0 || k > x.size(dim))
+        throw std::invalid_argument("topk: k=" + std::to_string(k) + " but dim " + std::to_string(dim) +
+                                    " of shape " + shape_str(x.shape()) + " has " + std::to_string(x.size(dim)));
+    const Tensor in = to_rows(x, dim);
+    Shape rows_shape = in.shape();
+    rows_shape.back() = k;
+    Tensor values = Tensor::empty(rows_shape, x.dtype(), x.device());
+    Tensor indices = Tensor::empty(rows_shape, DType::i64, x.device());
+    backend(x.device()).topk_last(as_matrix(values), as_matrix(indices), as_matrix(in), k);
+    const Shape in_rows_shape = in.shape();
+    Tensor out = record("topk", from_rows(values, dim), {x}, [=](const Tensor& g) {
+        return std::vector<Tensor>{scatter_back(g, dim, indices, in_rows_shape)};
+    });
+    return {out, from_rows(indices, dim)};
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) {
+    check_defined(x, "gather");
+    check_defined(idx, "gather");
+    dim = wrap_dim(dim, x.dim(), "gather");
+    bool ok = idx.dim() == x.dim() && idx.dtype() == DType::i64 && idx.device() == x.device();
+    for (int64_t d = 0; ok && d < x.dim(); ++d) ok = d == dim || idx.size(d) == x.size(d);
+    if (!ok)
+        throw std::invalid_argument("gather: x " + shape_str(x.shape()) + " and index " + shape_str(idx.shape()) +
+                                    " " + dtype_name(idx.dtype()) + ": the int64 index must match x except along dim " +
+                                    std::to_string(dim));
+    const Tensor in = to_rows(x, dim), ids = to_rows(idx, dim);
+    Tensor out = Tensor::empty(ids.shape(), x.dtype(), x.device());
+    backend(x.device()).gather_last(as_matrix(out), as_matrix(in), as_matrix(ids));
+    const Shape in_rows_shape = in.shape();
+    return record("gather", from_rows(out, dim), {x}, [=](const Tensor& g) {
+        return std::vector<Tensor>{scatter_back(g, dim, ids, in_rows_shape)};
+    });
+}
+
+}  // namespace gg

@@ -1,0 +1,321 @@
+// The safetensors format, read and written on plain bytes.
+//
+// Layout of a file:
+//
+//   [8 bytes]  N, the header length, unsigned little-endian
+//   [N bytes]  JSON header (UTF-8), for example
+//                {"__metadata__": {"epoch": "3"},
+//                 "w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+//                 "b": {"dtype": "F32", "shape": [3],    "data_offsets": [24, 36]}}
+//   [rest]     the data section: every tensor's raw bytes, little-endian, row-major
+//
+// data_offsets are [begin, end) relative to the start of the data section,
+// not to the start of the file. Writers pad the JSON with trailing spaces so
+// the data section starts at a multiple of 8 bytes, which lets a reader that
+// maps the file into memory use the tensors in place with proper alignment.
+//
+// A file is untrusted input: the header could claim anything. The parser
+// therefore checks every number before it uses it to index into the bytes.
+#include "nn/safetensors.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace gg {
+
+namespace {
+
+using nlohmann::json;
+
+// A real header is a few KB per thousand tensors; a length this large means
+// the file is not safetensors at all (or is hostile). Same limit as the
+// reference Python/Rust implementation.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+const std::map<std::string, size_t>& dtype_sizes() {
+    static const std::map<std::string, size_t> sizes = {
+        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},
+        {"I32", 4}, {"I8", 1},  {"U8", 1},  {"BOOL", 1},
+    };
+    return sizes;
+}
+
+// Every parse error names the file, so a message read in a log is enough to
+// find the broken input.
+[[noreturn]] void fail(const std::string& what, const std::string& msg) {
+    throw std::runtime_error("safetensors: " + what + ": " + msg);
+}
+
+[[noreturn]] void fail_errno(const std::string& what, const std::string& action) {
+    fail(what, action + ": " + std::strerror(errno));
+}
+
+std::string range_str(uint64_t begin, uint64_t end) {
+    return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+// numel * element size, or nullopt when that does not fit in 64 bits. A
+// corrupt header can claim a shape like [2^40, 2^40]; multiplying blindly
+// would wrap around to a small number that might pass the size check.
+// Dims must already be known non-negative.
+std::optional<uint64_t> byte_count(const std::vector<int64_t>& shape, size_t element_size) {
+    uint64_t n = element_size;
+    for (int64_t d : shape) {
+        const auto u = static_cast<uint64_t>(d);
+        if (u != 0 && n > std::numeric_limits<uint64_t>::max() / u) return std::nullopt;
+        n *= u;
+    }
+    return n;
+}
+
+// A tensor together with where its bytes sit in the data section.
+struct Placed {
+    SafetensorsEntry entry;
+    uint64_t begin, end;
+};
+
+// Decodes and checks one tensor record of the header, then copies its bytes
+// out of the data section.
+Placed parse_entry(const std::string& name, const json& info, const uint8_t* data,
+                   uint64_t data_size, const std::string& what) {
+    const std::string where = "tensor '" + name + "'";
+    if (!info.is_object())
+        fail(what, where + " is a JSON " + info.type_name() + ", expected an object");
+    for (const char* key : {"dtype", "shape", "data_offsets"})
+        if (!info.contains(key)) fail(what, where + " is missing \"" + key + "\"");
+
+    Placed p;
+    p.entry.name = name;
+
+    const json& dtype = info.at("dtype");
+    if (!dtype.is_string())
+        fail(what, where + ": \"dtype\" must be a string, got " + dtype.dump());
+    p.entry.dtype = dtype.get<std::string>();
+    const auto size_it = dtype_sizes().find(p.entry.dtype);
+    if (size_it == dtype_sizes().end())
+        fail(what, where + " has unknown dtype '" + p.entry.dtype + "'");
+
+    const json& shape = info.at("shape");
+    if (!shape.is_array())
+        fail(what, where + ": \"shape\" must be an array of integers, got " + shape.dump());
+    for (const json& d : shape) {
+        if (!d.is_number_integer())
+            fail(what, where + ": \"shape\" must be an array of integers, got " + shape.dump());
+        // nlohmann keeps non-negative JSON integers as unsigned, negative ones as signed.
+        if (!d.is_number_unsigned() && d.get<int64_t>() < 0)
+            fail(what, where + " has negative dimension " + d.dump() + " in shape " + shape.dump());
+        if (d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+            fail(what, where + " has dimension " + d.dump() + " too large for int64");
+        p.entry.shape.push_back(d.get<int64_t>());
+    }
+
+    const json& offsets = info.at("data_offsets");
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+        fail(what, where + ": \"data_offsets\" must be two non-negative integers [begin, end], got " +
+                       offsets.dump());
+    p.begin = offsets[0].get<uint64_t>();
+    p.end = offsets[1].get<uint64_t>();
+    const std::string range = range_str(p.begin, p.end);
+    if (p.begin > p.end) fail(what, where + " has data_offsets " + range + " with begin > end");
+    if (p.end > data_size)
+        fail(what, where + " claims bytes " + range + " but the data section has " +
+                       std::to_string(data_size) + " bytes");
+
+    const std::string desc = where + " (" + p.entry.dtype + ", shape " + shape_str(p.entry.shape) + ")";
+    const auto expected = byte_count(p.entry.shape, size_it->second);
+    if (!expected) fail(what, desc + ": byte size overflows 64 bits");
+    if (p.end - p.begin != *expected)
+        fail(what, desc + " needs " + std::to_string(*expected) + " bytes but data_offsets " + range +
+                       " hold " + std::to_string(p.end - p.begin));
+
+    p.entry.bytes.assign(data + p.begin, data + p.end);
+    return p;
+}
+
+// "__metadata__" is free-form, but the format fixes it to string -> string.
+std::map<std::string, std::string> parse_metadata(const json& meta, const std::string& what) {
+    if (!meta.is_object())
+        fail(what, std::string("\"__metadata__\" is a JSON ") + meta.type_name() +
+                       ", expected an object of strings");
+    std::map<std::string, std::string> out;
+    for (const auto& [key, value] : meta.items()) {
+        if (!value.is_string())
+            fail(what, "\"__metadata__\" value for '" + key + "' is a JSON " + value.type_name() +
+                           ", expected a string");
+        out[key] = value.get<std::string>();
+    }
+    return out;
+}
+
+// write(2) may write less than asked (signals, pipes, full disks), so loop.
+void write_all(int fd, const void* data, size_t size, const std::string& what, const std::string& tmp) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+        const ssize_t n = ::write(fd, p, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail_errno(what, "writing " + tmp + " failed");
+        p += n;
+        size -= static_cast<size_t>(n);
+    }
+}
+
+}  // namespace
+
+const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
+    for (const SafetensorsEntry& e : entries)
+        if (e.name == name) return &e;
+    return nullptr;
+}
+
+size_t safetensors_dtype_size(const std::string& dtype) {
+    const auto it = dtype_sizes().find(dtype);
+    if (it == dtype_sizes().end())
+        throw std::invalid_argument("safetensors: unknown dtype '" + dtype + "'");
+    return it->second;
+}
+
+SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const std::string& what) {
+    // 1. The header length.
+    if (file_bytes.size() < 8)
+        fail(what, "file is " + std::to_string(file_bytes.size()) +
+                       " bytes, shorter than the 8-byte header length");
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file_bytes[static_cast<size_t>(i)];
+    if (header_len > kMaxHeaderBytes)
+        fail(what, "header length " + std::to_string(header_len) + " is absurd (limit " +
+                       std::to_string(kMaxHeaderBytes) + ")");
+    if (header_len > file_bytes.size() - 8)
+        fail(what, "header length " + std::to_string(header_len) + " is larger than the " +
+                       std::to_string(file_bytes.size() - 8) + " bytes that follow it");
+
+    // 2. The JSON header. Trailing padding spaces are ordinary JSON whitespace.
+    const uint8_t* header = file_bytes.data() + 8;
+    json j;
+    try {
+        j = json::parse(header, header + header_len);
+    } catch (const json::parse_error& e) {
+        fail(what, std::string("header is not valid JSON: ") + e.what());
+    }
+    if (!j.is_object()) fail(what, std::string("header is a JSON ") + j.type_name() + ", expected an object");
+
+    // 3. Every tensor record, checked against the data section that follows.
+    const uint8_t* data = header + header_len;
+    const uint64_t data_size = file_bytes.size() - 8 - header_len;
+    SafetensorsFile out;
+    std::vector<Placed> placed;
+    for (const auto& [name, info] : j.items()) {
+        if (name == "__metadata__")
+            out.metadata = parse_metadata(info, what);
+        else
+            placed.push_back(parse_entry(name, info, data, data_size, what));
+    }
+
+    // 4. No two tensors may share bytes. Once sorted by begin, any overlap
+    // shows up between neighbours, so one pass suffices.
+    std::stable_sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) {
+        return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+    });
+    for (size_t i = 1; i < placed.size(); ++i) {
+        const Placed& prev = placed[i - 1];
+        const Placed& cur = placed[i];
+        if (cur.begin < prev.end)
+            fail(what, "tensors '" + prev.entry.name + "' " + range_str(prev.begin, prev.end) + " and '" +
+                           cur.entry.name + "' " + range_str(cur.begin, cur.end) + " overlap");
+    }
+
+    for (Placed& p : placed) out.entries.push_back(std::move(p.entry));
+    return out;
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) fail(path, "cannot read: " + ec.message());
+    std::vector<uint8_t> bytes(size);
+    std::ifstream in(path, std::ios::binary);
+    if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
+        fail(path, "cannot read " + std::to_string(size) + " bytes");
+    return parse_safetensors(bytes, path);
+}
+
+void write_safetensors(const std::string& path, const SafetensorsFile& file) {
+    // 1. Check every entry and build the header before touching the disk, so
+    // a bad argument cannot leave anything behind. ordered_json keeps the
+    // tensors in the order given, which makes the header easy to read.
+    const auto bad = [&](const std::string& msg) {
+        return std::invalid_argument("safetensors: " + path + ": " + msg);
+    };
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+    std::set<std::string> seen;
+    uint64_t offset = 0;
+    for (const SafetensorsEntry& e : file.entries) {
+        const std::string where = "tensor '" + e.name + "'";
+        if (e.name == "__metadata__") throw bad(where + ": the name is reserved for metadata");
+        if (!seen.insert(e.name).second) throw bad(where + " appears twice");
+        const auto size_it = dtype_sizes().find(e.dtype);
+        if (size_it == dtype_sizes().end()) throw bad(where + " has unknown dtype '" + e.dtype + "'");
+        for (int64_t d : e.shape)
+            if (d < 0) throw bad(where + " has negative dimension in shape " + shape_str(e.shape));
+        const auto expected = byte_count(e.shape, size_it->second);
+        if (expected != e.bytes.size())
+            throw bad(where + " (" + e.dtype + ", shape " + shape_str(e.shape) + ") has " +
+                      std::to_string(e.bytes.size()) + " bytes but needs " +
+                      (expected ? std::to_string(*expected) : std::string("more than 2^64")));
+        header[e.name] = {{"dtype", e.dtype},
+                          {"shape", e.shape},
+                          {"data_offsets", {offset, offset + e.bytes.size()}}};
+        offset += e.bytes.size();
+    }
+
+    // Pad so that 8 + N, where the data starts, is a multiple of 8.
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
+
+    // 2. Write a temp file next to the target, force it to disk, then rename
+    // it over the target. rename() is atomic: anyone opening `path` sees the
+    // old file or the complete new one, never a torn write. (Surviving a
+    // power cut right after the rename would also need an fsync of the
+    // directory; we stop at the file.)
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail_errno(path, "cannot create " + tmp);
+    try {
+        write_all(fd, len, sizeof len, path, tmp);
+        write_all(fd, text.data(), text.size(), path, tmp);
+        for (const SafetensorsEntry& e : file.entries) write_all(fd, e.bytes.data(), e.bytes.size(), path, tmp);
+        if (::fsync(fd) != 0) fail_errno(path, "fsync of " + tmp + " failed");
+        const int rc = ::close(fd);
+        fd = -1;
+        if (rc != 0) fail_errno(path, "closing " + tmp + " failed");
+        if (::rename(tmp.c_str(), path.c_str()) != 0) fail_errno(path, "renaming " + tmp + " failed");
+    } catch (...) {
+        if (fd >= 0) ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+    }
+}
+
+}  // namespace gg

@@ -1,0 +1,52 @@
+// The safetensors file format, on plain bytes.
+//
+// A safetensors file is: an 8-byte little-endian header length N, N bytes of
+// JSON describing every tensor (dtype, shape, byte range), then the raw tensor
+// data. This layer knows nothing about gg::Tensor; it moves names, shapes and
+// bytes in and out of files so it can be tested on its own and wrapped later.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gg {
+
+// One tensor's record in a safetensors file.
+struct SafetensorsEntry {
+    std::string name;
+    std::string dtype;            // safetensors spelling: "F32", "F64", "I64", ...
+    std::vector<int64_t> shape;   // empty for a scalar
+    std::vector<uint8_t> bytes;   // little-endian, row-major, exactly numel * element size
+};
+
+struct SafetensorsFile {
+    std::map<std::string, std::string> metadata;  // the "__metadata__" object
+    std::vector<SafetensorsEntry> entries;         // in file order of their data offsets
+    const SafetensorsEntry* find(const std::string& name) const;  // nullptr when absent
+};
+
+// Bytes per element of a safetensors dtype ("F32" -> 4). Knows F64, F32, F16,
+// BF16, I64, I32, I8, U8 and BOOL; throws std::invalid_argument otherwise.
+size_t safetensors_dtype_size(const std::string& dtype);
+
+// Reads and validates a whole file. Throws std::runtime_error with a one-line
+// message starting "safetensors: <path>: " on any I/O error or malformed content.
+SafetensorsFile read_safetensors(const std::string& path);
+
+// Validates and decodes a file already in memory; `what` names it in error
+// messages (usually the path).
+SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const std::string& what);
+
+// Writes atomically: the data goes to `path + ".tmp.<pid>"`, is fsync'ed, then
+// renamed over `path`, so `path` holds either the old file or the complete new
+// one. Entries are written in the given order with the data padded to start at
+// a multiple of 8 bytes. Throws std::invalid_argument for bad entries (unknown
+// dtype, negative dims, bytes not matching shape x dtype, duplicate or reserved
+// names) before touching the disk, and std::runtime_error on I/O failure; the
+// temp file never survives a failure.
+void write_safetensors(const std::string& path, const SafetensorsFile& file);
+
+}  // namespace gg

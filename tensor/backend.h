@@ -1,0 +1,78 @@
+// backend.h — the table of primitive kernels that every device implements.
+//
+// Ops (autograd/ops_*.cpp) never branch on the device: they describe their operands
+// as `View`s and call backend(device).<kernel>. The CPU table lives in
+// tensor/cpu_backend.cpp; the CUDA table (cuda/) fills in the same struct.
+#pragma once
+#include "tensor/dtype.h"
+
+namespace gg {
+
+// A strided window on device memory: `data` already points at element [0,...,0].
+struct View {
+    void* data;
+    DType dtype;
+    Shape shape;
+    Strides strides;
+};
+
+enum class UnaryOp { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, silu, gelu, erf, abs, pow };
+enum class BinaryOp { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };
+enum class ReduceOp { sum, max, min };
+
+struct Backend {
+    const char* name;
+
+    // Memory.
+    void* (*allocate)(size_t nbytes);
+    void (*deallocate)(void* ptr);
+    void (*to_host)(void* host_dst, const void* device_src, size_t nbytes);
+    void (*from_host)(void* device_dst, const void* host_src, size_t nbytes);
+
+    // Element-wise. `out` is contiguous; inputs are already broadcast (expanded) to
+    // out.shape, so a broadcast dim simply has stride 0.
+    void (*fill)(const View& out, double value);
+    void (*arange)(const View& out, double start, double step);
+    void (*copy)(const View& out, const View& in);  // any strides on both sides, converts dtype
+    void (*unary)(UnaryOp op, const View& out, const View& in, double exponent);
+    void (*binary)(BinaryOp op, const View& out, const View& a, const View& b);
+    void (*where)(const View& out, const View& cond, const View& a, const View& b);
+
+    // Reductions of a contiguous (outer, R, inner) block over R into (outer, inner).
+    void (*reduce)(ReduceOp op, const View& out, const View& in, int64_t outer, int64_t R, int64_t inner);
+
+    // Row-wise softmax of a contiguous (rows, cols) matrix; log selects log_softmax.
+    void (*softmax)(const View& out, const View& in, int64_t rows, int64_t cols, bool log);
+    // dx from y = softmax(x) (or log_softmax) and dy.
+    void (*softmax_backward)(const View& dx, const View& y, const View& dy, int64_t rows, int64_t cols, bool log);
+
+    // C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] for b < batch; row-major, op = transpose
+    // when the flag is set. Matrices of batch b start at base + b * batch_stride.
+    void (*gemm)(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                 double alpha, const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
+                 int64_t stride_b, double beta, void* C, int64_t ldc, int64_t stride_c);
+
+    // Row gather/scatter for embeddings: out[i, :] = table[idx[i], :]; table[idx[i], :] += src[i, :].
+    void (*index_select_rows)(const View& out, const View& table, const View& idx);
+    void (*index_add_rows)(const View& table, const View& idx, const View& src);
+
+    // Along the last dim of contiguous (rows, C) tensors with (rows, k) indices.
+    void (*gather_last)(const View& out, const View& in, const View& idx);
+    void (*scatter_add_last)(const View& out, const View& idx, const View& src);
+    void (*topk_last)(const View& values, const View& indices, const View& in, int64_t k);
+
+    // Fused cross-entropy over contiguous logits (N, V) and int64 targets (N):
+    // loss[i] = logsumexp(logits[i]) - logits[i, t_i], 0 where t_i == ignore_index.
+    void (*cross_entropy)(const View& loss, const View& logits, const View& targets, int64_t ignore_index);
+    // dlogits[i] = (softmax(logits[i]) - onehot(t_i)) * row_scale[i].
+    void (*cross_entropy_backward)(const View& dlogits, const View& logits, const View& targets,
+                                   const View& row_scale);
+};
+
+// The table for a device; throws when that device was not built in.
+const Backend& backend(Device device);
+
+// Registration hook for the optional CUDA backend.
+void register_backend(Device device, const Backend* table);
+
+}  // namespace gg

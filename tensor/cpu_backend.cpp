@@ -1,0 +1,422 @@
+// cpu_backend.cpp — the CPU implementation of the backend table (tensor/backend.h).
+//
+// Dense operands take a flat loop; strided or broadcast ones walk an N-d index. Loops
+// split over OpenMP threads once they are large enough (tensor/parallel.h); GEMM is
+// OpenBLAS. Every kernel is templated on the element type T.
+#include <cblas.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "tensor/backend.h"
+#include "tensor/parallel.h"
+
+namespace gg {
+
+namespace {
+
+bool is_dense(const View& v) {
+    int64_t expected = 1;
+    for (size_t i = v.shape.size(); i-- > 0;) {
+        if (v.shape[i] != 1 && v.strides[i] != expected) return false;
+        expected *= v.shape[i];
+    }
+    return true;
+}
+
+// Visits every index of `shape` in row-major order, passing the element offset of each of
+// the N operands (each with its own strides). Chunks of the index space go to threads.
+template <size_t N, class F>
+void for_each_offset(const Shape& shape, const std::array<const Strides*, N>& strides, F&& f) {
+    const int64_t n = shape_numel(shape), nd = static_cast<int64_t>(shape.size());
+    parallel_range(n, [&](int64_t begin, int64_t end) {
+        std::vector<int64_t> idx(nd);
+        std::array<int64_t, N> off{};
+        for (int64_t d = nd - 1, rem = begin; d >= 0; --d) {
+            idx[d] = rem % shape[d];
+            rem /= shape[d];
+            for (size_t k = 0; k < N; ++k) off[k] += idx[d] * (*strides[k])[d];
+        }
+        for (int64_t i = begin; i < end; ++i) {
+            f(off);
+            for (int64_t d = nd - 1; d >= 0; --d) {  // odometer step with carry
+                for (size_t k = 0; k < N; ++k) off[k] += (*strides[k])[d];
+                if (++idx[d] < shape[d]) break;
+                for (size_t k = 0; k < N; ++k) off[k] -= (*strides[k])[d] * shape[d];
+                idx[d] = 0;
+            }
+        }
+    });
+}
+
+template <class T>
+T* ptr(const View& v) { return static_cast<T*>(v.data); }
+
+// out = f(in), element-wise.
+template <class T, class F>
+void map1(const View& out, const View& in, F f) {
+    T* o = ptr<T>(out);
+    const T* x = ptr<T>(in);
+    if (is_dense(in)) {
+        parallel_range(shape_numel(out.shape), [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) o[i] = f(x[i]);
+        });
+    } else {
+        for_each_offset<2>(out.shape, {&out.strides, &in.strides}, [&](const auto& off) { o[off[0]] = f(x[off[1]]); });
+    }
+}
+
+// out = f(a, b), element-wise over already-broadcast operands.
+template <class T, class F>
+void map2(const View& out, const View& a, const View& b, F f) {
+    T* o = ptr<T>(out);
+    const T *x = ptr<T>(a), *y = ptr<T>(b);
+    if (is_dense(a) && is_dense(b)) {
+        parallel_range(shape_numel(out.shape), [&](int64_t s, int64_t e) {
+            for (int64_t i = s; i < e; ++i) o[i] = f(x[i], y[i]);
+        });
+    } else {
+        for_each_offset<3>(out.shape, {&out.strides, &a.strides, &b.strides},
+                           [&](const auto& off) { o[off[0]] = f(x[off[1]], y[off[2]]); });
+    }
+}
+
+void* cpu_allocate(size_t nbytes) {
+    // 64-byte alignment suits AVX-512 loads and OpenBLAS; at least one byte so that an
+    // empty tensor still has a distinct address.
+    const size_t rounded = std::max<size_t>(64, (nbytes + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) throw std::bad_alloc();
+    return p;
+}
+void cpu_deallocate(void* p) { std::free(p); }
+void cpu_memcpy(void* dst, const void* src, size_t nbytes) { std::memcpy(dst, src, nbytes); }
+
+void cpu_fill(const View& out, double value) {
+    dispatch(out.dtype, [&]<class T>() {
+        T* o = ptr<T>(out);
+        const T v = static_cast<T>(value);
+        parallel_range(shape_numel(out.shape), [&](int64_t b, int64_t e) { std::fill(o + b, o + e, v); });
+    });
+}
+
+void cpu_arange(const View& out, double start, double step) {
+    dispatch(out.dtype, [&]<class T>() {
+        T* o = ptr<T>(out);
+        for (int64_t i = 0; i < shape_numel(out.shape); ++i) o[i] = static_cast<T>(start + i * step);
+    });
+}
+
+void cpu_copy(const View& out, const View& in) {
+    if (out.dtype == in.dtype && is_dense(out) && is_dense(in)) {
+        std::memcpy(out.data, in.data, shape_numel(out.shape) * dtype_size(out.dtype));
+        return;
+    }
+    dispatch(out.dtype, [&]<class O>() {
+        dispatch(in.dtype, [&]<class I>() {
+            O* o = ptr<O>(out);
+            const I* x = ptr<I>(in);
+            for_each_offset<2>(out.shape, {&out.strides, &in.strides},
+                               [&](const auto& off) { o[off[0]] = static_cast<O>(x[off[1]]); });
+        });
+    });
+}
+
+void cpu_unary(UnaryOp op, const View& out, const View& in, double exponent) {
+    dispatch(out.dtype, [&]<class T>() {
+        switch (op) {
+            case UnaryOp::neg: map1<T>(out, in, [](T x) { return T(-x); }); break;
+            case UnaryOp::exp: map1<T>(out, in, [](T x) { return T(std::exp(x)); }); break;
+            case UnaryOp::log: map1<T>(out, in, [](T x) { return T(std::log(x)); }); break;
+            case UnaryOp::sqrt: map1<T>(out, in, [](T x) { return T(std::sqrt(x)); }); break;
+            case UnaryOp::rsqrt: map1<T>(out, in, [](T x) { return T(1 / std::sqrt(x)); }); break;
+            case UnaryOp::tanh: map1<T>(out, in, [](T x) { return T(std::tanh(x)); }); break;
+            case UnaryOp::sigmoid: map1<T>(out, in, [](T x) { return T(1 / (1 + std::exp(-x))); }); break;
+            case UnaryOp::relu: map1<T>(out, in, [](T x) { return x > 0 ? x : T(0); }); break;
+            case UnaryOp::silu: map1<T>(out, in, [](T x) { return T(x / (1 + std::exp(-x))); }); break;
+            case UnaryOp::gelu:  // exact GELU, x Φ(x), as torch's default
+                map1<T>(out, in, [](T x) { return T(0.5 * x * (1 + std::erf(x * M_SQRT1_2))); });
+                break;
+            case UnaryOp::erf: map1<T>(out, in, [](T x) { return T(std::erf(x)); }); break;
+            case UnaryOp::abs: map1<T>(out, in, [](T x) { return x < 0 ? T(-x) : x; }); break;
+            case UnaryOp::pow: map1<T>(out, in, [=](T x) { return T(std::pow(x, exponent)); }); break;
+        }
+    });
+}
+
+void cpu_binary(BinaryOp op, const View& out, const View& a, const View& b) {
+    dispatch(out.dtype, [&]<class T>() {
+        switch (op) {
+            case BinaryOp::add: map2<T>(out, a, b, [](T x, T y) { return T(x + y); }); break;
+            case BinaryOp::sub: map2<T>(out, a, b, [](T x, T y) { return T(x - y); }); break;
+            case BinaryOp::mul: map2<T>(out, a, b, [](T x, T y) { return T(x * y); }); break;
+            case BinaryOp::div: map2<T>(out, a, b, [](T x, T y) { return T(x / y); }); break;
+            case BinaryOp::maximum: map2<T>(out, a, b, [](T x, T y) { return x > y ? x : y; }); break;
+            case BinaryOp::minimum: map2<T>(out, a, b, [](T x, T y) { return x < y ? x : y; }); break;
+            case BinaryOp::eq: map2<T>(out, a, b, [](T x, T y) { return T(x == y); }); break;
+            case BinaryOp::ne: map2<T>(out, a, b, [](T x, T y) { return T(x != y); }); break;
+            case BinaryOp::lt: map2<T>(out, a, b, [](T x, T y) { return T(x < y); }); break;
+            case BinaryOp::le: map2<T>(out, a, b, [](T x, T y) { return T(x <= y); }); break;
+            case BinaryOp::gt: map2<T>(out, a, b, [](T x, T y) { return T(x > y); }); break;
+            case BinaryOp::ge: map2<T>(out, a, b, [](T x, T y) { return T(x >= y); }); break;
+        }
+    });
+}
+
+void cpu_where(const View& out, const View& cond, const View& a, const View& b) {
+    dispatch(out.dtype, [&]<class T>() {
+        T* o = ptr<T>(out);
+        const T *c = ptr<T>(cond), *x = ptr<T>(a), *y = ptr<T>(b);
+        for_each_offset<4>(out.shape, {&out.strides, &cond.strides, &a.strides, &b.strides},
+                           [&](const auto& off) { o[off[0]] = c[off[1]] != T(0) ? x[off[2]] : y[off[3]]; });
+    });
+}
+
+// Reduces over the middle axis of (outer, R, inner). Accumulates floats in double.
+void cpu_reduce(ReduceOp op, const View& out, const View& in, int64_t outer, int64_t R, int64_t inner) {
+    dispatch(out.dtype, [&]<class T>() {
+        using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+        const Acc init = op == ReduceOp::sum   ? Acc(0)
+                         : op == ReduceOp::max ? std::numeric_limits<Acc>::lowest()
+                                               : std::numeric_limits<Acc>::max();
+        auto combine = [op](Acc acc, T x) -> Acc {
+            if (op == ReduceOp::sum) return acc + x;
+            if (op == ReduceOp::max) return std::isnan(double(x)) || x > acc ? Acc(x) : acc;
+            return std::isnan(double(x)) || x < acc ? Acc(x) : acc;
+        };
+        const T* x = ptr<T>(in);
+        T* o = ptr<T>(out);
+        if (op != ReduceOp::sum && R == 0)
+            throw std::invalid_argument("reduce: max/min over an empty dim");
+        // Work item = one output element; consecutive items share rows of the input, so a
+        // chunk walks the input row by row (contiguous) rather than column by column.
+        parallel_range(outer * inner, [&](int64_t begin, int64_t end) {
+            std::vector<Acc> acc;
+            for (int64_t item = begin; item < end;) {
+                const int64_t o_idx = item / inner, j0 = item % inner;
+                const int64_t j1 = std::min(inner, j0 + (end - item));
+                acc.assign(j1 - j0, init);
+                for (int64_t r = 0; r < R; ++r) {
+                    const T* row = x + (o_idx * R + r) * inner;
+                    for (int64_t j = j0; j < j1; ++j) acc[j - j0] = combine(acc[j - j0], row[j]);
+                }
+                for (int64_t j = j0; j < j1; ++j) o[o_idx * inner + j] = static_cast<T>(acc[j - j0]);
+                item += j1 - j0;
+            }
+        }, R);
+    });
+}
+
+void cpu_softmax(const View& out, const View& in, int64_t rows, int64_t cols, bool log) {
+    dispatch(out.dtype, [&]<class T>() {
+        const T* x = ptr<T>(in);
+        T* y = ptr<T>(out);
+        parallel_range(rows, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) {
+                const T* xr = x + r * cols;
+                T* yr = y + r * cols;
+                // Subtracting the max keeps exp() finite; it cancels in the ratio.
+                const T m = *std::max_element(xr, xr + cols);
+                double z = 0;
+                for (int64_t c = 0; c < cols; ++c) z += std::exp(double(xr[c] - m));
+                if (log) {
+                    const double lz = std::log(z);
+                    for (int64_t c = 0; c < cols; ++c) yr[c] = T(xr[c] - m - lz);
+                } else {
+                    for (int64_t c = 0; c < cols; ++c) yr[c] = T(std::exp(double(xr[c] - m)) / z);
+                }
+            }
+        }, cols);
+    });
+}
+
+// softmax:     dx = y ⊙ (dy − Σ dy⊙y)
+// log_softmax: dx = dy − exp(y) Σ dy
+void cpu_softmax_backward(const View& dx, const View& y, const View& dy, int64_t rows, int64_t cols, bool log) {
+    dispatch(dx.dtype, [&]<class T>() {
+        const T *yp = ptr<T>(y), *gp = ptr<T>(dy);
+        T* out = ptr<T>(dx);
+        parallel_range(rows, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) {
+                const T *yr = yp + r * cols, *gr = gp + r * cols;
+                T* o = out + r * cols;
+                double dot = 0;
+                for (int64_t c = 0; c < cols; ++c) dot += log ? double(gr[c]) : double(gr[c]) * yr[c];
+                for (int64_t c = 0; c < cols; ++c)
+                    o[c] = log ? T(gr[c] - std::exp(double(yr[c])) * dot) : T(yr[c] * (gr[c] - dot));
+            }
+        }, cols);
+    });
+}
+
+void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+              double alpha, const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
+              int64_t stride_b, double beta, void* C, int64_t ldc, int64_t stride_c) {
+    const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    for (int64_t i = 0; i < batch; ++i) {
+        if (dtype == DType::f32)
+            cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, float(alpha), static_cast<const float*>(A) + i * stride_a,
+                        lda, static_cast<const float*>(B) + i * stride_b, ldb, float(beta),
+                        static_cast<float*>(C) + i * stride_c, ldc);
+        else if (dtype == DType::f64)
+            cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, static_cast<const double*>(A) + i * stride_a, lda,
+                        static_cast<const double*>(B) + i * stride_b, ldb, beta,
+                        static_cast<double*>(C) + i * stride_c, ldc);
+        else
+            throw std::invalid_argument(std::string("gemm: no kernel for ") + dtype_name(dtype));
+    }
+}
+
+// Index tensors are checked once, serially, so kernels never index out of bounds (and
+// never throw from inside a parallel region).
+void check_indices(const char* op, const int64_t* idx, int64_t n, int64_t limit, int64_t ignore = INT64_MIN) {
+    for (int64_t i = 0; i < n; ++i)
+        if (idx[i] != ignore && (idx[i] < 0 || idx[i] >= limit))
+            throw std::out_of_range(std::string(op) + ": index " + std::to_string(idx[i]) + " at position " +
+                                    std::to_string(i) + " is out of range [0, " + std::to_string(limit) + ")");
+}
+
+void cpu_index_select_rows(const View& out, const View& table, const View& idx) {
+    const int64_t N = idx.shape[0], V = table.shape[0], D = table.shape[1];
+    const int64_t* ids = ptr<int64_t>(idx);
+    check_indices("embedding", ids, N, V);
+    const size_t row_bytes = D * dtype_size(out.dtype);
+    parallel_range(N, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+            std::memcpy(static_cast<char*>(out.data) + i * row_bytes,
+                        static_cast<const char*>(table.data) + ids[i] * row_bytes, row_bytes);
+    }, D);
+}
+
+void cpu_index_add_rows(const View& table, const View& idx, const View& src) {
+    const int64_t N = idx.shape[0], V = table.shape[0], D = table.shape[1];
+    const int64_t* ids = ptr<int64_t>(idx);
+    check_indices("index_add", ids, N, V);
+    dispatch(table.dtype, [&]<class T>() {
+        T* t = ptr<T>(table);
+        const T* s = ptr<T>(src);
+        // Threads own disjoint column ranges, so repeated ids never race.
+        parallel_range(D, [&](int64_t c0, int64_t c1) {
+            for (int64_t i = 0; i < N; ++i)
+                for (int64_t c = c0; c < c1; ++c) t[ids[i] * D + c] += s[i * D + c];
+        }, N);
+    });
+}
+
+void cpu_gather_last(const View& out, const View& in, const View& idx) {
+    const int64_t rows = out.shape[0], k = out.shape[1], C = in.shape[1];
+    const int64_t* ids = ptr<int64_t>(idx);
+    check_indices("gather", ids, rows * k, C);
+    dispatch(out.dtype, [&]<class T>() {
+        for (int64_t i = 0; i < rows * k; ++i) ptr<T>(out)[i] = ptr<T>(in)[(i / k) * C + ids[i]];
+    });
+}
+
+void cpu_scatter_add_last(const View& out, const View& idx, const View& src) {
+    const int64_t rows = src.shape[0], k = src.shape[1], C = out.shape[1];
+    const int64_t* ids = ptr<int64_t>(idx);
+    check_indices("scatter_add", ids, rows * k, C);
+    dispatch(out.dtype, [&]<class T>() {
+        for (int64_t i = 0; i < rows * k; ++i) ptr<T>(out)[(i / k) * C + ids[i]] += ptr<T>(src)[i];
+    });
+}
+
+void cpu_topk_last(const View& values, const View& indices, const View& in, int64_t k) {
+    const int64_t rows = in.shape[0], C = in.shape[1];
+    dispatch(in.dtype, [&]<class T>() {
+        const T* x = ptr<T>(in);
+        parallel_range(rows, [&](int64_t b, int64_t e) {
+            std::vector<int64_t> order(C);
+            for (int64_t r = b; r < e; ++r) {
+                const T* xr = x + r * C;
+                std::iota(order.begin(), order.end(), 0);
+                // Largest first; ties keep the lower index first, so results are deterministic.
+                std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                                  [&](int64_t i, int64_t j) { return xr[i] > xr[j] || (xr[i] == xr[j] && i < j); });
+                for (int64_t j = 0; j < k; ++j) {
+                    ptr<T>(values)[r * k + j] = xr[order[j]];
+                    ptr<int64_t>(indices)[r * k + j] = order[j];
+                }
+            }
+        }, C);
+    });
+}
+
+void cpu_cross_entropy(const View& loss, const View& logits, const View& targets, int64_t ignore_index) {
+    const int64_t N = logits.shape[0], V = logits.shape[1];
+    const int64_t* t = ptr<int64_t>(targets);
+    check_indices("cross_entropy", t, N, V, ignore_index);
+    dispatch(logits.dtype, [&]<class T>() {
+        const T* x = ptr<T>(logits);
+        T* l = ptr<T>(loss);
+        parallel_range(N, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) {
+                if (t[i] == ignore_index) { l[i] = 0; continue; }
+                const T* xr = x + i * V;
+                const T m = *std::max_element(xr, xr + V);
+                double z = 0;
+                for (int64_t c = 0; c < V; ++c) z += std::exp(double(xr[c] - m));
+                l[i] = T(m + std::log(z) - xr[t[i]]);  // logsumexp − target logit
+            }
+        }, V);
+    });
+}
+
+void cpu_cross_entropy_backward(const View& dlogits, const View& logits, const View& targets, const View& row_scale) {
+    const int64_t N = logits.shape[0], V = logits.shape[1];
+    const int64_t* t = ptr<int64_t>(targets);
+    dispatch(logits.dtype, [&]<class T>() {
+        const T *x = ptr<T>(logits), *s = ptr<T>(row_scale);
+        T* d = ptr<T>(dlogits);
+        parallel_range(N, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) {
+                T* dr = d + i * V;
+                if (s[i] == T(0)) { std::fill(dr, dr + V, T(0)); continue; }  // ignored row
+                const T* xr = x + i * V;
+                const T m = *std::max_element(xr, xr + V);
+                double z = 0;
+                for (int64_t c = 0; c < V; ++c) z += std::exp(double(xr[c] - m));
+                for (int64_t c = 0; c < V; ++c) dr[c] = T(std::exp(double(xr[c] - m)) / z * s[i]);
+                dr[t[i]] -= s[i];
+            }
+        }, V);
+    });
+}
+
+const Backend cpu_backend{
+    "cpu",
+    cpu_allocate,
+    cpu_deallocate,
+    cpu_memcpy,
+    cpu_memcpy,
+    cpu_fill,
+    cpu_arange,
+    cpu_copy,
+    cpu_unary,
+    cpu_binary,
+    cpu_where,
+    cpu_reduce,
+    cpu_softmax,
+    cpu_softmax_backward,
+    cpu_gemm,
+    cpu_index_select_rows,
+    cpu_index_add_rows,
+    cpu_gather_last,
+    cpu_scatter_add_last,
+    cpu_topk_last,
+    cpu_cross_entropy,
+    cpu_cross_entropy_backward,
+};
+
+}  // namespace
+
+const Backend& cpu_backend_table() { return cpu_backend; }
+
+}  // namespace gg

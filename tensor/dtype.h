@@ -1,0 +1,38 @@
+// dtype.h — element types, devices and shapes: the vocabulary every other file uses.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gg {
+
+// The enum stays open: bfloat16 on CUDA is a planned addition (SPEC §1).
+enum class DType { f32, f64, i64 };
+enum class Device { CPU, CUDA };
+
+using Shape = std::vector<int64_t>;
+using Strides = std::vector<int64_t>;  // in elements, not bytes
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);    // "float32", "float64", "int64"
+const char* device_name(Device device); // "cpu", "cuda"
+bool is_floating(DType dtype);
+
+std::string shape_str(const Shape& shape);  // "(2,3)"; "()" for a scalar
+int64_t shape_numel(const Shape& shape);
+Strides contiguous_strides(const Shape& shape);
+
+// Maps a possibly negative dim (-1 = last) onto [0, ndim); throws naming the op.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+
+// Calls f.template operator()<T>() with T the C++ type of `dtype`.
+template <class F>
+void dispatch(DType dtype, F&& f) {
+    switch (dtype) {
+        case DType::f32: f.template operator()<float>(); break;
+        case DType::f64: f.template operator()<double>(); break;
+        case DType::i64: f.template operator()<int64_t>(); break;
+    }
+}
+
+}  // namespace gg

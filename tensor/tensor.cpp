@@ -1,0 +1,218 @@
+// tensor.cpp — storage, metadata, creation, device/dtype moves and printing.
+#include "tensor/tensor.h"
+
+#include <cstring>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+#include <stdexcept>
+
+#include "autograd/engine.h"
+
+namespace gg {
+
+Storage::Storage(size_t nbytes_, Device device_)
+    : data(backend(device_).allocate(nbytes_)), nbytes(nbytes_), device(device_) {}
+
+Storage::~Storage() { backend(device).deallocate(data); }
+
+void check_defined(const Tensor& t, const char* op) {
+    if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+    for (int64_t d : shape)
+        if (d < 0) throw std::invalid_argument("empty: negative dim in shape " + shape_str(shape));
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
+    impl->shape = shape;
+    impl->strides = contiguous_strides(shape);
+    impl->dtype = dtype;
+    return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+    int64_t expected = 1;
+    for (size_t i = impl_->shape.size(); i-- > 0;) {
+        if (impl_->shape[i] == 1) continue;  // a size-1 dim's stride never matters
+        if (impl_->strides[i] != expected) return false;
+        expected *= impl_->shape[i];
+    }
+    return true;
+}
+
+template <class T>
+T* Tensor::data() const {
+    if (device() != Device::CPU)
+        throw std::logic_error("data: the tensor is on " + std::string(device_name(device())) +
+                               "; move it to the cpu first");
+    return static_cast<T*>(impl_->storage->data) + impl_->offset;
+}
+template float* Tensor::data<float>() const;
+template double* Tensor::data<double>() const;
+template int64_t* Tensor::data<int64_t>() const;
+
+View Tensor::view_desc() const {
+    char* base = static_cast<char*>(impl_->storage->data) + impl_->offset * dtype_size(dtype());
+    return View{base, dtype(), impl_->shape, impl_->strides};
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+    Tensor host = to(Device::CPU).contiguous();
+    std::vector<T> out(numel());
+    dispatch(dtype(), [&]<class S>() {
+        const S* p = host.data<S>();
+        for (int64_t i = 0; i < numel(); ++i) out[i] = static_cast<T>(p[i]);
+    });
+    return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+
+double Tensor::item() const {
+    if (numel() != 1)
+        throw std::invalid_argument("item: tensor of shape " + shape_str(shape()) + " has " +
+                                    std::to_string(numel()) + " elements, not 1");
+    return to_vector<double>()[0];
+}
+
+Tensor Tensor::clone() const {
+    Tensor out = empty(shape(), dtype(), device());
+    backend(device()).copy(out.view_desc(), view_desc());
+    return record("clone", out, {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::to(Device target) const {
+    if (target == device()) return *this;
+    Tensor src = contiguous();
+    Tensor out = empty(shape(), dtype(), target);
+    const size_t nbytes = numel() * dtype_size(dtype());
+    if (device() == Device::CPU)
+        backend(target).from_host(out.view_desc().data, src.view_desc().data, nbytes);
+    else
+        backend(device()).to_host(out.view_desc().data, src.view_desc().data, nbytes);
+    const Device source = device();
+    return record("to_device", out, {*this}, [source](const Tensor& g) { return std::vector<Tensor>{g.to(source)}; });
+}
+
+Tensor Tensor::to(DType target) const {
+    if (target == dtype()) return *this;
+    Tensor out = empty(shape(), target, device());
+    backend(device()).copy(out.view_desc(), view_desc());
+    const DType source = dtype();
+    const bool differentiable = is_floating(source) && is_floating(target);
+    return differentiable ? record("to_dtype", out, {*this},
+                                   [source](const Tensor& g) { return std::vector<Tensor>{g.to(source)}; })
+                          : out;
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+    if (on && !is_floating(dtype()))
+        throw std::invalid_argument(std::string("requires_grad_: only floating tensors can require grad, not ") +
+                                    dtype_name(dtype()));
+    impl_->requires_grad = on;
+    return *this;
+}
+
+Tensor Tensor::detach() const {
+    auto impl = std::make_shared<TensorImpl>(*impl_);
+    impl->requires_grad = false;
+    impl->grad.reset();
+    impl->grad_fn.reset();
+    return Tensor(std::move(impl));
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+    run_backward(*this, gradient, retain_graph);
+}
+
+// --- creation ---
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+    Tensor out = Tensor::empty(shape, dtype, device);
+    backend(device).fill(out.view_desc(), value);
+    return out;
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
+Tensor scalar(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
+
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
+    if (step == 0 || (end - start) / step < 0)
+        throw std::invalid_argument("arange: cannot go from " + std::to_string(start) + " to " +
+                                    std::to_string(end) + " in steps of " + std::to_string(step));
+    const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+    Tensor out = Tensor::empty({n}, dtype, device);
+    backend(device).arange(out.view_desc(), start, step);
+    return out;
+}
+Tensor arange(int64_t end, DType dtype, Device device) { return arange(0, static_cast<double>(end), 1, dtype, device); }
+
+namespace {
+template <class T>
+Tensor from_host_values(const std::vector<T>& values, const Shape& shape, DType dtype, Device device) {
+    if (static_cast<int64_t>(values.size()) != shape_numel(shape))
+        throw std::invalid_argument("from_vector: " + std::to_string(values.size()) +
+                                    " values cannot fill shape " + shape_str(shape));
+    Tensor host = Tensor::empty(shape, dtype, Device::CPU);
+    std::memcpy(host.data<T>(), values.data(), values.size() * sizeof(T));
+    return host.to(device);
+}
+}  // namespace
+
+Tensor from_vector(const std::vector<float>& v, const Shape& s, Device d) { return from_host_values(v, s, DType::f32, d); }
+Tensor from_vector(const std::vector<double>& v, const Shape& s, Device d) { return from_host_values(v, s, DType::f64, d); }
+Tensor from_vector(const std::vector<int64_t>& v, const Shape& s, Device d) { return from_host_values(v, s, DType::i64, d); }
+
+// --- printing, in PyTorch's layout: nested brackets, at most 3 leading and 3 trailing
+// entries per dim when a tensor has more than 1000 elements ---
+
+namespace {
+void print_dim(std::ostream& os, const std::vector<double>& v, const Shape& shape, const Strides& strides,
+               size_t d, int64_t base, bool elide, bool integer, int indent) {
+    const int64_t n = shape[d];
+    os << '[';
+    for (int64_t i = 0; i < n; ++i) {
+        if (elide && n > 6 && i == 3) {
+            os << (d + 1 == shape.size() ? "..., " : "...,\n" + std::string(indent + 1, ' '));
+            i = n - 3;
+        }
+        if (d + 1 == shape.size()) {
+            const double x = v[base + i * strides[d]];
+            if (integer) os << static_cast<int64_t>(x);
+            else {
+                char buf[32];
+                std::snprintf(buf, sizeof buf, "%9.4f", x);
+                os << buf;
+            }
+        } else {
+            print_dim(os, v, shape, strides, d + 1, base + i * strides[d], elide, integer, indent + 1);
+        }
+        if (i + 1 < n) os << (d + 1 == shape.size() ? ", " : ",\n" + std::string(indent + 1, ' '));
+    }
+    os << ']';
+}
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+    if (!t.defined()) return os << "tensor(undefined)";
+    const auto values = t.to_vector<double>();
+    const bool integer = t.dtype() == DType::i64;
+    os << "tensor(";
+    if (t.dim() == 0) os << (integer ? std::to_string(static_cast<int64_t>(values[0])) : std::to_string(values[0]));
+    else print_dim(os, values, t.shape(), contiguous_strides(t.shape()), 0, 0, t.numel() > 1000, integer, 7);
+    os << ", shape=" << shape_str(t.shape()) << ", dtype=" << dtype_name(t.dtype());
+    if (t.device() != Device::CPU) os << ", device=" << device_name(t.device());
+    if (t.requires_grad()) os << ", requires_grad=true";
+    return os << ")";
+}
+
+}  // namespace gg
