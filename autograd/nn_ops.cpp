@@ -106,6 +106,26 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     });
 }
 
+Tensor index_select(const Tensor& x, const Tensor& ids) { return embedding(x, ids); }
+
+Tensor index_add(const Tensor& x, const Tensor& ids, const Tensor& src) {
+    check_defined(x, "index_add");
+    check_defined(ids, "index_add");
+    check_defined(src, "index_add");
+    if (x.dim() != 2 || src.dim() != 2 || ids.dim() != 1 || ids.dtype() != DType::i64 || src.size(0) != ids.size(0) ||
+        src.size(1) != x.size(1) || src.dtype() != x.dtype() || src.device() != x.device() || ids.device() != x.device())
+        throw std::invalid_argument("index_add: x " + shape_str(x.shape()) + ", ids " + shape_str(ids.shape()) + " " +
+                                    dtype_name(ids.dtype()) + ", src " + shape_str(src.shape()) +
+                                    ": need x (N, D), int64 ids (M), src (M, D) of x's dtype");
+    Tensor out = x.detach().clone();
+    const Tensor flat_ids = ids.contiguous();
+    backend(x.device()).index_add_rows(out.view_desc(), flat_ids.view_desc(), src.detach().contiguous().view_desc());
+    // out = x + Σ rows of src: x's gradient passes unchanged, src's rows read theirs at ids.
+    return record("index_add", out, {x, ids, src}, [flat_ids](const Tensor& g) {
+        return std::vector<Tensor>{g, Tensor(), index_select(g, flat_ids)};
+    });
+}
+
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
     check_defined(x, "dropout");
     if (p < 0 || p > 1) throw std::invalid_argument("dropout: probability " + std::to_string(p) + " is not in [0, 1]");

@@ -20,6 +20,18 @@ enum class UnaryOp { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, silu, gelu
 enum class BinaryOp { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };
 enum class ReduceOp { sum, max, min };
 
+// Geometry of one attention call. Q is (B, H, Tq, D); K and V are (B, Hkv, Tk, D) with
+// H a multiple of Hkv (grouped-query attention: query head h reads kv head h / (H/Hkv)).
+// Query i sits at absolute position Tk − Tq + i, so a KV cache of earlier keys just
+// makes Tk longer. causal: key j is visible when j ≤ pos(i); window > 0 also needs
+// pos(i) − j < window (sliding-window attention).
+struct AttentionShape {
+    int64_t B, H, Hkv, Tq, Tk, D;
+    bool causal;
+    int64_t window;
+    double scale;
+};
+
 struct Backend {
     const char* name;
 
@@ -67,6 +79,15 @@ struct Backend {
     // dlogits[i] = (softmax(logits[i]) - onehot(t_i)) * row_scale[i].
     void (*cross_entropy_backward)(const View& dlogits, const View& logits, const View& targets,
                                    const View& row_scale);
+
+    // Fused attention over contiguous operands: O = softmax(Q Kᵀ · scale + mask) V and the
+    // row log-sum-exp lse (B, H, Tq) that backward needs to recompute the probabilities.
+    // probs (B, H, Tq, Tk) is filled only when its data pointer is not null.
+    void (*attention_forward)(const AttentionShape& s, const View& O, const View& lse, const View& probs,
+                              const View& Q, const View& K, const View& V);
+    void (*attention_backward)(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
+                               const View& dO, const View& Q, const View& K, const View& V, const View& O,
+                               const View& lse);
 };
 
 // The table for a device; throws when that device was not built in.

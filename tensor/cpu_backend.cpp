@@ -20,6 +20,13 @@
 
 namespace gg {
 
+// tensor/cpu_attention.cpp
+void cpu_attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs,
+                           const View& Q, const View& K, const View& V);
+void cpu_attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
+                            const View& dO, const View& Q, const View& K, const View& V, const View& O,
+                            const View& lse);
+
 namespace {
 
 bool is_dense(const View& v) {
@@ -413,6 +420,8 @@ const Backend cpu_backend{
     cpu_topk_last,
     cpu_cross_entropy,
     cpu_cross_entropy_backward,
+    cpu_attention_forward,
+    cpu_attention_backward,
 };
 
 }  // namespace

@@ -84,6 +84,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 // weight (V, D), ids int64 (...) → (..., D); backward scatter-adds into weight rows.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
+// Rows of x at ids: x (N, D), ids int64 (M) → (M, D). The same as embedding(x, ids).
+Tensor index_select(const Tensor& x, const Tensor& ids);
+// x with src's rows added at ids: x (N, D), ids int64 (M), src (M, D) → (N, D); repeated ids add up.
+Tensor index_add(const Tensor& x, const Tensor& ids, const Tensor& src);
 // Zeroes each element with probability p and scales the rest by 1/(1−p) (when training).
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 // The k largest along `dim` (sorted, largest first) and their int64 indices.

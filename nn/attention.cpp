@@ -1,0 +1,247 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "autograd/engine.h"
+
+namespace gg::nn {
+
+// ---------------------------------------------------------------- the fused primitive
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options,
+                                    Tensor* probs) {
+    check_defined(q, "scaled_dot_product_attention");
+    check_defined(k, "scaled_dot_product_attention");
+    check_defined(v, "scaled_dot_product_attention");
+    const bool ok = q.dim() == 4 && k.dim() == 4 && k.shape() == v.shape() && q.size(0) == k.size(0) &&
+                    q.size(3) == k.size(3) && k.size(1) > 0 && q.size(1) % k.size(1) == 0 && q.size(2) <= k.size(2) &&
+                    q.dtype() == k.dtype() && k.dtype() == v.dtype() && is_floating(q.dtype()) &&
+                    q.device() == k.device() && k.device() == v.device();
+    if (!ok)
+        throw std::invalid_argument("scaled_dot_product_attention: q " + shape_str(q.shape()) + ", k " +
+                                    shape_str(k.shape()) + ", v " + shape_str(v.shape()) +
+                                    ": need q (B, H, Tq, dk), k = v (B, Hkv, Tk, dk) with Hkv dividing H, Tq ≤ Tk, "
+                                    "one floating dtype and one device");
+    const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Hkv = k.size(1), Tk = k.size(2);
+    const AttentionShape s{B, H, Hkv, Tq, Tk, D, options.causal, options.window,
+                           options.scale > 0 ? options.scale : 1.0 / std::sqrt(double(D))};
+    const Tensor Q = q.detach().contiguous(), K = k.detach().contiguous(), V = v.detach().contiguous();
+    const Device dev = q.device();
+    Tensor O = Tensor::empty({B, H, Tq, D}, q.dtype(), dev);
+    Tensor lse = Tensor::empty({B, H, Tq}, q.dtype(), dev);
+    View probs_view{nullptr, q.dtype(), {}, {}};
+    if (probs) {
+        *probs = Tensor::empty({B, H, Tq, Tk}, q.dtype(), dev);
+        probs_view = probs->view_desc();
+    }
+    backend(dev).attention_forward(s, O.view_desc(), lse.view_desc(), probs_view, Q.view_desc(), K.view_desc(),
+                                   V.view_desc());
+    const Tensor O_saved = O.detach();
+    return record("scaled_dot_product_attention", O, {q, k, v}, [=](const Tensor& g) {
+        Tensor dQ = Tensor::empty(Q.shape(), Q.dtype(), dev), dK = Tensor::empty(K.shape(), K.dtype(), dev),
+               dV = Tensor::empty(V.shape(), V.dtype(), dev);
+        backend(dev).attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(), g.contiguous().view_desc(),
+                                        Q.view_desc(), K.view_desc(), V.view_desc(), O_saved.view_desc(),
+                                        lse.view_desc());
+        return std::vector<Tensor>{dQ, dK, dV};
+    });
+}
+
+// ---------------------------------------------------------------- option names
+
+namespace {
+template <class E, size_t N>
+E parse_name(const std::string& name, const std::pair<const char*, E> (&table)[N], const char* what) {
+    std::string known;
+    for (const auto& [n, e] : table) {
+        if (name == n) return e;
+        known += (known.empty() ? "" : ", ") + std::string(n);
+    }
+    throw std::invalid_argument(std::string(what) + " '" + name + "' is not one of " + known);
+}
+template <class E, size_t N>
+std::string name_of(E e, const std::pair<const char*, E> (&table)[N]) {
+    for (const auto& [n, x] : table)
+        if (x == e) return n;
+    return "?";
+}
+
+const std::pair<const char*, GatePosition> kPositions[] = {
+    {"baseline", GatePosition::none},        {"g1", GatePosition::sdpa_output},
+    {"g2", GatePosition::scores_from_x},     {"g3", GatePosition::scores_from_query},
+    {"g4", GatePosition::residual},          {"g5", GatePosition::after_merge},
+    {"value", GatePosition::value},          {"key", GatePosition::key},
+    {"query", GatePosition::query}};
+const std::pair<const char*, GateFunction> kFunctions[] = {{"sigmoid", GateFunction::sigmoid},
+                                                          {"tanh", GateFunction::tanh_half},
+                                                          {"relu", GateFunction::relu},
+                                                          {"silu", GateFunction::silu},
+                                                          {"none", GateFunction::none}};
+const std::pair<const char*, GateSharing> kSharings[] = {
+    {"elementwise", GateSharing::elementwise}, {"headwise", GateSharing::headwise}, {"shared", GateSharing::shared}};
+const std::pair<const char*, GateInit> kInits[] = {
+    {"zero", GateInit::zero}, {"normal", GateInit::normal}, {"kaiming", GateInit::kaiming}, {"xavier", GateInit::xavier}};
+}  // namespace
+
+GatePosition parse_gate_position(const std::string& n) { return parse_name(n, kPositions, "gate position"); }
+std::string gate_position_name(GatePosition p) { return name_of(p, kPositions); }
+GateFunction parse_gate_function(const std::string& n) { return parse_name(n, kFunctions, "gate function"); }
+std::string gate_function_name(GateFunction f) { return name_of(f, kFunctions); }
+GateSharing parse_gate_sharing(const std::string& n) { return parse_name(n, kSharings, "gate sharing"); }
+std::string gate_sharing_name(GateSharing s) { return name_of(s, kSharings); }
+GateInit parse_gate_init(const std::string& n) { return parse_name(n, kInits, "gate init"); }
+std::string gate_init_name(GateInit i) { return name_of(i, kInits); }
+
+// ---------------------------------------------------------------- GatedAttention
+
+namespace {
+
+// The gate's (heads, width) layout: which query/kv heads it spans and how many channels
+// each gate value covers. SPEC §2 sharing: element-wise (h, dk), head-wise (h, 1),
+// shared across heads (1, dk). G2 is one scalar per (query, head) whatever the sharing.
+std::pair<int64_t, int64_t> gate_layout(const AttentionOptions& o) {
+    const int64_t heads =
+        (o.gate == GatePosition::key || o.gate == GatePosition::value) ? o.kv_heads() : o.n_heads;
+    if (o.gate == GatePosition::scores_from_x) return {o.n_heads, 1};
+    switch (o.sharing) {
+        case GateSharing::elementwise: return {heads, o.head_dim()};
+        case GateSharing::headwise: return {heads, 1};
+        case GateSharing::shared: return {1, o.head_dim()};
+    }
+    return {heads, o.head_dim()};
+}
+
+// SPEC §2 gate init: zero (σ(0) = ½ everywhere), N(0, std²), Kaiming N(0, 2/fan_in),
+// Xavier U(±√(6/(fan_in + fan_out))).
+Tensor init_gate_weight(const AttentionOptions& o, const Shape& shape, int64_t fan_in, int64_t fan_out) {
+    switch (o.gate_init) {
+        case GateInit::zero: return zeros(shape);
+        case GateInit::normal: return randn(shape) * o.gate_init_std;
+        case GateInit::kaiming: return randn(shape) * std::sqrt(2.0 / fan_in);
+        case GateInit::xavier: return (rand(shape) * 2.0 - 1.0) * std::sqrt(6.0 / double(fan_in + fan_out));
+    }
+    return zeros(shape);
+}
+
+// (B, T, heads·width) ↔ (B, heads, T, width): the head-major layout attention works in.
+Tensor to_heads(const Tensor& x, int64_t heads) {
+    return x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2);
+}
+
+}  // namespace
+
+GatedAttention::GatedAttention(const AttentionOptions& options) : options_(options) {
+    const int64_t d = options.d_model, H = options.n_heads, Hkv = options.kv_heads();
+    if (H <= 0 || d % H != 0 || H % Hkv != 0 || (options.rope && options.head_dim() % 2 != 0))
+        throw std::invalid_argument("GatedAttention: d_model " + std::to_string(d) + ", n_heads " + std::to_string(H) +
+                                    ", n_kv_heads " + std::to_string(Hkv) +
+                                    ": need heads dividing d_model, kv heads dividing heads (and an even head size "
+                                    "with RoPE)");
+    const int64_t dk = options.head_dim();
+    w_q = register_module("w_q", std::make_shared<Linear>(d, H * dk, false));
+    w_k = register_module("w_k", std::make_shared<Linear>(d, Hkv * dk, false));
+    w_v = register_module("w_v", std::make_shared<Linear>(d, Hkv * dk, false));
+    w_o = register_module("w_o", std::make_shared<Linear>(H * dk, d, false));
+    if (options.qk_norm) {
+        q_norm = register_module("q_norm", std::make_shared<RMSNorm>(dk));
+        k_norm = register_module("k_norm", std::make_shared<RMSNorm>(dk));
+    }
+    if (options.rope) rope_.emplace(dk, options.rope_options);
+    if (!options.gated()) return;
+    if (options.gate == GatePosition::scores_from_query) {
+        w_g_query = init_gate_weight(options, {H, dk}, dk, 1);
+        register_parameter("w_g_query", w_g_query);
+        return;
+    }
+    const auto [heads, width] = gate_layout(options);
+    w_g = register_module("w_g", std::make_shared<Linear>(d, heads * width, false));
+    w_g->weight = init_gate_weight(options, {heads * width, d}, d, heads * width);
+    w_g->weight.requires_grad_();
+}
+
+Tensor GatedAttention::apply_gate_fn(const Tensor& z) const {
+    switch (options_.gate_fn) {
+        case GateFunction::sigmoid: return sigmoid(z);
+        case GateFunction::tanh_half: return (tanh(z) + 1.0) * 0.5;
+        case GateFunction::relu: return relu(z);
+        case GateFunction::silu: return silu(z);
+        case GateFunction::none: return ones_like(z);
+    }
+    return z;
+}
+
+Tensor GatedAttention::gate_values(const Tensor& source) const {
+    const auto [heads, width] = gate_layout(options_);
+    // (B, T, d) → (B, T, heads·width) → (B, heads, T, width)
+    return to_heads(apply_gate_fn(w_g->forward(source)), heads);
+}
+
+Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& gate_source) const {
+    check_defined(x, "GatedAttention");
+    if (x.dim() != 3 || x.size(2) != options_.d_model)
+        throw std::invalid_argument("GatedAttention: expected x (B, T, " + std::to_string(options_.d_model) +
+                                    "), got " + shape_str(x.shape()));
+    const AttentionOptions& o = options_;
+    const int64_t B = x.size(0), T = x.size(1), H = o.n_heads, Hkv = o.kv_heads(), dk = o.head_dim();
+    const int64_t past = cache ? cache->length() : 0;
+    const bool gated = o.gated();
+    Tensor gate;
+
+    Tensor q = to_heads(w_q->forward(x), H);    // (B, H, T, dk)
+    Tensor k = to_heads(w_k->forward(x), Hkv);  // (B, Hkv, T, dk)
+    Tensor v = to_heads(w_v->forward(x), Hkv);  // (B, Hkv, T, dk)
+    if (gated && o.gate == GatePosition::value) v = v * (gate = gate_values(x));  // paper's value gate
+    if (gated && o.gate == GatePosition::key) k = k * (gate = gate_values(x));
+    if (gated && o.gate == GatePosition::query) q = q * (gate = gate_values(x));
+    if (q_norm) q = q_norm->forward(q), k = k_norm->forward(k);
+    if (rope_) q = rope_->forward(q, past), k = rope_->forward(k, past);
+    if (cache) {
+        if (cache->length()) k = cat({cache->k, k}, 2), v = cat({cache->v, v}, 2);
+        cache->k = k.detach();
+        cache->v = v.detach();
+    }
+    // G2, G3: scale each query row's logits by its gate, i.e. scale the query vector.
+    if (gated && o.gate == GatePosition::scores_from_x) q = q * (gate = gate_values(x));  // (B, H, T, 1)
+    if (gated && o.gate == GatePosition::scores_from_query)
+        q = q * (gate = apply_gate_fn(sum(q * w_g_query.view({1, H, 1, dk}), {-1}, true)));  // σ(Q_i w_i)
+
+    Tensor probs;
+    Tensor heads = scaled_dot_product_attention(q, k, v, {o.causal, o.window, 0}, capture ? &probs : nullptr);
+    if (gated && o.gate == GatePosition::sdpa_output) heads = heads * (gate = gate_values(x));  // G1
+
+    Tensor y = w_o->forward(heads.transpose(1, 2).reshape({B, T, H * dk}));  // (B, T, d)
+    if (gated && (o.gate == GatePosition::after_merge || o.gate == GatePosition::residual)) {
+        // G5 reads the attention input norm(x); G4 the raw residual stream (gate_source).
+        const Tensor& source = o.gate == GatePosition::residual && gate_source.defined() ? gate_source : x;
+        gate = gate_values(source);                                           // (B, heads, T, width)
+        // d seen as H chunks of dk, so every sharing broadcasts: (H, dk), (H, 1) or (1, dk).
+        y = (to_heads(y, H) * gate).transpose(1, 2).reshape({B, T, o.d_model});
+    }
+    if (capture) last = {probs, gate.defined() ? gate.detach() : Tensor()};
+    return y;
+}
+
+// ---------------------------------------------------------------- MultiHeadAttention
+
+MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t heads, bool causal_)
+    : w_q(register_module("w_q", std::make_shared<Linear>(d_model, d_model))),
+      w_k(register_module("w_k", std::make_shared<Linear>(d_model, d_model))),
+      w_v(register_module("w_v", std::make_shared<Linear>(d_model, d_model))),
+      w_o(register_module("w_o", std::make_shared<Linear>(d_model, d_model))),
+      n_heads(heads),
+      causal(causal_) {
+    if (heads <= 0 || d_model % heads != 0)
+        throw std::invalid_argument("MultiHeadAttention: " + std::to_string(heads) + " heads do not divide d_model " +
+                                    std::to_string(d_model));
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x) const {
+    const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
+    const Tensor q = to_heads(w_q->forward(x), n_heads), k = to_heads(w_k->forward(x), n_heads),
+                 v = to_heads(w_v->forward(x), n_heads);
+    const Tensor heads = scaled_dot_product_attention(q, k, v, {causal, 0, 0});
+    return w_o->forward(heads.transpose(1, 2).reshape({B, T, d}));
+}
+
+}  // namespace gg::nn

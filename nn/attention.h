@@ -1,0 +1,118 @@
+// attention.h — scaled dot-product attention and the whole gated-attention family.
+//
+// Notation (SPEC): x (B, T, d); h heads of size dk = d / h; σ the gate function.
+//   standard:  head_i = softmax(Q_i K_iᵀ / √dk + mask) V_i,  y = Concat(heads) W_O
+// GatedAttention adds one gate, at one of these positions (GatePosition):
+//   G1 sdpa_output       head_i ← σ(x W_g,i) ⊙ head_i                   (the recommended one)
+//   G2 scores_from_x     logits ← (Q Kᵀ/√dk) ⊙ σ(x W_g), W_g: d → h, one gate per (query, head)
+//   G3 scores_from_query logits_i ← (Q_i K_iᵀ/√dk) ⊙ σ(Q_i w_i), w_i ∈ R^dk
+//   G4 residual          the block computes x + σ(x W_g) ⊙ Attn(norm(x)) (gate reads raw x)
+//   G5 after_merge       y ← σ(norm(x) W_g) ⊙ (Concat(heads) W_O)
+//   paper's value / key / query gates: V ← V ⊙ σ(x W_g) (likewise K, Q)
+// A gate on the logits scales a whole query row, so it is applied to the query vector:
+// (g q)·k = g (q·k) — the same numbers, and the fused attention kernel stays unchanged.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "nn/layers.h"
+#include "nn/rope.h"
+
+namespace gg::nn {
+
+struct SdpaOptions {
+    bool causal = true;
+    int64_t window = 0;  // > 0: each query sees only its last `window` keys (itself included)
+    double scale = 0;    // 0: 1/√dk
+};
+
+// q (B, H, Tq, dk), k and v (B, Hkv, Tk, dk) → (B, H, Tq, dk); H a multiple of Hkv.
+// The queries are the last Tq positions of the Tk keys (Tq < Tk when a KV cache holds the
+// rest). When `probs` is given it receives the (B, H, Tq, Tk) attention probabilities.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const SdpaOptions& options = {}, Tensor* probs = nullptr);
+
+enum class GatePosition { none, sdpa_output, scores_from_x, scores_from_query, residual, after_merge, value, key, query };
+enum class GateFunction { sigmoid, tanh_half, relu, silu, none };
+enum class GateSharing { elementwise, headwise, shared };
+enum class GateInit { zero, normal, kaiming, xavier };
+
+// Names used on command lines and in configs: "baseline", "g1".."g5", "value", "key", "query".
+GatePosition parse_gate_position(const std::string& name);
+std::string gate_position_name(GatePosition p);
+GateFunction parse_gate_function(const std::string& name);  // sigmoid, tanh, relu, silu, none
+std::string gate_function_name(GateFunction f);
+GateSharing parse_gate_sharing(const std::string& name);    // elementwise, headwise, shared
+std::string gate_sharing_name(GateSharing s);
+GateInit parse_gate_init(const std::string& name);          // zero, normal, kaiming, xavier
+std::string gate_init_name(GateInit i);
+
+struct AttentionOptions {
+    int64_t d_model = 64;
+    int64_t n_heads = 4;
+    int64_t n_kv_heads = 0;  // 0: n_heads (no grouping); else must divide n_heads (GQA)
+    GatePosition gate = GatePosition::sdpa_output;
+    GateFunction gate_fn = GateFunction::sigmoid;
+    GateSharing sharing = GateSharing::elementwise;
+    GateInit gate_init = GateInit::zero;
+    double gate_init_std = 0.02;  // for GateInit::normal
+    bool rope = false;
+    RopeOptions rope_options;
+    bool qk_norm = false;  // RMSNorm on each query and key head (Qwen3)
+    bool causal = true;
+    int64_t window = 0;    // sliding window, 0 = none
+
+    int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
+    int64_t head_dim() const { return d_model / n_heads; }
+    bool gated() const { return gate != GatePosition::none && gate_fn != GateFunction::none; }
+};
+
+// The keys and values of the positions seen so far, for incremental decoding. The gate
+// needs nothing cached: it reads only the current token (article 3.3).
+struct KVCache {
+    Tensor k, v;  // (B, Hkv, T_past, dk), undefined before the first step
+    int64_t length() const { return k.defined() ? k.size(2) : 0; }
+};
+
+// What a forward pass leaves behind for analysis when `capture` is on.
+struct AttentionCapture {
+    Tensor probs;  // (B, H, Tq, Tk) attention probabilities
+    Tensor gate;   // the gate values, in the shape the gate is applied in
+};
+
+class GatedAttention : public Module {
+public:
+    explicit GatedAttention(const AttentionOptions& options);
+    // x (B, T, d) → (B, T, d). gate_source: what the G4 gate reads (the raw residual
+    // stream); other positions read x. With a cache, x holds only the new positions.
+    Tensor forward(const Tensor& x, KVCache* cache = nullptr, const Tensor& gate_source = Tensor()) const;
+
+    const AttentionOptions& options() const { return options_; }
+    RoPE* rope() { return rope_ ? &*rope_ : nullptr; }
+    bool capture = false;                     // keep the last probabilities and gate values
+    mutable AttentionCapture last;
+
+    std::shared_ptr<Linear> w_q, w_k, w_v, w_o, w_g;
+    std::shared_ptr<RMSNorm> q_norm, k_norm;
+    Tensor w_g_query;  // G3's per-head vectors (h, dk)
+
+private:
+    Tensor gate_values(const Tensor& source) const;  // σ(source W_g), in the module's gate layout
+    Tensor apply_gate_fn(const Tensor& z) const;
+    AttentionOptions options_;
+    std::optional<RoPE> rope_;
+};
+
+// The standard baseline, as torch.nn.MultiheadAttention (biases on all projections),
+// with an optional causal mask.
+class MultiHeadAttention : public Module {
+public:
+    MultiHeadAttention(int64_t d_model, int64_t n_heads, bool causal = true);
+    Tensor forward(const Tensor& x) const;  // (B, T, d) → (B, T, d)
+    std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+    int64_t n_heads;
+    bool causal;
+};
+
+}  // namespace gg::nn

@@ -1,0 +1,86 @@
+#include "nn/layers.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace gg::nn {
+
+namespace {
+Tensor uniform(const Shape& shape, double bound) { return (rand(shape) * 2.0 - 1.0) * bound; }
+
+void check_last_dim(const char* layer, const Tensor& x, int64_t expected) {
+    check_defined(x, layer);
+    if (x.dim() == 0 || x.size(-1) != expected)
+        throw std::invalid_argument(std::string(layer) + ": input of shape " + shape_str(x.shape()) +
+                                    " but the layer expects a last dim of " + std::to_string(expected));
+}
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) {
+    const double bound = 1.0 / std::sqrt(double(in_features));
+    weight = uniform({out_features, in_features}, bound);
+    register_parameter("weight", weight);
+    if (has_bias) {
+        bias = uniform({out_features}, bound);
+        register_parameter("bias", bias);
+    }
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+    check_last_dim("Linear", x, weight.size(1));
+    const Tensor y = matmul(x, weight.t());  // the transpose is a view: GEMM reads it as such
+    return bias.defined() ? y + bias : y;
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t dim) {
+    weight = randn({num_embeddings, dim});
+    register_parameter("weight", weight);
+}
+
+Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+
+RMSNorm::RMSNorm(int64_t dim, double eps_) : eps(eps_) {
+    weight = ones({dim});
+    register_parameter("weight", weight);
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const {
+    check_last_dim("RMSNorm", x, weight.size(0));
+    return x * rsqrt(mean(x * x, {-1}, true) + eps) * weight;
+}
+
+LayerNorm::LayerNorm(int64_t dim, double eps_) : eps(eps_) {
+    weight = ones({dim});
+    bias = zeros({dim});
+    register_parameter("weight", weight);
+    register_parameter("bias", bias);
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const {
+    check_last_dim("LayerNorm", x, weight.size(0));
+    const Tensor centered = x - mean(x, {-1}, true);
+    const Tensor var = mean(centered * centered, {-1}, true);
+    return centered * rsqrt(var + eps) * weight + bias;
+}
+
+SwiGLU::SwiGLU(int64_t dim, int64_t hidden)
+    : w1(register_module("w1", std::make_shared<Linear>(dim, hidden, false))),
+      w2(register_module("w2", std::make_shared<Linear>(dim, hidden, false))),
+      w3(register_module("w3", std::make_shared<Linear>(hidden, dim, false))) {}
+
+Tensor SwiGLU::forward(const Tensor& x) const { return w3->forward(silu(w1->forward(x)) * w2->forward(x)); }
+
+LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t dim) {
+    weight = randn({max_len, dim}) * 0.02;
+    register_parameter("weight", weight);
+}
+
+Tensor LearnedPositionalEmbedding::forward(int64_t T, int64_t offset) const {
+    if (offset < 0 || offset + T > weight.size(0))
+        throw std::out_of_range("LearnedPositionalEmbedding: positions [" + std::to_string(offset) + ", " +
+                                std::to_string(offset + T) + ") exceed max_len " + std::to_string(weight.size(0)));
+    return weight.narrow(0, offset, T);
+}
+
+}  // namespace gg::nn

@@ -1,0 +1,67 @@
+// layers.h — the basic layers: Linear, Embedding, norms, Dropout, SwiGLU, learned positions.
+//
+// Shapes: B batch, T time, C = d_model channels. Every layer takes float tensors of its
+// parameters' dtype; create in float32 and call Module::to(DType::f64) for gradchecks.
+#pragma once
+#include "nn/module.h"
+
+namespace gg::nn {
+
+// y = x Wᵀ + b, W: (out, in). Init as torch: U(−1/√in, 1/√in).
+class Linear : public Module {
+public:
+    Linear(int64_t in_features, int64_t out_features, bool bias = true);
+    Tensor forward(const Tensor& x) const;  // (..., in) → (..., out)
+    Tensor weight, bias;                    // bias undefined when disabled
+};
+
+// Rows of a (num_embeddings, dim) table, N(0, 1) init as torch.
+class Embedding : public Module {
+public:
+    Embedding(int64_t num_embeddings, int64_t dim);
+    Tensor forward(const Tensor& ids) const;  // int64 (...) → (..., dim)
+    Tensor weight;
+};
+
+// y = x / √(mean(x²) + ε) ⊙ g   (Zhang & Sennrich 2019)
+class RMSNorm : public Module {
+public:
+    explicit RMSNorm(int64_t dim, double eps = 1e-6);
+    Tensor forward(const Tensor& x) const;  // (..., dim) → (..., dim)
+    Tensor weight;
+    double eps;
+};
+
+// y = (x − mean) / √(var + ε) ⊙ g + b, biased variance as torch.
+class LayerNorm : public Module {
+public:
+    explicit LayerNorm(int64_t dim, double eps = 1e-5);
+    Tensor forward(const Tensor& x) const;  // (..., dim) → (..., dim)
+    Tensor weight, bias;
+    double eps;
+};
+
+class Dropout : public Module {
+public:
+    explicit Dropout(double p) : p(p) {}
+    Tensor forward(const Tensor& x) const { return dropout(x, p, is_training()); }
+    double p;
+};
+
+// SwiGLU feed-forward (Shazeer 2020): W3 (silu(W1 x) ⊙ W2 x), no biases.
+class SwiGLU : public Module {
+public:
+    SwiGLU(int64_t dim, int64_t hidden);
+    Tensor forward(const Tensor& x) const;  // (..., dim) → (..., dim)
+    std::shared_ptr<Linear> w1, w2, w3;
+};
+
+// A learned vector per absolute position, N(0, 0.02²) init.
+class LearnedPositionalEmbedding : public Module {
+public:
+    LearnedPositionalEmbedding(int64_t max_len, int64_t dim);
+    Tensor forward(int64_t T, int64_t offset = 0) const;  // positions [offset, offset+T) → (T, dim)
+    Tensor weight;
+};
+
+}  // namespace gg::nn

@@ -1,0 +1,247 @@
+#include "nn/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "autograd/engine.h"
+#include "nn/checkpoint.h"
+#include "nn/safetensors.h"
+
+namespace gg::nn {
+
+// ---------------------------------------------------------------- config
+
+std::string TrainConfig::to_json() const {
+    nlohmann::ordered_json j = {{"model", nlohmann::json::parse(model.to_json())},
+                                {"batch_size", batch_size},
+                                {"seq_len", seq_len},
+                                {"steps", steps},
+                                {"lr", lr},
+                                {"min_lr_ratio", min_lr_ratio},
+                                {"warmup", warmup},
+                                {"weight_decay", weight_decay},
+                                {"beta1", beta1},
+                                {"beta2", beta2},
+                                {"grad_clip", grad_clip},
+                                {"eval_every", eval_every},
+                                {"eval_batches", eval_batches},
+                                {"log_every", log_every},
+                                {"ckpt_every", ckpt_every},
+                                {"seed", seed},
+                                {"out_dir", out_dir},
+                                {"data", data}};
+    return j.dump(2);
+}
+
+TrainConfig TrainConfig::from_json(const std::string& text) {
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw std::invalid_argument("train config: not a JSON object");
+    TrainConfig c;
+    auto field = [&](const char* name, auto& out) {
+        if (!j.contains(name)) return;
+        try {
+            j.at(name).get_to(out);
+        } catch (const nlohmann::json::exception&) {
+            throw std::invalid_argument(std::string("train config: field '") + name + "' has the wrong type: " +
+                                        j.at(name).dump());
+        }
+    };
+    if (j.contains("model")) c.model = LMConfig::from_json(j.at("model").dump());
+    field("batch_size", c.batch_size);
+    field("seq_len", c.seq_len);
+    field("steps", c.steps);
+    field("lr", c.lr);
+    field("min_lr_ratio", c.min_lr_ratio);
+    field("warmup", c.warmup);
+    field("weight_decay", c.weight_decay);
+    field("beta1", c.beta1);
+    field("beta2", c.beta2);
+    field("grad_clip", c.grad_clip);
+    field("eval_every", c.eval_every);
+    field("eval_batches", c.eval_batches);
+    field("log_every", c.log_every);
+    field("ckpt_every", c.ckpt_every);
+    field("seed", c.seed);
+    field("out_dir", c.out_dir);
+    field("data", c.data);
+    return c;
+}
+
+TrainConfig TrainConfig::preset(const std::string& name) {
+    TrainConfig c;
+    if (name == "tiny") {  // ~0.14M parameters: a couple of minutes on 2 cores
+        c.model.d_model = 64, c.model.n_layers = 2, c.model.attn.n_heads = 4;
+        c.batch_size = 16, c.seq_len = 64, c.steps = 600, c.lr = 3e-3, c.warmup = 30;
+    } else if (name == "small") {  // ~0.9M parameters
+        c.model.d_model = 128, c.model.n_layers = 4, c.model.attn.n_heads = 4;
+        c.batch_size = 16, c.seq_len = 128, c.steps = 2000, c.lr = 2e-3, c.warmup = 100;
+    } else {
+        throw std::invalid_argument("preset '" + name + "' is not one of tiny, small");
+    }
+    c.model.max_len = c.seq_len;
+    c.eval_every = c.steps / 4;
+    return c;
+}
+
+// ---------------------------------------------------------------- trainer
+
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TextDataset> data)
+    : config_(config), data_(std::move(data)), sampler_(config.seed) {
+    if (config.batch_size < 1 || config.seq_len < 2 || config.steps < 0)
+        throw std::invalid_argument("trainer: batch_size " + std::to_string(config.batch_size) + ", seq_len " +
+                                    std::to_string(config.seq_len) + ", steps " + std::to_string(config.steps) +
+                                    ": need batch ≥ 1, seq_len ≥ 2, steps ≥ 0");
+    if (config.model.positions == PositionEncoding::learned && config.seq_len > config.model.max_len)
+        throw std::invalid_argument("trainer: seq_len " + std::to_string(config.seq_len) + " exceeds the model's max_len " +
+                                    std::to_string(config.model.max_len) + " (learned positions)");
+    manual_seed(config.seed);  // parameter init draws from the default generator
+    model_ = std::make_shared<GatedTransformerLM>(config.model);
+    optimizer_ = std::make_unique<AdamW>(model_->parameters(), config.lr, config.beta1, config.beta2, 1e-8,
+                                         config.weight_decay);
+}
+
+namespace {
+// The sampler's 256-bit state as four int64s (bit-for-bit).
+Tensor generator_state_tensor(const Generator& gen) {
+    const auto s = gen.state();
+    std::vector<int64_t> v(4);
+    std::memcpy(v.data(), s.data(), sizeof(s));
+    return from_vector(v, {4});
+}
+}  // namespace
+
+void Trainer::save(const std::string& path) const {
+    NamedTensors extra = with_prefix("optim.", optimizer_->state_dict());
+    extra.emplace_back("trainer.step", from_vector(std::vector<int64_t>{step_}, {1}));
+    extra.emplace_back("trainer.sampler", generator_state_tensor(sampler_));
+    nn::save(*model_, path, {{"config", config_.model.to_json()}, {"train_config", config_.to_json()}}, extra);
+}
+
+void Trainer::resume(const std::string& path) {
+    NamedTensors extra = with_prefix("optim.", optimizer_->state_dict());
+    Tensor step = zeros({1}, DType::i64), sampler = zeros({4}, DType::i64);
+    extra.emplace_back("trainer.step", step);
+    extra.emplace_back("trainer.sampler", sampler);
+    nn::load(*model_, path, &extra);  // checks everything before changing anything
+    step_ = step.data<int64_t>()[0];
+    std::array<uint64_t, 4> s;
+    std::memcpy(s.data(), sampler.data<int64_t>(), sizeof(s));
+    sampler_.set_state(s);
+}
+
+double Trainer::evaluate(int64_t seq_len) const {
+    NoGradGuard no_grad;
+    const int64_t T = seq_len > 0 ? seq_len : config_.seq_len;
+    const int64_t n = std::min(config_.eval_batches, data_->val_batches(config_.batch_size, T));
+    if (n < 1) throw std::runtime_error("evaluate: the validation text is too short for one batch");
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const Batch b = data_->val_batch(i, config_.batch_size, T);
+        total += model_->forward(b.inputs, b.targets).loss.item();
+    }
+    return total / double(n);
+}
+
+namespace {
+
+// One status line: a bar on a terminal (rewritten in place), plain lines otherwise.
+void print_progress(const StepLog& s, int64_t total, double elapsed, bool tty) {
+    const double eta = s.step > 0 ? elapsed / s.step * (total - s.step) : 0;
+    char line[256];
+    std::snprintf(line, sizeof line, "step %5lld/%lld  loss %.4f  lr %.2e  %6.0f tok/s  eta %4.0fs",
+                  static_cast<long long>(s.step), static_cast<long long>(total), s.loss, s.lr, s.tokens_per_s, eta);
+    if (tty) {
+        const int width = 20, filled = total ? int(width * s.step / total) : width;
+        std::printf("\r[%s%s] %s", std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), line);
+        if (!std::isnan(s.val_loss) || s.step == total) std::printf("\n");
+    } else {
+        std::printf("%s\n", line);
+    }
+    if (!std::isnan(s.val_loss)) std::printf("  validation loss %.4f (%.3f bits/byte)\n", s.val_loss, s.val_loss / M_LN2);
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+TrainResult Trainer::run(bool quiet) {
+    namespace fs = std::filesystem;
+    TrainResult result;
+    const TrainConfig& c = config_;
+    const bool tty = isatty(fileno(stdout));
+    std::ofstream log_file;
+    if (!c.out_dir.empty()) {
+        fs::create_directories(c.out_dir);
+        log_file.open(fs::path(c.out_dir) / "log.jsonl", step_ > 0 ? std::ios::app : std::ios::trunc);
+    }
+    const LrSchedule schedule{LrSchedule::Decay::cosine, c.lr, c.lr * c.min_lr_ratio, c.warmup, c.steps};
+    const auto start = std::chrono::steady_clock::now();
+    model_->train();
+    while (step_ < c.steps) {
+        const auto t0 = std::chrono::steady_clock::now();
+        optimizer_->lr = lr_at(schedule, step_);
+        const Batch batch = data_->train_batch(c.batch_size, c.seq_len, sampler_);
+        const Tensor loss = model_->forward(batch.inputs, batch.targets).loss;
+        const double loss_value = loss.item();
+        if (!std::isfinite(loss_value)) {
+            result.diverged = true;
+            result.message = "training stopped: the loss is " + std::to_string(loss_value) + " at step " +
+                             std::to_string(step_ + 1) + "; the last good checkpoint is kept";
+            break;
+        }
+        optimizer_->zero_grad();
+        loss.backward();
+        const double norm = c.grad_clip > 0 ? clip_grad_norm(optimizer_->params(), c.grad_clip)
+                                            : clip_grad_norm(optimizer_->params(), INFINITY);
+        optimizer_->step();
+        ++step_;
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        StepLog s{step_, loss_value, optimizer_->lr, norm, double(c.batch_size * c.seq_len) / dt, NAN};
+        const bool eval_now = (c.eval_every > 0 && step_ % c.eval_every == 0) || step_ == c.steps;
+        if (eval_now) {
+            model_->eval();
+            s.val_loss = evaluate();
+            model_->train();
+            result.final_val_loss = s.val_loss;
+        }
+        result.log.push_back(s);
+        if (log_file.is_open()) {
+            nlohmann::json j = {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
+                                {"tokens_per_s", s.tokens_per_s}};
+            if (eval_now) j["val_loss"] = s.val_loss;
+            log_file << j.dump() << "\n" << std::flush;
+        }
+        if (!quiet && (step_ % std::max<int64_t>(1, c.log_every) == 0 || eval_now || step_ == 1))
+            print_progress(s, c.steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                           tty);
+        if (!c.out_dir.empty() && ((c.ckpt_every > 0 && step_ % c.ckpt_every == 0) || step_ == c.steps))
+            save((fs::path(c.out_dir) / "model.safetensors").string());
+    }
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!quiet && !result.message.empty()) std::printf("%s\n", result.message.c_str());
+    return result;
+}
+
+std::shared_ptr<GatedTransformerLM> load_model(const std::string& path) {
+    // Read the config first, then load the weights (ignoring optimiser/trainer state).
+    const NamedTensors tensors = load_tensors(path);
+    const SafetensorsFile file = read_safetensors(path);
+    auto it = file.metadata.find("config");
+    if (it == file.metadata.end())
+        throw std::runtime_error("checkpoint: " + path + ": no model config in its metadata (not a gatedgrad model?)");
+    auto model = std::make_shared<GatedTransformerLM>(LMConfig::from_json(it->second));
+    NamedTensors wanted;
+    for (const auto& [name, t] : tensors)
+        if (name.rfind("optim.", 0) != 0 && name.rfind("trainer.", 0) != 0) wanted.emplace_back(name, t);
+    copy_state(model->state_dict(), wanted, "checkpoint: " + path, "the file", "the model");
+    return model;
+}
+
+}  // namespace gg::nn

@@ -1,0 +1,92 @@
+// trainer.h — the training loop every app and tutorial shares.
+//
+//   for step in [start, steps):
+//       lr ← warmup + cosine schedule;  batch ← sampler (seeded)
+//       loss = model(batch);  loss.backward();  clip ‖g‖;  AdamW step
+//       log (terminal + JSON lines);  validate every eval_every;  checkpoint every ckpt_every
+//
+// A checkpoint holds the model, the AdamW state, the step and the sampler's generator
+// state, so resuming continues the exact same run: 100 steps + resume + 100 steps gives
+// bit-identical losses to 200 steps in one go. A NaN or infinite loss stops training
+// with a message naming the step; the last checkpoint written before it is kept.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/data.h"
+#include "nn/optim.h"
+#include "nn/transformer.h"
+
+namespace gg::nn {
+
+struct TrainConfig {
+    LMConfig model;
+    int64_t batch_size = 16;
+    int64_t seq_len = 64;  // T; also model.max_len for learned positions
+    int64_t steps = 300;
+    double lr = 3e-3;
+    double min_lr_ratio = 0.1;  // cosine ends at lr · this
+    int64_t warmup = 30;
+    double weight_decay = 0.1;
+    double beta1 = 0.9, beta2 = 0.95;
+    double grad_clip = 1.0;  // 0: off
+    int64_t eval_every = 100;
+    int64_t eval_batches = 8;
+    int64_t log_every = 10;
+    int64_t ckpt_every = 0;  // 0: only at the end
+    uint64_t seed = 1;       // model init and batch order
+    std::string out_dir;     // checkpoints and log.jsonl go here; empty: nowhere
+    std::vector<std::string> data{kDefaultCorpus};
+
+    std::string to_json() const;
+    static TrainConfig from_json(const std::string& json);  // fields not given keep defaults
+    static TrainConfig preset(const std::string& name);     // "tiny", "small"
+};
+
+struct StepLog {
+    int64_t step;       // 1-based count of steps done
+    double loss;        // training loss of this step's batch (nats/token)
+    double lr;
+    double grad_norm;   // before clipping
+    double tokens_per_s;
+    double val_loss;    // NaN when not evaluated at this step
+};
+
+struct TrainResult {
+    std::vector<StepLog> log;     // every step
+    double final_val_loss = 0;
+    double seconds = 0;
+    bool diverged = false;        // stopped on a NaN/inf loss
+    std::string message;          // why it stopped early, if it did
+};
+
+class Trainer {
+public:
+    Trainer(const TrainConfig& config, std::shared_ptr<const TextDataset> data);
+    // Continues from a checkpoint written by this trainer (same config).
+    void resume(const std::string& checkpoint_path);
+    // Trains up to config.steps. `quiet` prints nothing (tests).
+    TrainResult run(bool quiet = false);
+    // Mean validation loss over config.eval_batches fixed batches.
+    double evaluate(int64_t seq_len = 0) const;
+    void save(const std::string& path) const;
+
+    GatedTransformerLM& model() { return *model_; }
+    const TrainConfig& config() const { return config_; }
+    int64_t step() const { return step_; }
+
+private:
+    TrainConfig config_;
+    std::shared_ptr<const TextDataset> data_;
+    std::shared_ptr<GatedTransformerLM> model_;
+    std::unique_ptr<AdamW> optimizer_;
+    Generator sampler_;
+    int64_t step_ = 0;
+};
+
+// Loads a model saved by Trainer::save (config from the file's metadata).
+std::shared_ptr<GatedTransformerLM> load_model(const std::string& checkpoint_path);
+
+}  // namespace gg::nn

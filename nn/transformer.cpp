@@ -1,0 +1,205 @@
+#include "nn/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "autograd/engine.h"
+#include <stdexcept>
+
+namespace gg::nn {
+
+// ---------------------------------------------------------------- config as JSON
+
+std::string LMConfig::to_json() const {
+    const AttentionOptions& a = attn;
+    nlohmann::ordered_json j = {
+        {"vocab_size", vocab_size},
+        {"max_len", max_len},
+        {"d_model", d_model},
+        {"n_layers", n_layers},
+        {"n_heads", a.n_heads},
+        {"n_kv_heads", a.kv_heads()},
+        {"gate", gate_position_name(a.gate)},
+        {"gate_fn", gate_function_name(a.gate_fn)},
+        {"gate_sharing", gate_sharing_name(a.sharing)},
+        {"gate_init", gate_init_name(a.gate_init)},
+        {"gate_init_std", a.gate_init_std},
+        {"qk_norm", a.qk_norm},
+        {"window", a.window},
+        {"positions", positions == PositionEncoding::rope ? "rope" : "learned"},
+        {"rope_base", a.rope_options.base},
+        {"ffn", ffn},
+        {"d_ff", ffn_hidden()},
+        {"n_experts", n_experts},
+        {"top_k", top_k},
+        {"aux_loss_weight", aux_loss_weight},
+        {"tie_embeddings", tie_embeddings},
+        {"norm_eps", norm_eps},
+    };
+    return j.dump();
+}
+
+LMConfig LMConfig::from_json(const std::string& text) {
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw std::invalid_argument("LMConfig: not a JSON object: " + text);
+    LMConfig c;
+    auto field = [&](const char* name, auto& out) {
+        if (!j.contains(name)) return;
+        try {
+            j.at(name).get_to(out);
+        } catch (const nlohmann::json::exception&) {
+            throw std::invalid_argument(std::string("LMConfig: field '") + name + "' has the wrong type: " +
+                                        j.at(name).dump());
+        }
+    };
+    std::string gate = "g1", gate_fn = "sigmoid", sharing = "elementwise", init = "zero", positions = "rope";
+    field("vocab_size", c.vocab_size);
+    field("max_len", c.max_len);
+    field("d_model", c.d_model);
+    field("n_layers", c.n_layers);
+    field("n_heads", c.attn.n_heads);
+    field("n_kv_heads", c.attn.n_kv_heads);
+    field("gate", gate);
+    field("gate_fn", gate_fn);
+    field("gate_sharing", sharing);
+    field("gate_init", init);
+    field("gate_init_std", c.attn.gate_init_std);
+    field("qk_norm", c.attn.qk_norm);
+    field("window", c.attn.window);
+    field("positions", positions);
+    field("rope_base", c.attn.rope_options.base);
+    field("ffn", c.ffn);
+    field("d_ff", c.d_ff);
+    field("n_experts", c.n_experts);
+    field("top_k", c.top_k);
+    field("aux_loss_weight", c.aux_loss_weight);
+    field("tie_embeddings", c.tie_embeddings);
+    field("norm_eps", c.norm_eps);
+    c.attn.gate = parse_gate_position(gate);
+    c.attn.gate_fn = parse_gate_function(gate_fn);
+    c.attn.sharing = parse_gate_sharing(sharing);
+    c.attn.gate_init = parse_gate_init(init);
+    if (positions != "rope" && positions != "learned")
+        throw std::invalid_argument("LMConfig: positions '" + positions + "' is not rope or learned");
+    c.positions = positions == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
+    return c;
+}
+
+// ---------------------------------------------------------------- block
+
+namespace {
+AttentionOptions block_attention(const LMConfig& c) {
+    AttentionOptions a = c.attn;
+    a.d_model = c.d_model;
+    a.rope = c.positions == PositionEncoding::rope;
+    return a;
+}
+}  // namespace
+
+TransformerBlock::TransformerBlock(const LMConfig& c)
+    : norm1(register_module("norm1", std::make_shared<RMSNorm>(c.d_model, c.norm_eps))),
+      attn(register_module("attn", std::make_shared<GatedAttention>(block_attention(c)))) {
+    if (!c.ffn) return;
+    norm2 = register_module("norm2", std::make_shared<RMSNorm>(c.d_model, c.norm_eps));
+    if (c.n_experts > 0) moe = register_module("moe", std::make_shared<MoE>(c.d_model, c.n_experts, c.top_k, c.ffn_hidden()));
+    else ffn = register_module("ffn", std::make_shared<SwiGLU>(c.d_model, c.ffn_hidden()));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x, KVCache* cache) const {
+    // G4's gate reads the raw residual stream x; every other position ignores gate_source.
+    Tensor h = x + attn->forward(norm1->forward(x), cache, x);
+    if (ffn) h = h + ffn->forward(norm2->forward(h));
+    if (moe) h = h + moe->forward(norm2->forward(h));
+    return h;
+}
+
+// ---------------------------------------------------------------- language model
+
+GatedTransformerLM::GatedTransformerLM(const LMConfig& config) : config_(config) {
+    if (config.vocab_size < 1 || config.n_layers < 0 || config.max_len < 1)
+        throw std::invalid_argument("GatedTransformerLM: bad config " + config.to_json());
+    config_.attn.d_model = config.d_model;
+    tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab_size, config.d_model));
+    // GPT-2's N(0, 0.02²) start for embeddings keeps early logits small.
+    tok_emb->weight = (tok_emb->weight * 0.02).detach().requires_grad_();
+    if (config.positions == PositionEncoding::learned)
+        pos_emb = register_module("pos_emb", std::make_shared<LearnedPositionalEmbedding>(config.max_len, config.d_model));
+    for (int64_t l = 0; l < config.n_layers; ++l)
+        blocks.push_back(register_module("layers." + std::to_string(l), std::make_shared<TransformerBlock>(config_)));
+    norm_f = register_module("norm_f", std::make_shared<RMSNorm>(config.d_model, config.norm_eps));
+    if (!config.tie_embeddings)
+        lm_head = register_module("lm_head", std::make_shared<Linear>(config.d_model, config.vocab_size, false));
+}
+
+LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, std::vector<KVCache>* caches) const {
+    check_defined(ids, "GatedTransformerLM");
+    if (ids.dim() != 2 || ids.dtype() != DType::i64)
+        throw std::invalid_argument("GatedTransformerLM: ids must be int64 (B, T), got " + shape_str(ids.shape()) + " " +
+                                    dtype_name(ids.dtype()));
+    if (caches && caches->size() != blocks.size()) caches->resize(blocks.size());
+    const int64_t T = ids.size(1), past = caches && !caches->empty() ? (*caches)[0].length() : 0;
+    Tensor x = tok_emb->forward(ids);  // (B, T, d)
+    if (pos_emb) x = x + pos_emb->forward(T, past);
+    captured_hidden.clear();
+    Tensor aux;
+    for (size_t l = 0; l < blocks.size(); ++l) {
+        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr);
+        if (blocks[l]->attn->capture) captured_hidden.push_back(x.detach());
+        if (blocks[l]->moe) aux = aux.defined() ? aux + blocks[l]->moe->last_aux_loss : blocks[l]->moe->last_aux_loss;
+    }
+    x = norm_f->forward(x);
+    LMOutput out;
+    out.logits = lm_head ? lm_head->forward(x) : matmul(x, tok_emb->weight.t());  // (B, T, V)
+    if (targets.defined()) {
+        out.loss = cross_entropy(out.logits, targets);
+        if (aux.defined()) out.loss = out.loss + aux * config_.aux_loss_weight;
+    }
+    return out;
+}
+
+void GatedTransformerLM::set_capture(bool on) {
+    for (auto& block : blocks) block->attn->capture = on;
+    captured_hidden.clear();
+}
+
+void GatedTransformerLM::set_rope_options(const RopeOptions& options) {
+    for (auto& block : blocks)
+        if (RoPE* rope = block->attn->rope()) rope->set_options(options);
+}
+
+// ---------------------------------------------------------------- sampling
+
+std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector<int64_t>& prompt,
+                              const SampleOptions& options, Generator& gen) {
+    if (prompt.empty()) throw std::invalid_argument("generate: the prompt is empty (start it with BOS)");
+    NoGradGuard no_grad;
+    std::vector<KVCache> caches;
+    std::vector<int64_t> out;
+    Tensor ids = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())});
+    for (int64_t step = 0; step < options.max_new_tokens; ++step) {
+        const Tensor logits = model.forward(ids, Tensor(), &caches).logits;  // (1, T, V)
+        std::vector<double> row = logits.select(1, -1).reshape({-1}).to_vector<double>();
+        int64_t next = 0;
+        if (options.temperature <= 0) {
+            next = std::max_element(row.begin(), row.end()) - row.begin();
+        } else {
+            // Keep the top_k logits, soften by the temperature, draw from the softmax.
+            std::vector<double> sorted = row;
+            std::sort(sorted.rbegin(), sorted.rend());
+            const double cutoff =
+                options.top_k > 0 && options.top_k < int64_t(row.size()) ? sorted[options.top_k - 1] : sorted.back();
+            double total = 0;
+            for (double& r : row) total += (r = r >= cutoff ? std::exp((r - sorted[0]) / options.temperature) : 0);
+            double u = gen.uniform() * total;
+            for (next = 0; next + 1 < int64_t(row.size()) && (u -= row[next]) >= 0; ++next) {}
+        }
+        out.push_back(next);
+        ids = from_vector(std::vector<int64_t>{next}, {1, 1});
+        if (model.config().positions == PositionEncoding::learned && caches[0].length() + 1 > model.config().max_len)
+            break;  // learned positions end at max_len
+    }
+    return out;
+}
+
+}  // namespace gg::nn

@@ -1,0 +1,92 @@
+// transformer.h — the pre-norm block and the language model of the article's section 10.
+//
+//   block:  h = x + Attn(RMSNorm(x))           (G4: x + σ(x W_g) ⊙ Attn(RMSNorm(x)))
+//           y = h + FFN(RMSNorm(h))            FFN = SwiGLU, or a MoE of SwiGLU experts
+//   model:  ids → token embedding (+ learned positions, or RoPE inside attention)
+//           → blocks → RMSNorm → lm_head → logits; loss = cross-entropy (+ MoE balance loss)
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/moe.h"
+
+namespace gg::nn {
+
+enum class PositionEncoding { learned, rope };
+
+struct LMConfig {
+    int64_t vocab_size = 257;  // 256 bytes + BOS
+    int64_t max_len = 128;     // learned positions; also the training context
+    int64_t d_model = 64;
+    int64_t n_layers = 2;
+    AttentionOptions attn;     // d_model is kept equal to the model's
+    PositionEncoding positions = PositionEncoding::rope;
+    bool ffn = true;           // false: attention-only blocks (article 5.4 ablation)
+    int64_t d_ff = 0;          // SwiGLU hidden size; 0 picks 8/3·d rounded up to a multiple of 8
+    int64_t n_experts = 0;     // > 0: MoE FFN with this many experts
+    int64_t top_k = 2;
+    double aux_loss_weight = 0.01;
+    bool tie_embeddings = false;
+    double norm_eps = 1e-6;
+
+    int64_t ffn_hidden() const { return d_ff > 0 ? d_ff : (8 * d_model / 3 + 7) / 8 * 8; }
+    std::string to_json() const;
+    static LMConfig from_json(const std::string& json);  // throws naming the bad field
+};
+
+class TransformerBlock : public Module {
+public:
+    TransformerBlock(const LMConfig& config);
+    Tensor forward(const Tensor& x, KVCache* cache = nullptr) const;  // (B, T, d) → (B, T, d)
+    std::shared_ptr<RMSNorm> norm1, norm2;
+    std::shared_ptr<GatedAttention> attn;
+    std::shared_ptr<SwiGLU> ffn;  // one of ffn / moe, or neither
+    std::shared_ptr<MoE> moe;
+};
+
+// GatedAttention + MoE FFN (article 6.2): a TransformerBlock whose config has experts.
+using GatedAttentionMoEBlock = TransformerBlock;
+
+struct LMOutput {
+    Tensor logits;  // (B, T, V)
+    Tensor loss;    // scalar; undefined without targets
+};
+
+class GatedTransformerLM : public Module {
+public:
+    explicit GatedTransformerLM(const LMConfig& config);
+    // ids (B, T) int64; targets (B, T) int64 or undefined. With caches (one per layer),
+    // ids are the next positions after what the caches hold.
+    LMOutput forward(const Tensor& ids, const Tensor& targets = Tensor(), std::vector<KVCache>* caches = nullptr) const;
+    const LMConfig& config() const { return config_; }
+
+    // Analysis (SPEC §3): keep per layer the attention probabilities, gate values and
+    // the hidden state after the block. Off by default: costs memory only when on.
+    void set_capture(bool on);
+    mutable std::vector<Tensor> captured_hidden;  // (B, T, d) after each block
+    // Switch every layer's RoPE scaling (long-context evaluation).
+    void set_rope_options(const RopeOptions& options);
+
+    std::shared_ptr<Embedding> tok_emb;
+    std::shared_ptr<LearnedPositionalEmbedding> pos_emb;
+    std::vector<std::shared_ptr<TransformerBlock>> blocks;
+    std::shared_ptr<RMSNorm> norm_f;
+    std::shared_ptr<Linear> lm_head;  // shares tok_emb's weight when tied
+
+private:
+    LMConfig config_;
+};
+
+struct SampleOptions {
+    int64_t max_new_tokens = 100;
+    double temperature = 1.0;  // 0: greedy
+    int64_t top_k = 0;         // 0: all tokens
+};
+
+// Continues `prompt` token by token with a KV cache; returns only the new tokens.
+std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector<int64_t>& prompt,
+                              const SampleOptions& options, Generator& gen = default_generator());
+
+}  // namespace gg::nn
