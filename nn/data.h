@@ -32,20 +32,30 @@ struct Batch {
     Tensor targets;  // (B, T) int64, the next token of each input
 };
 
+// Where training and validation batches come from: natural text (TextDataset) or a
+// synthetic task. Batches are BOS-first (B, T) inputs with next-token targets.
+class BatchSource {
+public:
+    virtual ~BatchSource() = default;
+    virtual Batch train_batch(int64_t B, int64_t T, Generator& gen) const = 0;  // seeded, reproducible
+    virtual Batch val_batch(int64_t i, int64_t B, int64_t T) const = 0;         // fixed: same every call
+    virtual int64_t val_batches(int64_t B, int64_t T) const = 0;                // how many distinct ones
+};
+
 // Documents are split deterministically (every `val_every`-th one to validation), each
 // split becomes one byte stream (documents joined by "\n"), and a sequence is BOS
 // followed by a window of the stream.
-class TextDataset {
+class TextDataset : public BatchSource {
 public:
     TextDataset(const std::vector<std::string>& documents, int64_t val_every = 10);
     const std::vector<int64_t>& train_stream() const { return train_; }
     const std::vector<int64_t>& val_stream() const { return val_; }
 
     // Random windows of the training stream, drawn from `gen` (seeded: reproducible).
-    Batch train_batch(int64_t B, int64_t T, Generator& gen) const;
-    // The i-th fixed validation batch: evenly spaced windows, the same every call.
-    Batch val_batch(int64_t i, int64_t B, int64_t T) const;
-    int64_t val_batches(int64_t B, int64_t T) const;  // how many distinct val batches fit
+    Batch train_batch(int64_t B, int64_t T, Generator& gen) const override;
+    // The i-th fixed validation batch: consecutive windows of the validation text.
+    Batch val_batch(int64_t i, int64_t B, int64_t T) const override;
+    int64_t val_batches(int64_t B, int64_t T) const override;
 
     // Entropy of the training bytes' frequencies, in nats per byte: the loss of the best
     // model that ignores context, a baseline any trained LM must beat.

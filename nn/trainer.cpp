@@ -93,7 +93,7 @@ TrainConfig TrainConfig::preset(const std::string& name) {
 
 // ---------------------------------------------------------------- trainer
 
-Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TextDataset> data)
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data)
     : config_(config), data_(std::move(data)), sampler_(config.seed) {
     if (config.batch_size < 1 || config.seq_len < 2 || config.steps < 0)
         throw std::invalid_argument("trainer: batch_size " + std::to_string(config.batch_size) + ", seq_len " +
@@ -171,7 +171,7 @@ void print_progress(const StepLog& s, int64_t total, double elapsed, bool tty) {
 
 }  // namespace
 
-TrainResult Trainer::run(bool quiet) {
+TrainResult Trainer::run(bool quiet, int64_t stop_at) {
     namespace fs = std::filesystem;
     TrainResult result;
     const TrainConfig& c = config_;
@@ -181,10 +181,13 @@ TrainResult Trainer::run(bool quiet) {
         fs::create_directories(c.out_dir);
         log_file.open(fs::path(c.out_dir) / "log.jsonl", step_ > 0 ? std::ios::app : std::ios::trunc);
     }
-    const LrSchedule schedule{LrSchedule::Decay::cosine, c.lr, c.lr * c.min_lr_ratio, c.warmup, c.steps};
+    // A warmup longer than the run would leave no room for the decay.
+    const int64_t warmup = std::max<int64_t>(0, std::min(c.warmup, c.steps - 1));
+    const LrSchedule schedule{LrSchedule::Decay::cosine, c.lr, c.lr * c.min_lr_ratio, warmup, c.steps};
+    const int64_t last = stop_at > 0 ? std::min(stop_at, c.steps) : c.steps;
     const auto start = std::chrono::steady_clock::now();
     model_->train();
-    while (step_ < c.steps) {
+    while (step_ < last) {
         const auto t0 = std::chrono::steady_clock::now();
         optimizer_->lr = lr_at(schedule, step_);
         const Batch batch = data_->train_batch(c.batch_size, c.seq_len, sampler_);
@@ -221,7 +224,7 @@ TrainResult Trainer::run(bool quiet) {
         if (!quiet && (step_ % std::max<int64_t>(1, c.log_every) == 0 || eval_now || step_ == 1))
             print_progress(s, c.steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                            tty);
-        if (!c.out_dir.empty() && ((c.ckpt_every > 0 && step_ % c.ckpt_every == 0) || step_ == c.steps))
+        if (!c.out_dir.empty() && ((c.ckpt_every > 0 && step_ % c.ckpt_every == 0) || step_ == last))
             save((fs::path(c.out_dir) / "model.safetensors").string());
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -64,11 +64,12 @@ struct TrainResult {
 
 class Trainer {
 public:
-    Trainer(const TrainConfig& config, std::shared_ptr<const TextDataset> data);
+    Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data);
     // Continues from a checkpoint written by this trainer (same config).
     void resume(const std::string& checkpoint_path);
-    // Trains up to config.steps. `quiet` prints nothing (tests).
-    TrainResult run(bool quiet = false);
+    // Trains up to config.steps, or pauses after step `stop_at` (> 0) with a checkpoint,
+    // on the same schedule. `quiet` prints nothing (tests).
+    TrainResult run(bool quiet = false, int64_t stop_at = 0);
     // Mean validation loss over config.eval_batches fixed batches.
     double evaluate(int64_t seq_len = 0) const;
     void save(const std::string& path) const;
@@ -79,7 +80,7 @@ public:
 
 private:
     TrainConfig config_;
-    std::shared_ptr<const TextDataset> data_;
+    std::shared_ptr<const BatchSource> data_;
     std::shared_ptr<GatedTransformerLM> model_;
     std::unique_ptr<AdamW> optimizer_;
     Generator sampler_;
