@@ -60,6 +60,7 @@ struct AttentionOptions {
     bool rope = false;
     RopeOptions rope_options;
     bool qk_norm = false;  // RMSNorm on each query and key head (Qwen3)
+    double qk_norm_eps = 1e-6;
     bool causal = true;
     int64_t window = 0;    // sliding window, 0 = none
 

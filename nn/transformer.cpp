@@ -93,6 +93,7 @@ AttentionOptions block_attention(const LMConfig& c) {
     AttentionOptions a = c.attn;
     a.d_model = c.d_model;
     a.rope = c.positions == PositionEncoding::rope;
+    a.qk_norm_eps = c.norm_eps;
     return a;
 }
 }  // namespace

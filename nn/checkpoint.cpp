@@ -1,0 +1,134 @@
+// checkpoint.cpp — gg::Tensors to and from safetensors files, and all-or-nothing loading.
+#include "nn/checkpoint.h"
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "nn/safetensors.h"
+
+namespace gg::nn {
+
+// Tensor bytes go to and from the file as they lie in memory; the format is little-endian.
+static_assert(std::endian::native == std::endian::little, "checkpoint: the byte copies assume a little-endian host");
+
+namespace {
+
+// gatedgrad's dtypes and their safetensors spelling.
+constexpr std::pair<DType, const char*> kDTypes[] = {{DType::f32, "F32"}, {DType::f64, "F64"}, {DType::i64, "I64"}};
+
+[[noreturn]] void fail(const std::string& path, const std::string& msg) {
+    throw std::runtime_error("checkpoint: " + path + ": " + msg);
+}
+
+std::string describe(const Tensor& t) { return std::string(dtype_name(t.dtype())) + ", shape " + shape_str(t.shape()); }
+
+// Runs a call into the safetensors layer, whose errors read "safetensors: <path>: ...",
+// and rethrows its errors as checkpoint errors on the same path.
+template <class F>
+auto as_checkpoint_errors(const std::string& path, F&& f) {
+    try {
+        return f();
+    } catch (const std::exception& e) {
+        std::string msg = e.what();
+        const std::string prefix = "safetensors: " + path + ": ";
+        if (msg.starts_with(prefix)) msg.erase(0, prefix.size());
+        fail(path, msg);
+    }
+}
+
+struct Contents {
+    Metadata metadata;
+    NamedTensors tensors;
+};
+
+Contents read(const std::string& path) {
+    const SafetensorsFile file = as_checkpoint_errors(path, [&] { return read_safetensors(path); });
+    Contents out{file.metadata, {}};
+    for (const SafetensorsEntry& e : file.entries) {
+        const auto* known = std::find_if(std::begin(kDTypes), std::end(kDTypes),
+                                         [&](const auto& d) { return e.dtype == d.second; });
+        if (known == std::end(kDTypes))
+            fail(path, "tensor '" + e.name + "' has dtype " + e.dtype + ", which gatedgrad does not support (F32, F64, I64)");
+        const Tensor t = Tensor::empty(e.shape, known->first);
+        std::copy(e.bytes.begin(), e.bytes.end(), static_cast<uint8_t*>(t.view_desc().data));
+        out.tensors.emplace_back(e.name, t);
+    }
+    return out;
+}
+
+}  // namespace
+
+void save_tensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+    SafetensorsFile file{metadata, {}};
+    for (const auto& [name, t] : tensors) {
+        check_defined(t, ("checkpoint: " + path + ": tensor '" + name + "'").c_str());
+        const Tensor host = t.detach().to(Device::CPU).contiguous();  // row-major bytes
+        const auto* bytes = static_cast<const uint8_t*>(host.view_desc().data);
+        const auto* dtype = std::find_if(std::begin(kDTypes), std::end(kDTypes),
+                                         [&](const auto& d) { return t.dtype() == d.first; });
+        file.entries.push_back({name, dtype->second, t.shape(),
+                                std::vector<uint8_t>(bytes, bytes + host.numel() * dtype_size(t.dtype()))});
+    }
+    as_checkpoint_errors(path, [&] { write_safetensors(path, file); });
+}
+
+NamedTensors load_tensors(const std::string& path) { return read(path).tensors; }
+
+void save(const Module& module, const std::string& path, const Metadata& metadata, const NamedTensors& extra) {
+    NamedTensors tensors = module.state_dict();
+    tensors.insert(tensors.end(), extra.begin(), extra.end());
+    save_tensors(path, tensors, metadata);
+}
+
+Metadata load(Module& module, const std::string& path, NamedTensors* extra) {
+    const Contents file = read(path);
+    NamedTensors targets = module.state_dict();
+    const bool with_extra = extra && !extra->empty();
+    if (with_extra) targets.insert(targets.end(), extra->begin(), extra->end());
+    copy_state(targets, file.tensors, "checkpoint: " + path, "the file", with_extra ? "the model and extras" : "the model");
+    return file.metadata;
+}
+
+NamedTensors with_prefix(const std::string& prefix, const NamedTensors& tensors) {
+    NamedTensors out;
+    for (const auto& [name, t] : tensors) out.emplace_back(prefix + name, t);
+    return out;
+}
+
+void copy_state(const NamedTensors& into, const NamedTensors& from, const std::string& context,
+                const std::string& from_label, const std::string& into_label) {
+    const auto fail = [&](const std::string& msg) { throw std::runtime_error(context + ": " + msg); };
+    std::map<std::string, Tensor> sources;
+    for (const auto& [name, t] : from)
+        if (!sources.emplace(name, t).second) fail("tensor '" + name + "' appears twice in " + from_label);
+
+    // 1. Check everything, so that a bad file cannot leave a half-loaded model behind...
+    std::set<std::string> wanted;
+    for (const auto& [name, dst] : into) {
+        if (!wanted.insert(name).second) fail("tensor '" + name + "' appears twice in " + into_label);
+        const auto it = sources.find(name);
+        if (it == sources.end()) fail("tensor '" + name + "' (" + describe(dst) + ") is missing from " + from_label);
+        const Tensor& src = it->second;
+        if (src.shape() != dst.shape())
+            fail("tensor '" + name + "' has shape " + shape_str(src.shape()) + " in " + from_label + " but " +
+                 shape_str(dst.shape()) + " in " + into_label);
+        if (src.dtype() != dst.dtype())
+            fail("tensor '" + name + "' has dtype " + dtype_name(src.dtype()) + " in " + from_label + " but " +
+                 dtype_name(dst.dtype()) + " in " + into_label);
+    }
+    for (const auto& [name, src] : from)
+        if (!wanted.contains(name))
+            fail(from_label + " has tensor '" + name + "' (" + describe(src) + "), which " + into_label +
+                 " does not have");
+
+    // 2. ...then copy into the existing storage: every handle on `into` sees the new values.
+    for (const auto& [name, dst] : into) {
+        const Tensor src = sources.at(name).detach().to(dst.device());
+        backend(dst.device()).copy(dst.view_desc(), src.view_desc());
+    }
+}
+
+}  // namespace gg::nn

@@ -1,0 +1,51 @@
+// checkpoint.h — saving and loading modules (and optimiser state) as safetensors files.
+//
+// A checkpoint is a plain safetensors file (nn/safetensors.h): one tensor per state_dict()
+// entry under its dotted name ("blocks.0.attn.w_q.weight"), F32/F64/I64 as the tensor's
+// dtype, string metadata in "__metadata__". It opens unchanged in PyTorch or NumPy.
+//
+// Loading is all or nothing: every name, shape and dtype is checked before the first
+// byte is copied, and the bytes go into the module's existing storage, so the Tensor
+// handles that modules and optimisers hold stay valid. Errors are std::runtime_error
+// with one line "checkpoint: <path>: ..." naming the tensor and what did not match.
+#pragma once
+#include <map>
+#include <string>
+
+#include "nn/module.h"
+
+namespace gg::nn {
+
+using Metadata = std::map<std::string, std::string>;
+
+// Writes module.state_dict() followed by `extra` (say, optimiser state under an "optim."
+// prefix; names must not collide) and the metadata (the trainer puts the model config
+// JSON under "config"). The file is replaced atomically.
+void save(const Module& module, const std::string& path, const Metadata& metadata = {},
+          const NamedTensors& extra = {});
+
+// Reads `path` into the module in place and returns its metadata. The file must hold
+// exactly the module's state_dict() plus the tensors listed in *extra, each with the
+// same shape and dtype; the *extra tensors are filled in place too. So, to restore an
+// optimiser along with its model:
+//     NamedTensors extra = with_prefix("optim.", opt.state_dict());
+//     nn::load(model, path, &extra);
+Metadata load(Module& module, const std::string& path, NamedTensors* extra = nullptr);
+
+// Every tensor of a file, newly allocated on the CPU, in file order (tests and tools).
+NamedTensors load_tensors(const std::string& path);
+// Writes any named tensors; save() is this on a module's state.
+void save_tensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
+
+// The same tensors with `prefix` in front of every name.
+NamedTensors with_prefix(const std::string& prefix, const NamedTensors& tensors);
+
+// Copies every tensor of `from` into the tensor of the same name in `into`, in place.
+// The names must be the same two sets, with equal shapes and dtypes; anything else
+// throws std::runtime_error("<context>: ...") before anything is written. The labels
+// say in messages where each side comes from: "tensor 'w' has shape (8,16) in
+// <from_label> but (16,16) in <into_label>". load() and Optimizer::load_state_dict use it.
+void copy_state(const NamedTensors& into, const NamedTensors& from, const std::string& context,
+                const std::string& from_label, const std::string& into_label);
+
+}  // namespace gg::nn

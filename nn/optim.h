@@ -1,0 +1,118 @@
+// optim.h — optimisers (SGD, AdamW), gradient clipping and learning-rate schedules.
+//
+// The training loop is PyTorch's:
+//
+//     opt.lr = lr_at(schedule, step);
+//     opt.zero_grad();
+//     loss.backward();
+//     clip_grad_norm(opt.params(), 1.0);
+//     opt.step();
+//
+// Every update runs as one fused loop over the raw data of each parameter (CPU, float32
+// or float64) and writes into the parameter's existing storage: modules hold pointers to
+// their parameter tensors, so an optimiser must never swap them for new ones. For the
+// same reason, build the optimiser after Module::to(dtype), which does swap them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace gg::nn {
+
+class Optimizer {
+public:
+    virtual ~Optimizer() = default;
+    Optimizer(const Optimizer&) = delete;
+    Optimizer& operator=(const Optimizer&) = delete;
+
+    // Drops every parameter's gradient (the next backward() starts from nothing).
+    void zero_grad();
+    // One update of every parameter that has a gradient; the others are left alone.
+    virtual void step() = 0;
+
+    // The optimiser's state tensors under stable names ("exp_avg.0", ...). These are the
+    // live tensors, not copies, as Module::state_dict: clone them to keep a snapshot, or
+    // hand them to nn::load (checkpoint.h) as extra tensors to restore them in place.
+    virtual NamedTensors state_dict() const = 0;
+    // Copies a state_dict() into this optimiser's state, in place, after checking that the
+    // names, shapes and dtypes match exactly; on a mismatch it throws and changes nothing.
+    void load_state_dict(const NamedTensors& state);
+
+    const std::vector<Tensor>& params() const { return params_; }
+
+    double lr;  // read at every step, so a schedule sets it before each one
+
+protected:
+    Optimizer(const char* name, std::vector<Tensor> params, double lr);
+    const char* name_;  // for error messages
+    std::vector<Tensor> params_;
+};
+
+// Stochastic gradient descent with (heavy-ball) momentum and L2 weight decay, as
+// torch.optim.SGD (dampening 0, no Nesterov):
+//     d = g + weight_decay · p
+//     buf = momentum · buf + d        (buf starts at 0, so the first step has buf = d)
+//     p  -= lr · buf                  (lr · d when momentum = 0)
+class SGD : public Optimizer {
+public:
+    SGD(std::vector<Tensor> params, double lr, double momentum = 0, double weight_decay = 0);
+    void step() override;
+    NamedTensors state_dict() const override;  // "momentum.<i>"; empty without momentum
+
+    double momentum, weight_decay;
+
+private:
+    std::vector<Tensor> momentum_buffers_;  // one per parameter, only when momentum != 0
+};
+
+// Adam with decoupled weight decay (Loshchilov & Hutter 2019), as torch.optim.AdamW.
+// Each parameter counts its own steps t (a parameter without a gradient does not step):
+//     p *= 1 − lr · weight_decay
+//     m  = β1 m + (1 − β1) g          v = β2 v + (1 − β2) g²
+//     m̂  = m / (1 − β1ᵗ)               v̂ = v / (1 − β2ᵗ)
+//     p -= lr · m̂ / (√v̂ + ε)
+class AdamW : public Optimizer {
+public:
+    AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+          double eps = 1e-8, double weight_decay = 0.01);
+    void step() override;
+    // "step.<i>" (int64 scalar), "exp_avg.<i>" (m) and "exp_avg_sq.<i>" (v), shaped as
+    // parameter i; names as in torch's AdamW state.
+    NamedTensors state_dict() const override;
+
+    double beta1, beta2, eps, weight_decay;
+
+private:
+    struct State {
+        Tensor step, exp_avg, exp_avg_sq;
+    };
+    std::vector<State> state_;  // one per parameter
+};
+
+// Rescales all gradients together so that their global L2 norm ‖(g_1, ..., g_n)‖ is at
+// most max_norm: when the norm exceeds it every gradient is multiplied, in place, by
+// max_norm / (norm + 1e-6). Returns the norm before clipping, as
+// torch.nn.utils.clip_grad_norm_. Parameters without a gradient are skipped. A NaN norm
+// is returned as it is, with the gradients untouched, so the caller can skip the step.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// Learning rate as a function of the step (0-based: the step about to be taken).
+//   warmup:   step < warmup_steps            lr = max_lr · (step + 1) / warmup_steps
+//   constant: after warmup                   lr = max_lr
+//   cosine:   warmup_steps ≤ step < total    p  = (step − warmup_steps) / (total_steps − warmup_steps)
+//                                            lr = min_lr + ½ (max_lr − min_lr)(1 + cos πp)
+//             step ≥ total_steps             lr = min_lr
+// The warmup's last step reaches max_lr, and the cosine starts from it (p = 0).
+struct LrSchedule {
+    enum class Decay { constant, cosine };
+    Decay decay = Decay::cosine;
+    double max_lr = 1e-3;
+    double min_lr = 0;          // cosine only
+    int64_t warmup_steps = 0;
+    int64_t total_steps = 0;    // cosine only: where the decay reaches min_lr
+};
+double lr_at(const LrSchedule& schedule, int64_t step);
+
+}  // namespace gg::nn
