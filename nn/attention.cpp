@@ -191,10 +191,11 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     Tensor q = to_heads(w_q->forward(x), H);    // (B, H, T, dk)
     Tensor k = to_heads(w_k->forward(x), Hkv);  // (B, Hkv, T, dk)
     Tensor v = to_heads(w_v->forward(x), Hkv);  // (B, Hkv, T, dk)
-    if (gated && o.gate == GatePosition::value) v = v * (gate = gate_values(x));  // paper's value gate
+    if (q_norm) q = q_norm->forward(q), k = k_norm->forward(k);
+    // The paper's value/key/query gates, after QK-norm: a norm after them would undo them.
+    if (gated && o.gate == GatePosition::value) v = v * (gate = gate_values(x));
     if (gated && o.gate == GatePosition::key) k = k * (gate = gate_values(x));
     if (gated && o.gate == GatePosition::query) q = q * (gate = gate_values(x));
-    if (q_norm) q = q_norm->forward(q), k = k_norm->forward(k);
     if (rope_) q = rope_->forward(q, past), k = rope_->forward(k, past);
     if (cache) {
         if (cache->length()) k = cat({cache->k, k}, 2), v = cat({cache->v, v}, 2);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/engine.h"
+#include <set>
 #include <stdexcept>
 
 namespace gg::nn {
@@ -44,7 +45,10 @@ LMConfig LMConfig::from_json(const std::string& text) {
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) throw std::invalid_argument("LMConfig: not a JSON object: " + text);
     LMConfig c;
+    std::set<std::string> unread;
+    for (const auto& [key, value] : j.items()) unread.insert(key);
     auto field = [&](const char* name, auto& out) {
+        unread.erase(name);
         if (!j.contains(name)) return;
         try {
             j.at(name).get_to(out);
@@ -76,6 +80,7 @@ LMConfig LMConfig::from_json(const std::string& text) {
     field("aux_loss_weight", c.aux_loss_weight);
     field("tie_embeddings", c.tie_embeddings);
     field("norm_eps", c.norm_eps);
+    if (!unread.empty()) throw std::invalid_argument("LMConfig: unknown field '" + *unread.begin() + "'");
     c.attn.gate = parse_gate_position(gate);
     c.attn.gate_fn = parse_gate_function(gate_fn);
     c.attn.sharing = parse_gate_sharing(sharing);
