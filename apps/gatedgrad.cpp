@@ -1,0 +1,651 @@
+// gatedgrad — the command line over the library: train a byte-level gated-attention LM,
+// evaluate it (also past its training length with a RoPE scaling), sample from it, measure
+// its attention sink (SPEC §3) and plot loss curves.
+//
+//   gatedgrad train --preset tiny --attn g1 --out runs/g1
+//   gatedgrad eval  --ckpt runs/g1/model.safetensors --seq-len 256 --rope-scaling yarn
+//   gatedgrad sample --ckpt runs/g1/model.safetensors --prompt "The "
+//   gatedgrad sink  --ckpt runs/g1/model.safetensors --png runs/g1/attention
+//   gatedgrad plot  --out loss.svg runs/baseline/log.jsonl runs/g1/log.jsonl
+//
+// Exit codes: 0 done; 1 the work failed (a missing corpus, a corrupt checkpoint, a loss
+// that went NaN); 2 the command line is wrong (unknown flag, bad value). Either failure
+// is one line on stderr, "gatedgrad: <message>".
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gatedgrad.h"
+#include "nn/analysis.h"
+#include "nn/plot.h"
+#include "nn/safetensors.h"
+#include "nn/trainer.h"
+
+using namespace gg;
+using namespace gg::nn;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A command line that parses but asks for something impossible: exit code 2, like a parse error.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+std::string one_line(std::string text) {
+    for (char& c : text)
+        if (c == '\n' || c == '\r') c = ' ';
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    return text;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+double bits(double nats) { return nats / std::log(2.0); }
+
+// Accepts a value when the library's own parser does (parse_gate_position, ...), so the
+// command line and config files know the same names and say the same thing about bad ones.
+template <class Parse>
+CLI::Validator accepted_by(Parse parse) {
+    return CLI::Validator(
+        [parse](std::string& value) -> std::string {
+            try {
+                parse(value);
+                return "";
+            } catch (const std::exception& e) {
+                return e.what();
+            }
+        },
+        "");
+}
+
+// A number in [low, high] (above low when `strict`). A value that is not a number passes
+// here and fails in CLI11's own conversion, which says so.
+CLI::Validator bounded(double low, double high = INFINITY, bool strict = false) {
+    return CLI::Validator(
+        [=](std::string& value) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(value.c_str(), &end);
+            if (end == value.c_str() || *end != '\0' || ((strict ? x > low : x >= low) && x <= high)) return "";
+            char why[96];
+            if (std::isfinite(high)) std::snprintf(why, sizeof why, "must be between %g and %g", low, high);
+            else std::snprintf(why, sizeof why, "must be %s %g", strict ? "above" : "at least", low);
+            return why + (", got " + value);
+        },
+        "");
+}
+const CLI::Validator kNonNegative = bounded(0), kPositive = bounded(0, INFINITY, true);
+
+// ---------------------------------------------------------------- train
+
+// Flags that, when given, override one field of the TrainConfig built from the preset,
+// the --config file or the run being resumed.
+class Overrides {
+public:
+    explicit Overrides(CLI::App* cmd) : cmd_(cmd) {}
+
+    template <class T>
+    CLI::Option* option(const std::string& name, std::function<void(TrainConfig&, const T&)> set, const std::string& help) {
+        auto value = std::make_shared<T>();
+        CLI::Option* opt = cmd_->add_option(name, *value, help);
+        apply_.push_back([opt, value, set](TrainConfig& c) {
+            if (opt->count()) set(c, *value);
+        });
+        return opt;
+    }
+    CLI::Option* flag(const std::string& name, std::function<void(TrainConfig&)> set, const std::string& help) {
+        CLI::Option* opt = cmd_->add_flag(name, help);
+        apply_.push_back([opt, set](TrainConfig& c) {
+            if (opt->count()) set(c);
+        });
+        return opt;
+    }
+    void apply(TrainConfig& c) const {
+        for (const auto& a : apply_) a(c);
+    }
+
+private:
+    CLI::App* cmd_;
+    std::vector<std::function<void(TrainConfig&)>> apply_;
+};
+
+struct TrainArgs {
+    CLI::App* cmd = nullptr;
+    std::string preset, config_file, out;
+    bool resume = false, quiet = false;
+    std::unique_ptr<Overrides> overrides;
+    CLI::Option *steps = nullptr, *warmup = nullptr, *eval_every = nullptr;  // --steps rescales the others
+};
+
+void add_train(CLI::App& app, TrainArgs& a) {
+    a.cmd = app.add_subcommand("train", "train a language model; writes DIR/model.safetensors, DIR/log.jsonl, DIR/config.json");
+    CLI::App* cmd = a.cmd;
+    CLI::Option* preset = cmd->add_option("--preset", a.preset, "start from a preset: tiny (~0.14M parameters) or small (~0.9M)")
+                              ->check(CLI::IsMember({"tiny", "small"}));
+    cmd->add_option("--config", a.config_file, "start from a TrainConfig JSON file (fields not in it keep their defaults)")
+        ->type_name("FILE")
+        ->excludes(preset);
+    cmd->add_option("--out", a.out, "output directory")->type_name("DIR")->required();
+    cmd->add_flag("--resume", a.resume, "continue the run in DIR from DIR/model.safetensors (config from DIR/config.json)");
+    cmd->add_flag("--quiet", a.quiet, "print only the final result");
+
+    a.overrides = std::make_unique<Overrides>(cmd);
+    Overrides& o = *a.overrides;
+    using S = std::string;
+    using I = int64_t;
+    o.option<S>("--attn", [](TrainConfig& c, const S& v) { c.model.attn.gate = parse_gate_position(v); },
+                "gate position: baseline, g1..g5, value, key, query")
+        ->check(accepted_by(parse_gate_position));
+    o.option<S>("--gate-fn", [](TrainConfig& c, const S& v) { c.model.attn.gate_fn = parse_gate_function(v); },
+                "gate function: sigmoid, tanh, relu, silu, none")
+        ->check(accepted_by(parse_gate_function));
+    o.option<S>("--gate-sharing", [](TrainConfig& c, const S& v) { c.model.attn.sharing = parse_gate_sharing(v); },
+                "gate sharing: elementwise, headwise, shared")
+        ->check(accepted_by(parse_gate_sharing));
+    o.option<S>("--gate-init", [](TrainConfig& c, const S& v) { c.model.attn.gate_init = parse_gate_init(v); },
+                "gate weight init: zero, normal, kaiming, xavier")
+        ->check(accepted_by(parse_gate_init));
+    o.option<I>("--kv-heads", [](TrainConfig& c, const I& v) { c.model.attn.n_kv_heads = v; },
+                "key/value heads for grouped-query attention (must divide --heads)")
+        ->check(kPositive);
+    o.flag("--qk-norm", [](TrainConfig& c) { c.model.attn.qk_norm = true; }, "RMSNorm on each query and key head");
+    o.option<I>("--window", [](TrainConfig& c, const I& v) { c.model.attn.window = v; },
+                "sliding-window attention over the last N keys (0: full)")
+        ->check(kNonNegative);
+    o.option<S>("--positions", [](TrainConfig& c, const S& v) {
+        c.model.positions = v == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
+    }, "position encoding: rope or learned")->check(CLI::IsMember({"rope", "learned"}));
+    o.option<I>("--layers", [](TrainConfig& c, const I& v) { c.model.n_layers = v; }, "transformer blocks")
+        ->check(kPositive);
+    o.option<I>("--d-model", [](TrainConfig& c, const I& v) { c.model.d_model = v; }, "model width")
+        ->check(kPositive);
+    o.option<I>("--heads", [](TrainConfig& c, const I& v) { c.model.attn.n_heads = v; }, "attention heads")
+        ->check(kPositive);
+    o.flag("--no-ffn", [](TrainConfig& c) { c.model.ffn = false; }, "attention-only blocks (no feed-forward)");
+    CLI::Option* experts = o.option<I>("--experts", [](TrainConfig& c, const I& v) { c.model.n_experts = v; },
+                                       "mixture of N SwiGLU experts as the feed-forward (0: dense)")
+                               ->check(kNonNegative);
+    o.option<I>("--top-k", [](TrainConfig& c, const I& v) { c.model.top_k = v; }, "experts per token")
+        ->check(kPositive)
+        ->needs(experts);
+    a.steps = o.option<I>("--steps", [](TrainConfig& c, const I& v) { c.steps = v; },
+                          "training steps (a preset's warmup and eval interval keep their share of the run unless given)")
+                  ->check(kNonNegative);
+    o.option<I>("--batch", [](TrainConfig& c, const I& v) { c.batch_size = v; }, "sequences per batch")
+        ->check(kPositive);
+    o.option<I>("--seq-len", [](TrainConfig& c, const I& v) { c.seq_len = c.model.max_len = v; },
+                            "tokens per sequence, BOS included")
+                    ->check(bounded(2));
+    o.option<double>("--lr", [](TrainConfig& c, const double& v) { c.lr = v; }, "peak learning rate")
+        ->check(kPositive);
+    a.warmup = o.option<I>("--warmup", [](TrainConfig& c, const I& v) { c.warmup = v; }, "linear warmup steps")
+                   ->check(kNonNegative);
+    o.option<double>("--weight-decay", [](TrainConfig& c, const double& v) { c.weight_decay = v; }, "AdamW weight decay")
+        ->check(kNonNegative);
+    o.option<double>("--clip", [](TrainConfig& c, const double& v) { c.grad_clip = v; },
+                     "clip the gradient norm to this (0: off)")
+        ->check(kNonNegative);
+    o.option<uint64_t>("--seed", [](TrainConfig& c, const uint64_t& v) { c.seed = v; }, "initialisation and batch order");
+    a.eval_every = o.option<I>("--eval-every", [](TrainConfig& c, const I& v) { c.eval_every = v; },
+                               "validate every N steps (and at the end)")
+                       ->check(kNonNegative);
+    o.option<I>("--ckpt-every", [](TrainConfig& c, const I& v) { c.ckpt_every = v; },
+                "checkpoint every N steps (0: only at the end)")
+        ->check(kNonNegative);
+    o.option<std::vector<S>>("--data", [](TrainConfig& c, const std::vector<S>& v) { c.data = v; },
+                             "corpus files or folders (default: the fortunes package)")
+        ->type_name("PATH");
+}
+
+// The config of a run: a base (preset, --config file, the resumed run's config.json or the
+// defaults), then every flag given on top.
+TrainConfig train_config(const TrainArgs& a) {
+    TrainConfig c;
+    bool rescale = true;  // a base the user did not write: --steps may stretch its schedule
+    const fs::path saved = fs::path(a.out) / "config.json";
+    if (!a.config_file.empty()) {
+        c = TrainConfig::from_json(read_file(a.config_file));
+        rescale = false;
+    } else if (!a.preset.empty()) {
+        c = TrainConfig::preset(a.preset);
+    } else if (a.resume && fs::exists(saved)) {
+        c = TrainConfig::from_json(read_file(saved.string()));
+        rescale = false;
+    }
+    const TrainConfig base = c;
+    a.overrides->apply(c);
+    if (rescale && a.steps->count() && base.steps > 0) {
+        // Keep warmup and evaluation the same share of the run (tiny: 30 of 600 steps warm up).
+        if (!a.warmup->count()) c.warmup = base.warmup * c.steps / base.steps;
+        if (!a.eval_every->count() && base.eval_every > 0) c.eval_every = std::max<int64_t>(1, base.eval_every * c.steps / base.steps);
+    }
+    if (c.steps > 0 && c.warmup >= c.steps)
+        throw UsageError("warmup " + std::to_string(c.warmup) + " must be below steps " + std::to_string(c.steps) +
+                         " (the cosine schedule needs steps after the warmup)");
+    if (c.model.d_model % c.model.attn.n_heads != 0)
+        throw UsageError("d-model " + std::to_string(c.model.d_model) + " is not a multiple of heads " +
+                         std::to_string(c.model.attn.n_heads));
+    c.out_dir = a.out;
+    return c;
+}
+
+std::string describe(const TrainConfig& c, int64_t parameters) {
+    const LMConfig& m = c.model;
+    const AttentionOptions& at = m.attn;
+    std::string gate = gate_position_name(at.gate);
+    if (at.gate != GatePosition::none)
+        gate += " (" + gate_function_name(at.gate_fn) + ", " + gate_sharing_name(at.sharing) + ", init " +
+                gate_init_name(at.gate_init) + ")";
+    std::string ffn = !m.ffn ? "none" : m.n_experts > 0 ? std::to_string(m.n_experts) + " experts, top " + std::to_string(m.top_k)
+                                                        : "SwiGLU " + std::to_string(m.ffn_hidden());
+    std::string data;
+    for (const std::string& d : c.data) data += (data.empty() ? "" : " ") + d;
+    char text[1024];
+    std::snprintf(text, sizeof text,
+                  "model     %lld layers, d_model %lld, %lld heads (%lld kv), attention %s%s%s, %s positions, FFN %s\n"
+                  "          %lld parameters\n"
+                  "training  %lld steps, batch %lld x %lld tokens, lr %g (warmup %lld, cosine to %g), weight decay %g, "
+                  "clip %g, seed %llu\n"
+                  "          validate every %lld steps, checkpoint every %lld (0: at the end)\n"
+                  "data      %s\n",
+                  (long long)m.n_layers, (long long)m.d_model, (long long)at.n_heads, (long long)at.kv_heads(), gate.c_str(),
+                  at.qk_norm ? ", qk-norm" : "", at.window > 0 ? (", window " + std::to_string(at.window)).c_str() : "",
+                  m.positions == PositionEncoding::rope ? "RoPE" : "learned", ffn.c_str(), (long long)parameters,
+                  (long long)c.steps, (long long)c.batch_size, (long long)c.seq_len, c.lr, (long long)c.warmup,
+                  c.lr * c.min_lr_ratio, c.weight_decay, c.grad_clip, (unsigned long long)c.seed, (long long)c.eval_every,
+                  (long long)c.ckpt_every, data.c_str());
+    return text;
+}
+
+int run_train(const TrainArgs& a) {
+    const TrainConfig config = train_config(a);
+    const fs::path dir(config.out_dir);
+    const auto data = std::make_shared<const TextDataset>(load_documents(config.data));
+    Trainer trainer(config, data);
+    if (a.resume) {
+        const fs::path ckpt = dir / "model.safetensors";
+        if (!fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
+        trainer.resume(ckpt.string());
+    }
+    fs::create_directories(dir);
+    write_text_file((dir / "config.json").string(), config.to_json() + "\n");
+    if (!a.quiet) {
+        std::printf("%s", describe(config, trainer.model().num_parameters()).c_str());
+        const double h = data->unigram_entropy();
+        std::printf("unigram baseline (no context): %.4f nats/byte, %.3f bits/byte\n", h, bits(h));
+        if (a.resume) std::printf("resuming at step %lld\n", (long long)trainer.step());
+        std::fflush(stdout);
+    }
+    const TrainResult result = trainer.run(a.quiet);
+    if (result.diverged) throw std::runtime_error(result.message);
+    // Nothing left to train (a finished run resumed): measure the model as it is.
+    const double val = result.log.empty() ? trainer.evaluate() : result.final_val_loss;
+    std::printf("final validation loss %.4f nats/byte, %.3f bits/byte (step %lld, %.1f s); saved %s\n", val, bits(val),
+                (long long)trainer.step(), result.seconds, (dir / "model.safetensors").string().c_str());
+    return 0;
+}
+
+// ---------------------------------------------------------------- checkpoints
+
+// A trained model with the TrainConfig it was trained with (defaults where the file has none).
+struct Checkpoint {
+    std::shared_ptr<GatedTransformerLM> model;
+    TrainConfig train;
+};
+
+Checkpoint open_checkpoint(const std::string& path) {
+    Checkpoint ck;
+    ck.model = load_model(path);  // checks the file and every tensor
+    const SafetensorsFile file = read_safetensors(path);
+    if (auto it = file.metadata.find("train_config"); it != file.metadata.end()) ck.train = TrainConfig::from_json(it->second);
+    ck.train.model = ck.model->config();
+    return ck;
+}
+
+// What eval and sink share: the checkpoint and the validation text to run it on.
+struct DataArgs {
+    std::string ckpt;
+    std::vector<std::string> data;
+    int64_t seq_len = 0, batch = 0;  // 0: as in training
+};
+
+void add_data_options(CLI::App* cmd, DataArgs& a) {
+    cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE")->required();
+    cmd->add_option("--data", a.data, "corpus files or folders (default: those the model was trained on)")->type_name("PATH");
+    cmd->add_option("--seq-len", a.seq_len, "tokens per sequence (default: the training length)")
+        ->check(bounded(2));
+    cmd->add_option("--batch", a.batch, "sequences per batch (default: the training batch)")->check(kPositive);
+}
+
+// Fills in the training defaults and checks the model can run at that length.
+Checkpoint open_for_data(DataArgs& a) {
+    Checkpoint ck = open_checkpoint(a.ckpt);
+    if (!a.data.empty()) ck.train.data = a.data;
+    if (a.seq_len == 0) a.seq_len = ck.train.seq_len;
+    if (a.batch == 0) a.batch = ck.train.batch_size;
+    const LMConfig& m = ck.model->config();
+    if (m.positions == PositionEncoding::learned && a.seq_len > m.max_len)
+        throw UsageError("--seq-len " + std::to_string(a.seq_len) + " is longer than the " + std::to_string(m.max_len) +
+                         " learned positions of this model");
+    return ck;
+}
+
+// How many of the first n validation batches exist; throws when not even one fits.
+int64_t validation_batch_count(const TextDataset& data, int64_t n, int64_t B, int64_t T) {
+    if (data.val_batches(B, T) < 1)
+        throw std::runtime_error("the validation text (" + std::to_string(data.val_stream().size()) +
+                                 " bytes) is too short for one batch of " + std::to_string(B) + " x " + std::to_string(T) +
+                                 "; pass a smaller --batch or --seq-len");
+    return std::min(n, data.val_batches(B, T));
+}
+
+// ---------------------------------------------------------------- eval
+
+struct EvalArgs {
+    CLI::App* cmd = nullptr;
+    DataArgs data;
+    int64_t batches = 0;
+    std::string rope_scaling = "none";
+    double rope_factor = 0;
+};
+
+void add_eval(CLI::App& app, EvalArgs& a) {
+    a.cmd = app.add_subcommand("eval", "validation loss and perplexity of a checkpoint, optionally at a longer context");
+    add_data_options(a.cmd, a.data);
+    a.cmd->add_option("--batches", a.batches, "validation batches (default: as in training)")->check(kPositive);
+    a.cmd->add_option("--rope-scaling", a.rope_scaling, "RoPE rescaling for long contexts: none, pi, ntk, yarn")
+        ->check(accepted_by(parse_rope_scaling));
+    a.cmd->add_option("--rope-factor", a.rope_factor, "scaling factor s (default: --seq-len / training length)")
+        ->check(kPositive);
+}
+
+int run_eval(EvalArgs& a) {
+    Checkpoint ck = open_for_data(a.data);
+    const int64_t B = a.data.batch, T = a.data.seq_len, L = ck.train.seq_len;
+    const RopeScaling scaling = parse_rope_scaling(a.rope_scaling);
+    std::string scaling_note;
+    if (scaling != RopeScaling::none) {
+        if (ck.model->config().positions != PositionEncoding::rope)
+            throw UsageError("--rope-scaling needs a model with RoPE positions; this one has learned positions");
+        RopeOptions rope = ck.model->config().attn.rope_options;  // keeps the trained base
+        rope.scaling = scaling;
+        rope.factor = a.rope_factor > 0 ? a.rope_factor : std::max(1.0, double(T) / double(L));
+        rope.original_length = L;
+        ck.model->set_rope_options(rope);
+        char note[96];
+        std::snprintf(note, sizeof note, " (RoPE scaling %s x%g)", rope_scaling_name(scaling), rope.factor);
+        scaling_note = note;
+    }
+    const TextDataset data(load_documents(ck.train.data));
+    const int64_t n = validation_batch_count(data, a.batches > 0 ? a.batches : ck.train.eval_batches, B, T);
+    ck.model->eval();
+    NoGradGuard no_grad;
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const Batch b = data.val_batch(i, B, T);
+        total += ck.model->forward(b.inputs, b.targets).loss.item();
+    }
+    const double loss = total / double(n);
+    std::printf("%s: trained at %lld tokens, evaluated at %lld%s, %lld batches of %lld\n", a.data.ckpt.c_str(),
+                (long long)L, (long long)T, scaling_note.c_str(), (long long)n, (long long)B);
+    std::printf("validation loss %.4f nats/byte, %.3f bits/byte, perplexity %.3f\n", loss, bits(loss), std::exp(loss));
+    return 0;
+}
+
+// ---------------------------------------------------------------- sample
+
+struct SampleArgs {
+    CLI::App* cmd = nullptr;
+    std::string ckpt, prompt;
+    SampleOptions options;
+    uint64_t seed = 1;
+};
+
+void add_sample(CLI::App& app, SampleArgs& a) {
+    a.cmd = app.add_subcommand("sample", "continue a prompt with a trained model");
+    a.cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE")->required();
+    a.cmd->add_option("--prompt", a.prompt, "text to continue (after BOS)");
+    a.cmd->add_option("--tokens", a.options.max_new_tokens, "bytes to generate")->check(kNonNegative)->capture_default_str();
+    a.cmd->add_option("--temperature", a.options.temperature, "softmax temperature (0: greedy)")
+        ->check(kNonNegative)
+        ->capture_default_str();
+    a.cmd->add_option("--top-k", a.options.top_k, "draw from the K likeliest bytes (0: all)")
+        ->check(kNonNegative)
+        ->capture_default_str();
+    a.cmd->add_option("--seed", a.seed, "sampling seed")->capture_default_str();
+}
+
+int run_sample(const SampleArgs& a) {
+    const auto model = load_model(a.ckpt);
+    std::vector<int64_t> prompt{kBOS};
+    for (int64_t id : encode_bytes(a.prompt)) prompt.push_back(id);
+    Generator gen(a.seed);
+    const std::string text = a.prompt + decode_bytes(generate(*model, prompt, a.options, gen));
+    std::printf("%s%s", text.c_str(), !text.empty() && text.back() == '\n' ? "" : "\n");
+    return 0;
+}
+
+// ---------------------------------------------------------------- sink
+
+struct SinkArgs {
+    CLI::App* cmd = nullptr;
+    DataArgs data;
+    int64_t batches = 4;
+    double threshold = 0.3;
+    std::string png_dir, json_file;
+};
+
+void add_sink(CLI::App& app, SinkArgs& a) {
+    a.cmd = app.add_subcommand("sink", "attention-sink report: per layer, the attention queries give to the first token");
+    add_data_options(a.cmd, a.data);
+    a.cmd->add_option("--batches", a.batches, "validation batches to average over")->check(kPositive)->capture_default_str();
+    a.cmd->add_option("--threshold", a.threshold, "a layer is a sink layer when its mean share is above this")
+        ->check(bounded(0, 1))
+        ->capture_default_str();
+    a.cmd->add_option("--png", a.png_dir,
+                      "write DIR/layer<l>_head<h>.png heat maps of the first sequence, and first_token_share.svg/.csv")
+        ->type_name("DIR");
+    a.cmd->add_option("--json", a.json_file, "write the report as JSON")->type_name("FILE");
+}
+
+// Heat maps of the first sequence's attention, and the per-layer bars of the first-token share.
+void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const ModelAnalysis& analysis,
+                         const std::string& dir_name) {
+    const fs::path dir(dir_name);
+    fs::create_directories(dir);
+    const int64_t T = ids.size(1);
+    {
+        NoGradGuard no_grad;
+        model.set_capture(true);
+        model.forward(ids.narrow(0, 0, 1));  // (1, T)
+    }
+    const int scale = int(std::clamp<int64_t>(256 / T, 1, 64));  // about 256 pixels a side
+    for (size_t l = 0; l < model.blocks.size(); ++l) {
+        const Tensor probs = model.blocks[l]->attn->last.probs.select(0, 0);  // (H, T, T): query rows, key columns
+        for (int64_t h = 0; h < probs.size(0); ++h)
+            write_heatmap_png((dir / ("layer" + std::to_string(l) + "_head" + std::to_string(h) + ".png")).string(),
+                              probs.select(0, h), scale);
+    }
+    model.set_capture(false);
+
+    std::vector<std::string> groups, header{"layer"};
+    std::vector<BarSeries> heads;
+    std::vector<std::vector<double>> rows;
+    for (size_t l = 0; l < analysis.layers.size(); ++l) {
+        const LayerAnalysis& layer = analysis.layers[l];
+        groups.push_back("layer " + std::to_string(l));
+        heads.resize(layer.first_token_share.size());
+        rows.push_back({double(l)});
+        for (size_t h = 0; h < layer.first_token_share.size(); ++h) {
+            heads[h].label = "head " + std::to_string(h);
+            heads[h].values.push_back(layer.first_token_share[h]);
+            rows.back().push_back(layer.first_token_share[h]);
+        }
+        rows.back().push_back(layer.mean_first_token_share);
+    }
+    for (size_t h = 0; h < heads.size(); ++h) header.push_back("head" + std::to_string(h));
+    header.push_back("mean");
+    ChartOptions chart;
+    chart.title = "attention on the first token (" + gate_position_name(model.config().attn.gate) + ")";
+    chart.y_label = "mean attention to position 0";
+    chart.reference_y = analysis.threshold;
+    chart.reference_label = "sink threshold";
+    write_text_file((dir / "first_token_share.svg").string(), svg_bar_chart(groups, heads, chart));
+    write_text_file((dir / "first_token_share.csv").string(), csv_table(header, rows));
+}
+
+int run_sink(SinkArgs& a) {
+    Checkpoint ck = open_for_data(a.data);
+    const int64_t B = a.data.batch, T = a.data.seq_len;
+    const TextDataset data(load_documents(ck.train.data));
+    std::vector<Tensor> sequences;
+    const int64_t n = validation_batch_count(data, a.batches, B, T);
+    for (int64_t i = 0; i < n; ++i) sequences.push_back(data.val_batch(i, B, T).inputs);
+    const Tensor ids = cat(sequences, 0);  // (n·B, T), each sequence BOS first
+    ck.model->eval();
+    const ModelAnalysis analysis = analyze(*ck.model, ids, a.threshold);
+    std::printf("%s: attention %s, %lld sequences of %lld tokens (BOS first)\n", a.data.ckpt.c_str(),
+                gate_position_name(ck.model->config().attn.gate).c_str(), (long long)ids.size(0), (long long)T);
+    std::printf("%s", analysis.table().c_str());
+    if (!a.png_dir.empty()) {  // first: --json may point into this folder
+        write_sink_pictures(*ck.model, ids, analysis, a.png_dir);
+        std::printf("wrote %s/layer<l>_head<h>.png, first_token_share.svg, first_token_share.csv\n", a.png_dir.c_str());
+    }
+    if (!a.json_file.empty()) {
+        write_text_file(a.json_file, analysis.to_json() + "\n");
+        std::printf("wrote %s\n", a.json_file.c_str());
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------- plot
+
+struct PlotArgs {
+    CLI::App* cmd = nullptr;
+    std::vector<std::string> logs, labels;
+    std::string out, title = "loss";
+};
+
+void add_plot(CLI::App& app, PlotArgs& a) {
+    a.cmd = app.add_subcommand("plot", "loss curves of one or more runs (training loss, smoothed, and validation points)");
+    a.cmd->add_option("LOG", a.logs, "log.jsonl files written by train")->type_name("LOG.jsonl")->required();
+    a.cmd->add_option("--out", a.out, "the SVG to write")->type_name("FILE.svg")->required();
+    a.cmd->add_option("--labels", a.labels, "one legend label per log, comma-separated (default: the run's folder)")
+        ->delimiter(',')
+        ->type_name("A,B,...");
+    a.cmd->add_option("--title", a.title, "chart title")->capture_default_str();
+}
+
+struct RunLog {
+    std::vector<double> step, loss, val_step, val_loss;
+};
+
+RunLog read_log(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    RunLog log;
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+        if (line.empty()) continue;
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j.contains("loss") || !j["step"].is_number() ||
+            !j["loss"].is_number())
+            throw std::runtime_error(path + ":" + std::to_string(number) + ": not a training log line (want step and loss)");
+        log.step.push_back(j["step"].get<double>());
+        log.loss.push_back(j["loss"].get<double>());
+        if (j.contains("val_loss") && j["val_loss"].is_number()) {
+            log.val_step.push_back(log.step.back());
+            log.val_loss.push_back(j["val_loss"].get<double>());
+        }
+    }
+    if (log.step.empty()) throw std::runtime_error(path + ": no training steps in it");
+    return log;
+}
+
+int run_plot(const PlotArgs& a) {
+    if (!a.labels.empty() && a.labels.size() != a.logs.size())
+        throw UsageError("--labels has " + std::to_string(a.labels.size()) + " labels for " + std::to_string(a.logs.size()) +
+                         " logs");
+    std::vector<Series> series;
+    for (size_t i = 0; i < a.logs.size(); ++i) {
+        const RunLog log = read_log(a.logs[i]);
+        const fs::path path(a.logs[i]);
+        std::string label = !a.labels.empty() ? a.labels[i] : path.parent_path().filename().string();
+        if (label.empty()) label = path.stem().string();
+        const std::string color = chart_color(i);
+        // label, x, y, colour, points?, opacity
+        series.push_back({"", log.step, log.loss, color, false, 0.25});  // raw: faint, not in the legend
+        series.push_back({label + " train (smoothed)", log.step, smooth(log.loss), color, false, 1});
+        if (!log.val_step.empty()) series.push_back({label + " validation", log.val_step, log.val_loss, color, true, 1});
+    }
+    ChartOptions chart;
+    chart.title = a.title;
+    chart.x_label = "step";
+    chart.y_label = "loss (nats/byte)";
+    write_text_file(a.out, svg_line_chart(series, chart));
+    std::printf("wrote %s (%zu run%s)\n", a.out.c_str(), a.logs.size(), a.logs.size() == 1 ? "" : "s");
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"gatedgrad: train and study byte-level language models with gated attention", "gatedgrad"};
+    app.require_subcommand(1);
+    app.footer("Exit codes: 0 done, 1 the work failed, 2 a bad command line.");
+    TrainArgs train;
+    EvalArgs eval;
+    SampleArgs sample;
+    SinkArgs sink;
+    PlotArgs plot;
+    add_train(app, train);
+    add_eval(app, eval);
+    add_sample(app, sample);
+    add_sink(app, sink);
+    add_plot(app, plot);
+
+    // Without this, "gatedgrad trian" reads as "A subcommand is required".
+    const std::vector<std::string> commands{"train", "eval", "sample", "sink", "plot"};
+    if (argc < 2 || (argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end())) {
+        std::fprintf(stderr, "gatedgrad: %s; the commands are train, eval, sample, sink and plot (see --help)\n",
+                     argc < 2 ? "no command given" : ("unknown command '" + std::string(argv[1]) + "'").c_str());
+        return 2;
+    }
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
+        std::fprintf(stderr, "gatedgrad: %s (see --help)\n", one_line(e.what()).c_str());
+        return 2;
+    }
+    try {
+        if (train.cmd->parsed()) return run_train(train);
+        if (eval.cmd->parsed()) return run_eval(eval);
+        if (sample.cmd->parsed()) return run_sample(sample);
+        if (sink.cmd->parsed()) return run_sink(sink);
+        return run_plot(plot);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "gatedgrad: %s (see --help)\n", one_line(e.what()).c_str());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "gatedgrad: %s\n", one_line(e.what()).c_str());
+        return 1;
+    }
+}

@@ -1,0 +1,63 @@
+// plot.h — the pictures of SPEC §3: loss curves and per-layer bars as SVG, attention
+// heat maps as PNG, and the numbers behind them as CSV.
+//
+// The SVG is written by hand, one element per line, so a reader can open the file and
+// see the chart's parts: axes, grid, ticks, one <polyline> or <rect> per series, legend.
+// Every file is written atomically (temp file + rename): a crashed run never leaves a
+// half-written picture behind.
+#pragma once
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace gg::nn {
+
+struct Series {
+    std::string label;          // legend text; empty: not in the legend
+    std::vector<double> x, y;   // same length; a non-finite y leaves a gap in the line
+    std::string color;          // any SVG colour; empty: chart_color(index of the series)
+    bool points = false;        // a circle at each (x, y) instead of a line
+    double opacity = 1;
+};
+
+struct BarSeries {
+    std::string label;           // legend text
+    std::vector<double> values;  // one per group
+    std::string color;           // empty: chart_color(index of the series)
+};
+
+struct ChartOptions {
+    std::string title, x_label, y_label;
+    bool log_x = false;            // decades on the x axis (learning-rate sweeps); needs x > 0
+    double reference_y = NAN;      // a dashed horizontal line (e.g. the sink threshold); NaN: none
+    std::string reference_label;
+    int width = 720, height = 440;  // pixels
+};
+
+// The i-th colour of a fixed palette that stays readable on white.
+std::string chart_color(size_t i);
+
+// Lines (or points) over a shared pair of axes with ticks, grid, title and legend.
+std::string svg_line_chart(const std::vector<Series>& series, const ChartOptions& options);
+
+// Side-by-side bars: for each group (say "layer 0"), one bar per series (say baseline, G1).
+std::string svg_bar_chart(const std::vector<std::string>& groups, const std::vector<BarSeries>& series,
+                          const ChartOptions& options);
+
+// matrix (rows, cols), values in [0, 1] (clamped), as a PNG: each cell a scale × scale
+// square, 0 white and 1 dark blue. Attention probabilities: rows are queries, columns keys.
+void write_heatmap_png(const std::string& path, const Tensor& matrix, int scale);
+
+// Replaces `path` atomically; throws std::runtime_error naming the path on failure.
+void write_text_file(const std::string& path, const std::string& text);
+
+// A CSV table: a header line, then one line per row (each number in the shortest form that reads back exactly).
+std::string csv_table(const std::vector<std::string>& header, const std::vector<std::vector<double>>& rows);
+
+// Exponential moving average with bias correction (as TensorBoard smooths loss curves):
+// s_t = w s_{t−1} + (1 − w) y_t, reported as s_t / (1 − w^t). Non-finite values are skipped.
+std::vector<double> smooth(const std::vector<double>& y, double weight = 0.9);
+
+}  // namespace gg::nn
