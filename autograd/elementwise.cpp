@@ -101,14 +101,16 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
+    Tensor out = binary_forward(BinaryOp::add, "add", a, b);  // first: it checks that a and b are defined
     const Shape sa = a.shape(), sb = b.shape();
-    return record("add", binary_forward(BinaryOp::add, "add", a, b), {a, b},
+    return record("add", out, {a, b},
                   [=](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)}; });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+    Tensor out = binary_forward(BinaryOp::sub, "sub", a, b);
     const Shape sa = a.shape(), sb = b.shape();
-    return record("sub", binary_forward(BinaryOp::sub, "sub", a, b), {a, b},
+    return record("sub", out, {a, b},
                   [=](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(-g, sb)}; });
 }
 
@@ -198,6 +200,9 @@ Tensor abs(const Tensor& x) {
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     check_compatible("where", a, b);
     check_defined(cond, "where");
+    if (cond.device() != a.device())
+        throw std::invalid_argument(std::string("where: the condition is on ") + device_name(cond.device()) +
+                                    " but the values are on " + device_name(a.device()));
     const Tensor c = cond.to(a.dtype());
     const Shape shape = broadcast_shapes(broadcast_shapes(c.shape(), a.shape(), "where"), b.shape(), "where");
     Tensor out = Tensor::empty(shape, a.dtype(), a.device());

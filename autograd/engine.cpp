@@ -23,8 +23,28 @@ Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, Backward
     for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
     if (!any) return out;
     out.impl()->requires_grad = true;
-    out.impl()->grad_fn = std::make_shared<Node>(Node{name, std::move(inputs), std::move(backward)});
+    out.impl()->grad_fn = std::make_shared<Node>(name, std::move(inputs), std::move(backward));
     return out;
+}
+
+// Left to the compiler, freeing a node frees its inputs, whose nodes free theirs, and so
+// on: one nested call per node, which overflows the stack on a graph 100k ops deep. So
+// the outermost ~Node keeps a queue: nested ones only hand their inputs to it, and it
+// drops them one at a time.
+Node::~Node() {
+    thread_local std::vector<Tensor>* queue = nullptr;
+    std::vector<Tensor> pending;
+    const bool outermost = queue == nullptr;
+    if (outermost) queue = &pending;
+    for (Tensor& t : inputs) queue->push_back(std::move(t));
+    backward = nullptr;  // the closure may hold graph tensors too; they land in the queue
+    if (!outermost) return;
+    while (!pending.empty()) {
+        // Dropping the last reference to a tensor frees its node, whose inputs join `pending`.
+        Tensor t = std::move(pending.back());
+        pending.pop_back();
+    }
+    queue = nullptr;
 }
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
@@ -38,9 +58,9 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
             throw std::logic_error("backward: a gradient is needed for the non-scalar output of shape " +
                                    shape_str(root.shape()) + " (pass one of the same shape)");
         seed = ones_like(root);
-    } else if (seed.shape() != root.shape()) {
-        throw std::invalid_argument("backward: gradient of shape " + shape_str(seed.shape()) +
-                                    " for an output of shape " + shape_str(root.shape()));
+    } else if (seed.shape() != root.shape() || seed.dtype() != root.dtype()) {
+        throw std::invalid_argument("backward: gradient " + shape_str(seed.shape()) + " " + dtype_name(seed.dtype()) +
+                                    " for an output " + shape_str(root.shape()) + " " + dtype_name(root.dtype()));
     }
 
     // 1. Order the graph so that every tensor comes after all tensors computed from it
@@ -82,6 +102,9 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
             throw std::logic_error("backward: trying to go through '" + node->name +
                                    "' a second time; its saved tensors were freed (use retain_graph)");
         std::vector<Tensor> input_grads = node->backward(g);
+        if (input_grads.size() != node->inputs.size())
+            throw std::logic_error("backward: '" + node->name + "' returned " + std::to_string(input_grads.size()) +
+                                   " gradients for " + std::to_string(node->inputs.size()) + " inputs");
         for (size_t i = 0; i < node->inputs.size(); ++i) {
             const Tensor& input = node->inputs[i];
             if (!input.defined() || !input.requires_grad() || !input_grads[i].defined()) continue;

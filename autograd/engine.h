@@ -20,6 +20,8 @@ struct Node {
     std::string name;            // the op, for error messages and graph dumps
     std::vector<Tensor> inputs;  // the parents in the graph
     BackwardFn backward;         // released after backward unless the graph is retained
+
+    ~Node();  // frees a long chain of nodes in a loop, not by recursion (engine.cpp)
 };
 
 // Attaches `out` to the graph (see above) and returns it.

@@ -18,10 +18,11 @@ struct Checker {
     const GradcheckOptions& opt;
     GradcheckResult result{true, 0, ""};
 
-    // f at the current xs, without recording a graph.
+    // f at the current xs, without recording a graph. Always a copy: f may return a view
+    // of xs (narrow, reshape, ...), whose values the next shift would change.
     Tensor eval() {
         NoGradGuard no_grad;
-        return f(xs).contiguous();
+        return f(xs).clone();
     }
 
     // Analytic gradients of Σ f(x) ⊙ w for every checked input.

@@ -93,12 +93,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         throw std::invalid_argument("matmul: " + shapes + ": dtype mismatch, " + dtype_name(a.dtype()) + " vs " +
                                     dtype_name(b.dtype()));
     if (!is_floating(a.dtype())) throw std::invalid_argument("matmul: " + shapes + ": needs floating tensors");
-    // Vectors become matrices (a row on the left, a column on the right) and back.
-    if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
-    if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
-    if (a.size(-1) != b.size(-2))
+    const int64_t inner_b = b.dim() == 1 ? b.size(0) : b.size(-2);
+    if (a.size(-1) != inner_b)
         throw std::invalid_argument("matmul: " + shapes + ": inner dims " + std::to_string(a.size(-1)) + " and " +
-                                    std::to_string(b.size(-2)) + " differ");
+                                    std::to_string(inner_b) + " differ");
+    // Vectors become matrices (a column on the right, a row on the left) and back; the
+    // column goes first so that 1-d · 1-d squeezes (1, 1) → (1) → ().
+    if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
+    if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
     return record("matmul", gemm_forward(a, b), {a, b}, [a, b](const Tensor& g) {
         const Tensor da = sum_to(gemm_forward(g, b.transpose(-1, -2)), a.shape());
         if (b.dim() == 2 && a.dim() > 2) {

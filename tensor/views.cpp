@@ -97,6 +97,9 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
     d = wrap_dim(d, dim(), "select");
+    if (index < -shape()[d] || index >= shape()[d])
+        throw std::out_of_range("select: index " + std::to_string(index) + " is outside dim " + std::to_string(d) +
+                                " of shape " + shape_str(shape()));
     if (index < 0) index += shape()[d];
     return narrow(d, index, 1).squeeze(d);
 }
