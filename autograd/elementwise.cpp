@@ -62,7 +62,13 @@ Tensor unary_forward(UnaryOp op, const Tensor& x, double exponent = 0) {
     return out;
 }
 
-Tensor like(const Tensor& t, double value) { return scalar(value, t.dtype(), t.device()); }
+// A scalar operand in t's dtype; a fraction never silently truncates into an integer tensor.
+Tensor like(const Tensor& t, double value) {
+    if (!is_floating(t.dtype()) && value != std::trunc(value))
+        throw std::invalid_argument("scalar " + std::to_string(value) + " with an " + dtype_name(t.dtype()) +
+                                    " tensor of shape " + shape_str(t.shape()) + "; convert it with .to(DType::f32)");
+    return scalar(value, t.dtype(), t.device());
+}
 
 // A unary op whose derivative is written in terms of the input x and output y.
 template <class Derivative>
@@ -121,6 +127,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+    check_floating("div", a);  // integer division would truncate (and trap on zero)
     // d(a/b)/da = 1/b,  d(a/b)/db = −a/b²
     return record("div", binary_forward(BinaryOp::div, "div", a, b), {a, b}, [a, b](const Tensor& g) {
         return std::vector<Tensor>{sum_to(g / b, a.shape()), sum_to(-g * a / (b * b), b.shape())};

@@ -87,6 +87,9 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
     check_defined(x, "mean");
+    if (!is_floating(x.dtype()))
+        throw std::invalid_argument(std::string("mean: needs a floating tensor, got ") + dtype_name(x.dtype()) + " " +
+                                    shape_str(x.shape()));
     const ReducePlan plan = plan_reduction(x, dims, keepdim, "mean");
     const int64_t count = x.numel() / std::max<int64_t>(1, shape_numel(plan.keep_shape));
     return sum(x, dims, keepdim) / static_cast<double>(count);

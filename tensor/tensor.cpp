@@ -2,6 +2,7 @@
 #include "tensor/tensor.h"
 
 #include <cstring>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
@@ -45,6 +46,9 @@ bool Tensor::is_contiguous() const {
 
 template <class T>
 T* Tensor::data() const {
+    const DType wanted = std::is_same_v<T, float> ? DType::f32 : std::is_same_v<T, double> ? DType::f64 : DType::i64;
+    if (dtype() != wanted)
+        throw std::logic_error(std::string("data: the tensor is ") + dtype_name(dtype()) + ", not " + dtype_name(wanted));
     if (device() != Device::CPU)
         throw std::logic_error("data: the tensor is on " + std::string(device_name(device())) +
                                "; move it to the cpu first");
@@ -177,7 +181,7 @@ Tensor from_vector(const std::vector<int64_t>& v, const Shape& s, Device d) { re
 
 namespace {
 void print_dim(std::ostream& os, const std::vector<double>& v, const Shape& shape, const Strides& strides,
-               size_t d, int64_t base, bool elide, bool integer, int indent) {
+               size_t d, int64_t base, bool elide, bool integer, bool scientific, int indent) {
     const int64_t n = shape[d];
     os << '[';
     for (int64_t i = 0; i < n; ++i) {
@@ -190,11 +194,11 @@ void print_dim(std::ostream& os, const std::vector<double>& v, const Shape& shap
             if (integer) os << static_cast<int64_t>(x);
             else {
                 char buf[32];
-                std::snprintf(buf, sizeof buf, "%9.4f", x);
+                std::snprintf(buf, sizeof buf, scientific ? "%11.4e" : "%9.4f", x);
                 os << buf;
             }
         } else {
-            print_dim(os, v, shape, strides, d + 1, base + i * strides[d], elide, integer, indent + 1);
+            print_dim(os, v, shape, strides, d + 1, base + i * strides[d], elide, integer, scientific, indent + 1);
         }
         if (i + 1 < n) os << (d + 1 == shape.size() ? ", " : ",\n" + std::string(indent + 1, ' '));
     }
@@ -207,8 +211,18 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
     const auto values = t.to_vector<double>();
     const bool integer = t.dtype() == DType::i64;
     os << "tensor(";
-    if (t.dim() == 0) os << (integer ? std::to_string(static_cast<int64_t>(values[0])) : std::to_string(values[0]));
-    else print_dim(os, values, t.shape(), contiguous_strides(t.shape()), 0, 0, t.numel() > 1000, integer, 7);
+    // Scientific notation when fixed point with 4 decimals would hide the values.
+    double largest = 0, smallest = INFINITY;
+    for (double x : values)
+        if (x != 0 && std::isfinite(x)) largest = std::max(largest, std::abs(x)), smallest = std::min(smallest, std::abs(x));
+    const bool scientific = !integer && largest > 0 && (smallest < 1e-4 || largest >= 1e8);
+    if (t.dim() == 0) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, integer ? "%.0f" : scientific ? "%.4e" : "%.4f", values[0]);
+        os << buf;
+    } else {
+        print_dim(os, values, t.shape(), contiguous_strides(t.shape()), 0, 0, t.numel() > 1000, integer, scientific, 7);
+    }
     os << ", shape=" << shape_str(t.shape()) << ", dtype=" << dtype_name(t.dtype());
     if (t.device() != Device::CPU) os << ", device=" << device_name(t.device());
     if (t.requires_grad()) os << ", requires_grad=true";

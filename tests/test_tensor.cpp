@@ -816,3 +816,17 @@ TEST_CASE("tensor: errors name the op and the shapes") {
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(gg::add(Tensor(), a), doctest::Contains("add: undefined tensor"), std::invalid_argument);
 }
+
+TEST_CASE("tensor: integer tensors refuse silent truncation, data<T> checks its dtype, small values print") {
+    const Tensor i = arange(4);  // int64
+    CHECK_THROWS_WITH_AS(i * 0.5, doctest::Contains("int64 tensor of shape (4)"), std::invalid_argument);
+    CHECK((i * 2.0).to_vector<int64_t>() == std::vector<int64_t>{0, 2, 4, 6});
+    CHECK_THROWS_WITH_AS(i / 2.0, doctest::Contains("div: needs a floating tensor"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(mean(i), doctest::Contains("mean: needs a floating tensor"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ones({2}).data<double>(), doctest::Contains("float32, not float64"), std::logic_error);
+    std::ostringstream small, fixed;
+    small << scalar(1e-7, DType::f64);
+    CHECK(small.str().find("1.0000e-07") != std::string::npos);
+    fixed << from_vector(std::vector<float>{0.5f, 2.0f}, {2});
+    CHECK(fixed.str().find("0.5000") != std::string::npos);
+}

@@ -1,0 +1,130 @@
+// core_bench.cpp — how fast the core is, measured against what it is built on:
+//   1. matmul through gg::matmul vs the same cblas_sgemm called directly,
+//   2. element-wise add and mul bandwidth,
+//   3. what the autograd graph costs per op, on tensors too small for the maths to matter.
+// Every figure is the median of several runs after a warm-up; where two things are
+// compared their runs alternate, so that noise (frequency changes, neighbours) hits both.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "gatedgrad.h"
+
+namespace {
+
+template <class F>
+double time_once(F&& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Runs `ours` and `reference` once each to warm up, then `reps` times alternately;
+// returns the median seconds of each.
+template <class A, class B>
+std::pair<double, double> time_pair(int reps, A&& ours, B&& reference) {
+    ours();
+    reference();
+    std::vector<double> t_ours, t_reference;
+    for (int r = 0; r < reps; ++r) {
+        t_ours.push_back(time_once(ours));
+        t_reference.push_back(time_once(reference));
+    }
+    return {median(t_ours), median(t_reference)};
+}
+
+void bench_matmul() {
+    std::printf("\n1. matmul, float32 square (n, n) @ (n, n): GFLOP/s = 2n³ / time\n");
+    std::printf("%6s %14s %14s %10s\n", "n", "gg::matmul", "cblas_sgemm", "gg/direct");
+    gg::Generator gen(0);
+    for (int64_t n : {256, 512, 1024}) {
+        const gg::Tensor a = gg::randn({n, n}, gen), b = gg::randn({n, n}, gen);
+        gg::Tensor c = gg::Tensor::empty({n, n});
+        // Each timed sample makes (1024/n)³ calls, the same work at every n, so that a
+        // sub-millisecond call is not lost in timer and scheduler noise.
+        const int64_t calls = (1024 / n) * (1024 / n) * (1024 / n);
+        const auto [t_gg, t_blas] = time_pair(
+            9, [&] { for (int64_t i = 0; i < calls; ++i) gg::matmul(a, b); },
+            [&] {
+                for (int64_t i = 0; i < calls; ++i)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n,
+                                b.data<float>(), n, 0.0f, c.data<float>(), n);
+            });
+        const double flops = 2.0 * n * n * n * calls;
+        std::printf("%6ld %14.1f %14.1f %10.3f\n", long(n), flops / t_gg / 1e9, flops / t_blas / 1e9,
+                    (flops / t_gg) / (flops / t_blas));
+    }
+}
+
+// gg::add and gg::mul allocate their output on every call; the reference loop writes into
+// a buffer it already has. The gap is the price of fresh memory: 64 MiB comes straight
+// from mmap, and the kernel zeroes it page by page as the op first writes it.
+void bench_elementwise() {
+    constexpr int64_t N = 16 << 20;
+    std::printf("\n2. element-wise on %ld floats: GB/s = 3 x 4 bytes x N / time (two reads, one write)\n", long(N));
+    std::printf("%6s %14s %22s\n", "op", "gg (GB/s)", "loop into buffer (GB/s)");
+    gg::Generator gen(0);
+    const gg::Tensor a = gg::randn({N}, gen), b = gg::randn({N}, gen);
+    gg::Tensor out = gg::Tensor::empty({N});
+    const float *x = a.data<float>(), *y = b.data<float>();
+    float* o = out.data<float>();
+    const double bytes = 3.0 * 4 * N;
+    auto run = [&](const char* name, auto gg_op, auto f) {
+        const auto [t_gg, t_loop] = time_pair(
+            9, [&] { gg_op(a, b); },
+            [&] {
+#pragma omp parallel for
+                for (int64_t i = 0; i < N; ++i) o[i] = f(x[i], y[i]);
+            });
+        std::printf("%6s %14.1f %22.1f\n", name, bytes / t_gg / 1e9, bytes / t_loop / 1e9);
+    };
+    run("add", gg::add, std::plus<float>());
+    run("mul", gg::mul, std::multiplies<float>());
+}
+
+// x = x + c, `ops` times, on 16-element tensors, then backward and freeing the graph.
+void bench_autograd() {
+    constexpr int64_t ops = 10000;
+    std::printf("\n3. autograd overhead: x = x + c, %ld times on 16 floats, then backward\n", long(ops));
+    const gg::Tensor c = gg::ones({16});
+    std::vector<double> forward, backward, release;
+    for (int run = 0; run < 8; ++run) {  // run 0 warms up
+        gg::Tensor x0 = gg::zeros({16});
+        x0.requires_grad_();
+        gg::Tensor x = x0;
+        const double t_forward = time_once([&] {
+            for (int64_t i = 0; i < ops; ++i) x = x + c;
+        });
+        const double t_backward = time_once([&] { x.backward(gg::ones({16})); });
+        const double t_release = time_once([&] { x = gg::Tensor(); });  // the last reference to the 10,000 nodes
+        if (run == 0) continue;
+        forward.push_back(t_forward);
+        backward.push_back(t_backward);
+        release.push_back(t_release);
+    }
+    const double us = 1e6 / ops;
+    std::printf("   forward %.2f µs/op, backward %.2f µs/op, freeing the graph %.2f µs/op: total %.2f µs/op\n",
+                median(forward) * us, median(backward) * us, median(release) * us,
+                (median(forward) + median(backward) + median(release)) * us);
+}
+
+}  // namespace
+
+int main() {
+    std::printf("gatedgrad core benchmark: OpenMP threads %d, OpenBLAS threads %d\n", omp_get_max_threads(),
+                openblas_get_num_threads());
+    bench_matmul();
+    bench_elementwise();
+    bench_autograd();
+}
