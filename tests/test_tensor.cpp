@@ -818,6 +818,7 @@ TEST_CASE("tensor: errors name the op and the shapes") {
 }
 
 TEST_CASE("tensor: integer tensors refuse silent truncation, data<T> checks its dtype, small values print") {
+    using namespace gg;
     const Tensor i = arange(4);  // int64
     CHECK_THROWS_WITH_AS(i * 0.5, doctest::Contains("int64 tensor of shape (4)"), std::invalid_argument);
     CHECK((i * 2.0).to_vector<int64_t>() == std::vector<int64_t>{0, 2, 4, 6});
