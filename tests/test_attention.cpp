@@ -5,9 +5,11 @@
 #include <cmath>
 
 #include "gatedgrad.h"
+#include "tests/check.h"
 #include "nn/transformer.h"
 
 using namespace gg;
+using gg::testing::max_abs_diff;
 using namespace gg::nn;
 
 namespace {
@@ -26,8 +28,6 @@ Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
     scores = masked_fill(scores, hidden, -INFINITY);
     return matmul(softmax(scores, -1), vv);
 }
-
-double max_abs_diff(const Tensor& a, const Tensor& b) { return amax(abs(a - b)).item(); }
 
 struct Case {
     int64_t B, H, Hkv, Tq, Tk, D;

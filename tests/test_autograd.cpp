@@ -7,29 +7,22 @@
 #include <vector>
 
 #include "gatedgrad.h"
+#include "tests/check.h"
 
 using gg::DType;
 using gg::Shape;
 using gg::Tensor;
+
+// Autograd tests work in float64 on hand-sized values: compare tightly.
+std::string mismatch(const Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
+    return gg::testing::mismatch(t, expected, tol);
+}
 
 namespace {
 
 // A float64 leaf that requires grad.
 Tensor leaf(const std::vector<double>& values, const Shape& shape) {
     return gg::from_vector(values, shape).requires_grad_();
-}
-
-// "" when `t` holds `expected` (row-major), else the first difference.
-std::string mismatch(const Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
-    if (!t.defined()) return "undefined tensor";
-    const std::vector<double> v = t.to_vector<double>();
-    if (v.size() != expected.size())
-        return "has " + std::to_string(v.size()) + " elements, expected " + std::to_string(expected.size());
-    for (size_t i = 0; i < v.size(); ++i)
-        if (!(std::abs(v[i] - expected[i]) <= tol * std::max(1.0, std::abs(expected[i]))))
-            return "element " + std::to_string(i) + " is " + std::to_string(v[i]) + ", expected " +
-                   std::to_string(expected[i]);
-    return "";
 }
 
 }  // namespace

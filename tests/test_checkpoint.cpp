@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include "gatedgrad.h"
+#include "tests/check.h"
 #include "nn/checkpoint.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
 
 using namespace gg;
+using gg::testing::max_abs_diff;
 namespace fs = std::filesystem;
 
 namespace {
@@ -89,14 +91,6 @@ void write_bytes(const std::string& path, const std::vector<char>& bytes) {
 std::vector<char> read_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-    REQUIRE(a.shape() == b.shape());
-    const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-    double worst = 0;
-    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-    return worst;
 }
 
 }  // namespace

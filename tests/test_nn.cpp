@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "gatedgrad.h"
+#include "tests/check.h"
 #include "nn/transformer.h"
 
 using namespace gg;
+using gg::testing::max_abs_diff;
 using namespace gg::nn;
 
 namespace {
@@ -26,12 +28,6 @@ namespace {
 // doctest::Approx with a purely relative tolerance (its default adds a scale of 1, which
 // would make the tolerance absolute for values below 1).
 doctest::Approx relative(double value, double tolerance) { return doctest::Approx(value).epsilon(tolerance).scale(0); }
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-    REQUIRE((a.defined() && b.defined()));
-    REQUIRE_MESSAGE(a.shape() == b.shape(), shape_str(a.shape()) << " vs " << shape_str(b.shape()));
-    return amax(abs(a.detach() - b.detach())).item();
-}
 
 // Writes src's values into dst's own storage, converting the dtype: the module that holds
 // dst sees the new values, and its Tensor handles stay the same.

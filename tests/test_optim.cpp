@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "gatedgrad.h"
+#include "tests/check.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 
 using namespace gg;
+using gg::testing::max_abs_diff;
 using gg::nn::AdamW;
 using gg::nn::LrSchedule;
 using gg::nn::Optimizer;
@@ -39,14 +41,6 @@ const Tensor& fixture(const std::string& name) {
     const auto it = fixtures().find(name);
     REQUIRE(it != fixtures().end());
     return it->second;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-    REQUIRE(a.shape() == b.shape());
-    const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-    double worst = 0;
-    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-    return worst;
 }
 
 using MakeOptimizer = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>;

@@ -14,25 +14,15 @@
 #include <vector>
 
 #include "gatedgrad.h"
+#include "tests/check.h"
 
 using gg::DType;
 using gg::Shape;
 using gg::Tensor;
 
-namespace {
+using gg::testing::mismatch;
 
-// "" when `t` holds `expected` (row-major) within tol, else what differs: CHECK(... == "")
-// then prints the first mismatch.
-std::string mismatch(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
-    const std::vector<double> v = t.to_vector<double>();
-    if (v.size() != expected.size())
-        return "has " + std::to_string(v.size()) + " elements, expected " + std::to_string(expected.size());
-    for (size_t i = 0; i < v.size(); ++i)
-        if (!(std::abs(v[i] - expected[i]) <= tol * std::max(1.0, std::abs(expected[i]))))
-            return "element " + std::to_string(i) + " is " + std::to_string(v[i]) + ", expected " +
-                   std::to_string(expected[i]);
-    return "";
-}
+namespace {
 
 // Row-major index ↔ multi-index, for the naive references below.
 std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
