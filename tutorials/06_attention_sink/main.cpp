@@ -99,7 +99,6 @@ struct QueryClass {
         for (double x : v) s += x;
         return s / count / double(v.size());
     }
-    double max_head(const std::vector<double>& v) const { return *std::max_element(v.begin(), v.end()) / count; }
     json to_json(int64_t L, int64_t H, bool gated) const {
         json j = {{"queries", count},          {"loss", loss / count},   {"accuracy", hits / count},
                   {"oracle_loss", oracle_loss / count}, {"alpha", mean_all(alpha)}, {"attention_to_self", mean_all(self)},
@@ -180,7 +179,7 @@ CopyReport measure_copy(GatedTransformerLM& model, const BigramBackcopy& data, i
 }
 
 // A model shape of part (a): layers × heads.
-struct Shape2 {
+struct ModelShape {
     int64_t layers = 1, heads = 4;
     std::string name() const { return std::to_string(layers) + "-layer " + std::to_string(heads) + "-head"; }
     std::string stem() const { return std::to_string(layers) + "x" + std::to_string(heads); }
@@ -195,8 +194,8 @@ struct CopySetup {
     std::string positions = "rope";  // or "learned"
 };
 
-Shape2 parse_shape(const std::string& text) {
-    Shape2 s;
+ModelShape parse_shape(const std::string& text) {
+    ModelShape s;
     if (std::sscanf(text.c_str(), "%" SCNd64 "x%" SCNd64, &s.layers, &s.heads) != 2 || s.layers < 1 || s.heads < 1 || 64 % s.heads)
         throw std::invalid_argument("model shape '" + text + "' is not LAYERSxHEADS with heads dividing 64");
     return s;
@@ -204,7 +203,7 @@ Shape2 parse_shape(const std::string& text) {
 
 struct CopyRun {
     std::string name;  // "baseline" or "g1"
-    Shape2 shape;
+    ModelShape shape;
     CopyReport report;
     std::vector<double> curve_step, curve_trigger_loss, curve_other_loss, curve_alpha_other, curve_alpha_trigger,
         curve_gate_other, curve_gate_trigger;
@@ -212,7 +211,7 @@ struct CopyRun {
     std::shared_ptr<GatedTransformerLM> model;
 };
 
-TrainConfig copy_config(const BigramBackcopy& data, const CopySetup& setup, const Shape2& shape, GatePosition gate) {
+TrainConfig copy_config(const BigramBackcopy& data, const CopySetup& setup, const ModelShape& shape, GatePosition gate) {
     TrainConfig c;
     c.model.vocab_size = data.vocab_size();
     c.model.d_model = 64, c.model.n_layers = shape.layers, c.model.attn.n_heads = shape.heads;
@@ -227,7 +226,7 @@ TrainConfig copy_config(const BigramBackcopy& data, const CopySetup& setup, cons
 
 // Trains one model, measuring the two kinds of queries `points` times along the way
 // (Trainer::run pauses and continues on the same schedule, see trainer.h).
-CopyRun train_copy(const std::shared_ptr<BigramBackcopy>& data, const CopySetup& setup, const Shape2& shape,
+CopyRun train_copy(const std::shared_ptr<BigramBackcopy>& data, const CopySetup& setup, const ModelShape& shape,
                    GatePosition gate, bool verbose) {
     const TrainConfig c = copy_config(*data, setup, shape, gate);
     CopyRun run;

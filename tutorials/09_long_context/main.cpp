@@ -20,7 +20,6 @@
 
 #include "gatedgrad.h"
 #include "nn/analysis.h"
-#include "nn/checkpoint.h"
 #include "nn/plot.h"
 #include "nn/trainer.h"
 
