@@ -84,17 +84,25 @@ std::string train_one(const Sweep& s, const Run& r, const std::shared_ptr<const 
     for (const StepLog& l : result.log) loss.push_back(l.loss), grad_norm.push_back(l.grad_norm);
     const double val = result.diverged ? NAN : result.final_val_loss;
     // After the warmup: the first steps' gradients come from the initialisation, the same at every rate.
-    const auto after_warmup = grad_norm.begin() + std::min<int64_t>(s.warmup, std::ssize(grad_norm));
+    const int64_t warmup = std::min(s.warmup, s.steps - 1);  // as the trainer clamps it
+    const auto after_warmup = grad_norm.begin() + std::min<int64_t>(warmup, std::ssize(grad_norm));
     const double max_grad = after_warmup == grad_norm.end() ? NAN : *std::max_element(after_warmup, grad_norm.end());
     const int64_t spikes = count_spikes(loss);
     const bool diverged = result.diverged || !(val < unigram);
     std::printf("  %-8s lr %.1e seed %llu: val loss %.4f, max |g| %6.2f, spikes %lld, %s (%.0f s)\n", r.model().c_str(),
                 r.lr, static_cast<unsigned long long>(r.seed), val, max_grad, static_cast<long long>(spikes),
                 diverged ? "DIVERGED" : "ok", result.seconds);
-    nlohmann::json j = {{"val_loss", std::isfinite(val) ? nlohmann::json(val) : nlohmann::json(nullptr)},
-                        {"max_grad_norm", max_grad}, {"spikes", spikes}, {"diverged", diverged},
+    nlohmann::json j = {{"val_loss", val}, {"max_grad_norm", max_grad}, {"spikes", spikes}, {"diverged", diverged},
                         {"seconds", result.seconds}, {"loss", loss}, {"grad_norm", grad_norm}};
     return j.dump();
+}
+
+// JSON has no NaN or infinity: nlohmann writes them as null, and we read null back as NaN.
+double number(const nlohmann::json& j) { return j.is_null() ? NAN : j.get<double>(); }
+std::vector<double> numbers(const nlohmann::json& j) {
+    std::vector<double> out;
+    for (const nlohmann::json& x : j) out.push_back(number(x));
+    return out;
 }
 
 double mean_of(const std::vector<double>& v) {
@@ -117,9 +125,11 @@ int main(int argc, char** argv) {
     app.add_option("--steps", s.steps, "training steps per run")->check(CLI::PositiveNumber);
     app.add_option("--seeds", s.seeds_at_top, "seeds at the two largest rates")->check(CLI::PositiveNumber);
     CLI11_PARSE(app, argc, argv);
-    if (quick) {
-        s.lrs = {1e-2, 1e-1, 1.0};
-        s.layers = 4, s.steps = 60, s.seeds_at_top = 1;
+    if (quick) {  // smaller defaults; options given on the command line still win
+        if (!app.count("--lrs")) s.lrs = {1e-2, 1e-1, 1.0};
+        if (!app.count("--steps")) s.steps = 60;
+        if (!app.count("--seeds")) s.seeds_at_top = 1;
+        s.layers = 4;
         s.out = "build/tutorials/07_quick";
     }
     if (!out.empty()) s.out = out;
@@ -147,7 +157,7 @@ int main(int argc, char** argv) {
         static_cast<int64_t>(runs.size()), s.jobs, [&](int64_t i) { return train_one(s, runs[i], data, unigram); });
     std::vector<nlohmann::json> results;
     for (const std::string& t : texts) results.push_back(nlohmann::json::parse(t));
-    auto val_of = [](const nlohmann::json& j) { return j["val_loss"].is_null() ? NAN : j["val_loss"].get<double>(); };
+    auto val_of = [](const nlohmann::json& j) { return number(j["val_loss"]); };
 
     // ---- the table, per model and rate (over seeds: mean loss, worst gradient, all spikes)
     fs::create_directories(s.out);
@@ -171,7 +181,7 @@ int main(int argc, char** argv) {
                 if (runs[i].gated != gated || runs[i].lr != lr) continue;
                 const nlohmann::json& j = results[i];
                 vals.push_back(val_of(j));
-                max_grad = std::max(max_grad, j["max_grad_norm"].get<double>());
+                max_grad = std::max(max_grad, number(j["max_grad_norm"]));
                 spikes += j["spikes"].get<int64_t>();
                 diverged += j["diverged"].get<bool>();
                 ++n;
@@ -202,9 +212,9 @@ int main(int argc, char** argv) {
     std::vector<std::vector<double>> run_rows, step_rows;
     for (size_t i = 0; i < runs.size(); ++i) {
         const nlohmann::json& j = results[i];
-        run_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), val_of(j), j["max_grad_norm"].get<double>(),
+        run_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), val_of(j), number(j["max_grad_norm"]),
                             double(j["spikes"].get<int64_t>()), double(j["diverged"].get<bool>()), j["seconds"].get<double>()});
-        const auto loss = j["loss"].get<std::vector<double>>(), grad = j["grad_norm"].get<std::vector<double>>();
+        const auto loss = numbers(j["loss"]), grad = numbers(j["grad_norm"]);
         for (size_t t = 0; t < loss.size(); ++t)
             step_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), double(t + 1), loss[t], grad[t]});
     }
@@ -233,7 +243,7 @@ int main(int argc, char** argv) {
     for (size_t k = s.lrs.size() >= 2 ? s.lrs.size() - 2 : 0; k < s.lrs.size(); ++k)
         for (size_t i = 0; i < runs.size(); ++i) {
             if (runs[i].lr != s.lrs[k] || runs[i].seed != 1) continue;
-            const auto loss = results[i]["loss"].get<std::vector<double>>();
+            const auto loss = numbers(results[i]["loss"]);
             std::vector<double> steps(loss.size());
             for (size_t t = 0; t < loss.size(); ++t) steps[t] = double(t + 1);
             char label[64];

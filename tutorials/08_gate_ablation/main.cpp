@@ -153,6 +153,22 @@ Stats stats(const std::vector<double>& v) {
     return {sum / double(v.size()), (*hi - *lo) / 2};
 }
 
+// One CSV line; a field holding a comma or a quote is quoted (RFC 4180), as our names have commas.
+std::string csv_line(const std::vector<std::string>& fields) {
+    std::string line;
+    for (size_t i = 0; i < fields.size(); ++i) {
+        const std::string& f = fields[i];
+        std::string cell = f;
+        if (f.find_first_of(",\"") != std::string::npos) {
+            cell = "\"";
+            for (char c : f) cell += c == '"' ? std::string("\"\"") : std::string(1, c);
+            cell += "\"";
+        }
+        line += (i ? "," : "") + cell;
+    }
+    return line + "\n";
+}
+
 std::string fmt(const char* format, double x) {
     if (std::isnan(x)) return "-";
     char text[64];
@@ -173,8 +189,10 @@ int main(int argc, char** argv) {
     app.add_option("--steps", s.steps, "training steps per run")->check(CLI::PositiveNumber);
     app.add_option("--seeds", s.seeds, "seeds per variant")->check(CLI::PositiveNumber);
     CLI11_PARSE(app, argc, argv);
-    if (quick) {
-        s.steps = 30, s.seeds = 1, s.analysis_batches = 1;
+    if (quick) {  // smaller defaults; options given on the command line still win
+        if (!app.count("--steps")) s.steps = 30;
+        if (!app.count("--seeds")) s.seeds = 1;
+        s.analysis_batches = 1;
         s.out = "build/tutorials/08_quick";
     }
     if (!out.empty()) s.out = out;
@@ -210,29 +228,31 @@ int main(int argc, char** argv) {
             if (runs[i].variant == v && !results[i][key].is_null()) out.push_back(results[i][key].get<double>());
         return out;
     };
-    std::vector<Stats> loss(all.size()), share(all.size()), gate(all.size()), sparse(all.size());
+    std::vector<Stats> loss(all.size()), share(all.size()), gate(all.size()), sparse(all.size()), hidden(all.size());
     for (size_t v = 0; v < all.size(); ++v) {
         loss[v] = stats(values(v, "val_loss"));
         share[v] = stats(values(v, "first_token_share"));
         gate[v] = stats(values(v, "gate_mean"));
         sparse[v] = stats(values(v, "gate_below_0_1"));
+        hidden[v] = stats(values(v, "max_abs_hidden"));
     }
-    std::printf("\n%-24s  %-18s  %-17s  %-13s  %-9s  %s\n", "variant", "val loss (nats)", "first-token share",
-                "gate mean", "gate<0.1", "group");
-    std::string table_csv = "group,variant,val_loss_mean,val_loss_half_range,first_token_share,first_token_share_half_range,"
-                            "gate_mean,gate_below_0_1\n";
+    std::printf("\n%-24s  %-18s  %-17s  %-9s  %-8s  %-6s  %s\n", "variant", "val loss (nats)", "first-token share",
+                "gate mean", "gate<0.1", "max|h|", "group");
+    std::string table_csv = csv_line({"group", "variant", "val_loss_mean", "val_loss_half_range", "first_token_share",
+                                      "first_token_share_half_range", "gate_mean", "gate_below_0_1", "mean_max_abs_hidden"});
     std::string group;
     for (size_t v = 0; v < all.size(); ++v) {
         if (all[v].group != group) std::printf("%s", group.empty() ? "" : "\n");
         group = all[v].group;
-        std::printf("%-24s  %.4f ± %-9s  %.3f ± %-9s  %-13s  %-9s  %s\n", all[v].name.c_str(), loss[v].mean,
+        std::printf("%-24s  %.4f ± %-9s  %.3f ± %-9s  %-9s  %-8s  %6.2f  %s\n", all[v].name.c_str(), loss[v].mean,
                     fmt("%.4f", loss[v].spread).c_str(), share[v].mean, fmt("%.3f", share[v].spread).c_str(),
-                    fmt("%.3f", gate[v].mean).c_str(), fmt("%.3f", sparse[v].mean).c_str(), group.c_str());
-        table_csv += all[v].group + "," + all[v].name + "," + fmt("%.6f", loss[v].mean) + "," + fmt("%.6f", loss[v].spread) +
-                     "," + fmt("%.6f", share[v].mean) + "," + fmt("%.6f", share[v].spread) + "," + fmt("%.6f", gate[v].mean) +
-                     "," + fmt("%.6f", sparse[v].mean) + "\n";
+                    fmt("%.3f", gate[v].mean).c_str(), fmt("%.3f", sparse[v].mean).c_str(), hidden[v].mean, group.c_str());
+        auto cell = [](double x) { return std::isnan(x) ? std::string() : fmt("%.6f", x); };  // empty: no gate
+        table_csv += csv_line({all[v].group, all[v].name, cell(loss[v].mean), cell(loss[v].spread), cell(share[v].mean),
+                               cell(share[v].spread), cell(gate[v].mean), cell(sparse[v].mean), cell(hidden[v].mean)});
     }
-    std::printf("(± is half the range over %lld seeds; gate statistics are means over seeds and gated layers)\n",
+    std::printf("(± is half the range over %lld seeds; the other columns are means over seeds, and gate statistics\n"
+                " over gated layers; max|h| is the largest |hidden state| of each block's output, averaged over layers)\n",
                 (long long)s.seeds);
 
     // ---- the two published rankings, measured here
@@ -274,15 +294,15 @@ int main(int argc, char** argv) {
     // ---- files
     const fs::path dir = s.out;
     fs::create_directories(dir);
-    std::string runs_csv = "variant,seed,val_loss,first_token_share,sink_head_share,gate_mean,gate_below_0_1,"
-                           "mean_max_abs_hidden,seconds\n";
+    std::string runs_csv = csv_line({"variant", "seed", "val_loss", "first_token_share", "sink_head_share", "gate_mean",
+                                     "gate_below_0_1", "mean_max_abs_hidden", "seconds"});
     nlohmann::ordered_json summary = {{"steps", s.steps}, {"seeds", s.seeds}, {"runs", nlohmann::ordered_json::array()}};
     for (size_t i = 0; i < runs.size(); ++i) {
         const nlohmann::json& j = results[i];
         auto num = [&](const char* key) { return j[key].is_null() ? std::string("") : fmt("%.6f", j[key].get<double>()); };
-        runs_csv += all[runs[i].variant].name + "," + std::to_string(runs[i].seed) + "," + num("val_loss") + "," +
-                    num("first_token_share") + "," + num("sink_head_share") + "," + num("gate_mean") + "," +
-                    num("gate_below_0_1") + "," + num("max_abs_hidden") + "," + num("seconds") + "\n";
+        runs_csv += csv_line({all[runs[i].variant].name, std::to_string(runs[i].seed), num("val_loss"),
+                              num("first_token_share"), num("sink_head_share"), num("gate_mean"), num("gate_below_0_1"),
+                              num("max_abs_hidden"), num("seconds")});
         nlohmann::ordered_json r = {{"group", all[runs[i].variant].group}, {"variant", all[runs[i].variant].name},
                                     {"seed", runs[i].seed}};
         r.update(j);
