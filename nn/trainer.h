@@ -10,6 +10,7 @@
 // bit-identical losses to 200 steps in one go. A NaN or infinite loss stops training
 // with a message naming the step; the last checkpoint written before it is kept.
 #pragma once
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -56,7 +57,7 @@ struct StepLog {
 
 struct TrainResult {
     std::vector<StepLog> log;     // every step
-    double final_val_loss = 0;
+    double final_val_loss = NAN;  // stays NaN when a run stops before its last evaluation
     double seconds = 0;
     bool diverged = false;        // stopped on a NaN/inf loss
     std::string message;          // why it stopped early, if it did

@@ -80,6 +80,7 @@ TEST_CASE("trainer: a NaN loss stops training and keeps the last good checkpoint
     Trainer trainer(c, data);
     const TrainResult r = trainer.run(true);
     REQUIRE(r.diverged);
+    CHECK(std::isnan(r.final_val_loss));  // never a misleading 0
     CHECK(r.message.find("at step " + std::to_string(r.log.size() + 1)) != std::string::npos);
     CHECK(r.log.size() < 50);
     // The checkpoint on disk is from the last finite step and loads.
