@@ -23,9 +23,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     shape_str(k.shape()) + ", v " + shape_str(v.shape()) +
                                     ": need q (B, H, Tq, dk), k = v (B, Hkv, Tk, dk) with Hkv dividing H, Tq ≤ Tk, "
                                     "one floating dtype and one device");
+    if (options.exclude_self && (!options.causal || options.window == 1))
+        throw std::invalid_argument("scaled_dot_product_attention: exclude_self needs a causal mask and a window of "
+                                    "0 or at least 2 (causal " + std::to_string(options.causal) + ", window " +
+                                    std::to_string(options.window) + "): otherwise a query may see no key at all");
     const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Hkv = k.size(1), Tk = k.size(2);
     const AttentionShape s{B, H, Hkv, Tq, Tk, D, options.causal, options.window,
-                           options.scale > 0 ? options.scale : 1.0 / std::sqrt(double(D))};
+                           options.scale > 0 ? options.scale : 1.0 / std::sqrt(double(D)), options.exclude_self};
     const Tensor Q = q.detach().contiguous(), K = k.detach().contiguous(), V = v.detach().contiguous();
     const Device dev = q.device();
     Tensor O = Tensor::empty({B, H, Tq, D}, q.dtype(), dev);
@@ -208,7 +212,8 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
         q = q * (gate = apply_gate_fn(sum(q * w_g_query.view({1, H, 1, dk}), {-1}, true)));  // σ(Q_i w_i)
 
     Tensor probs;
-    Tensor heads = scaled_dot_product_attention(q, k, v, {o.causal, o.window, 0}, capture ? &probs : nullptr);
+    Tensor heads = scaled_dot_product_attention(q, k, v, {o.causal, o.window, 0, o.exclude_self},
+                                                 capture ? &probs : nullptr);
     if (gated && o.gate == GatePosition::sdpa_output) heads = heads * (gate = gate_values(x));  // G1
 
     Tensor y = w_o->forward(heads.transpose(1, 2).reshape({B, T, H * dk}));  // (B, T, d)

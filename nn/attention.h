@@ -25,6 +25,9 @@ struct SdpaOptions {
     bool causal = true;
     int64_t window = 0;  // > 0: each query sees only its last `window` keys (itself included)
     double scale = 0;    // 0: 1/√dk
+    // Causal only: query t sees keys 0 … t−1, not itself (query 0 sees key 0, its only one).
+    // An experiment's switch (tutorial 06): it takes away a head's cheapest way to do nothing.
+    bool exclude_self = false;
 };
 
 // q (B, H, Tq, dk), k and v (B, Hkv, Tk, dk) → (B, H, Tq, dk); H a multiple of Hkv.
@@ -63,6 +66,7 @@ struct AttentionOptions {
     double qk_norm_eps = 1e-6;
     bool causal = true;
     int64_t window = 0;    // sliding window, 0 = none
+    bool exclude_self = false;  // hide each query's own key (SdpaOptions::exclude_self)
 
     int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
     int64_t head_dim() const { return d_model / n_heads; }

@@ -28,6 +28,7 @@ std::string LMConfig::to_json() const {
         {"gate_init_std", a.gate_init_std},
         {"qk_norm", a.qk_norm},
         {"window", a.window},
+        {"exclude_self", a.exclude_self},
         {"positions", positions == PositionEncoding::rope ? "rope" : "learned"},
         {"rope_base", a.rope_options.base},
         {"ffn", ffn},
@@ -71,6 +72,7 @@ LMConfig LMConfig::from_json(const std::string& text) {
     field("gate_init_std", c.attn.gate_init_std);
     field("qk_norm", c.attn.qk_norm);
     field("window", c.attn.window);
+    field("exclude_self", c.attn.exclude_self);
     field("positions", positions);
     field("rope_base", c.attn.rope_options.base);
     field("ffn", c.ffn);

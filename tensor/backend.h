@@ -30,6 +30,7 @@ struct AttentionShape {
     bool causal;
     int64_t window;
     double scale;
+    bool exclude_self = false;  // query t sees keys < t (the query at key 0 still sees key 0)
 };
 
 struct Backend {

@@ -20,13 +20,15 @@ namespace gg {
 
 namespace {
 
-// Visible keys of query i: [first, last].
+// Visible keys of query i: [first, last]. With exclude_self the query's own key is hidden
+// too, except at position 0, which has nothing else to see.
 struct KeyRange {
     int64_t first, last;
 };
 KeyRange visible_keys(const AttentionShape& s, int64_t i) {
     const int64_t pos = s.Tk - s.Tq + i;
     int64_t last = s.causal ? std::min(pos, s.Tk - 1) : s.Tk - 1;
+    if (s.exclude_self && pos > 0) last = pos - 1;
     int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
     return {first, last};
 }

@@ -203,7 +203,7 @@ std::string describe(const AttentionOptions& o) {
     return gate_position_name(o.gate) + "/" + gate_function_name(o.gate_fn) + "/" + gate_sharing_name(o.sharing) +
            " H=" + std::to_string(o.n_heads) + " Hkv=" + std::to_string(o.kv_heads()) + (o.rope ? " rope" : "") +
            (o.qk_norm ? " qk_norm" : "") + (o.window ? " window=" + std::to_string(o.window) : "") +
-           (o.causal ? "" : " non-causal");
+           (o.exclude_self ? " exclude_self" : "") + (o.causal ? "" : " non-causal");
 }
 
 // A float64 GatedAttention with every parameter random.
@@ -838,7 +838,7 @@ TEST_CASE("nn: GatedAttention with a KV cache equals the full pass, every gate p
     for (GatePosition pos : kAllPositions)
         for (bool extras : {false, true}) {
             AttentionOptions o = attention_options(pos);
-            if (extras) o.n_kv_heads = 2, o.rope = true, o.qk_norm = true, o.window = 3;
+            if (extras) o.n_kv_heads = 2, o.rope = true, o.qk_norm = true, o.window = 3, o.exclude_self = true;
             CAPTURE(describe(o));
             const auto m = random_attention(o, gen, DType::f32);
             const Tensor x = randn({2, 7, 16}, gen), src = randn({2, 7, 16}, gen);
@@ -1170,6 +1170,7 @@ TEST_CASE("nn: LMConfig JSON round trip and field errors") {
     c.attn.gate_init_std = 0.125;
     c.attn.qk_norm = true;
     c.attn.window = 5;
+    c.attn.exclude_self = true;
     c.attn.rope_options.base = 50000;
     c.positions = PositionEncoding::learned;
     c.ffn = false;
@@ -1193,6 +1194,7 @@ TEST_CASE("nn: LMConfig JSON round trip and field errors") {
     CHECK(r.attn.gate_init_std == 0.125);
     CHECK(r.attn.qk_norm);
     CHECK(r.attn.window == 5);
+    CHECK(r.attn.exclude_self);
     CHECK(r.attn.rope_options.base == 50000);
     CHECK(r.positions == PositionEncoding::learned);
     CHECK(!r.ffn);
