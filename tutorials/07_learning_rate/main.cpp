@@ -33,7 +33,7 @@ namespace {
 
 struct Sweep {
     std::vector<double> lrs{3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0};
-    int64_t seeds_at_top = 2;  // seeds at the two largest rates (one elsewhere)
+    int64_t seeds = 2;  // seeds 1 … seeds at every rate
     int64_t steps = 300, warmup = 10, batch = 8, seq_len = 64;
     int64_t layers = 8, d_model = 64, heads = 4;
     int jobs = 2;
@@ -123,12 +123,12 @@ int main(int argc, char** argv) {
     app.add_option("--out", out, "output folder (default: tutorials/07_learning_rate/results)");
     app.add_option("--lrs", s.lrs, "peak learning rates");
     app.add_option("--steps", s.steps, "training steps per run")->check(CLI::PositiveNumber);
-    app.add_option("--seeds", s.seeds_at_top, "seeds at the two largest rates")->check(CLI::PositiveNumber);
+    app.add_option("--seeds", s.seeds, "seeds at every rate")->check(CLI::PositiveNumber);
     CLI11_PARSE(app, argc, argv);
     if (quick) {  // smaller defaults; options given on the command line still win
         if (!app.count("--lrs")) s.lrs = {1e-2, 1e-1, 1.0};
         if (!app.count("--steps")) s.steps = 60;
-        if (!app.count("--seeds")) s.seeds_at_top = 1;
+        if (!app.count("--seeds")) s.seeds = 1;
         s.layers = 4;
         s.out = "build/tutorials/07_quick";
     }
@@ -138,13 +138,12 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     const auto data = std::make_shared<const TextDataset>(load_documents({kDefaultCorpus}));
     const double unigram = data->unigram_entropy();
-    // Every rate with seed 1; the two largest also with seeds 2..seeds_at_top.
+    // Every rate with seeds 1 … s.seeds; a seed fixes the initial weights and the batch order,
+    // the same for both models.
     std::vector<Run> runs;
-    for (size_t i = 0; i < s.lrs.size(); ++i) {
-        const int64_t seeds = i + 2 >= s.lrs.size() ? s.seeds_at_top : 1;
-        for (int64_t seed = 1; seed <= seeds; ++seed)
-            for (bool gated : {false, true}) runs.push_back({gated, s.lrs[i], static_cast<uint64_t>(seed)});
-    }
+    for (double lr : s.lrs)
+        for (int64_t seed = 1; seed <= s.seeds; ++seed)
+            for (bool gated : {false, true}) runs.push_back({gated, lr, static_cast<uint64_t>(seed)});
     std::printf("model: %lld layers, d_model %lld, %lld heads, SwiGLU FFN, RoPE; batch %lld x %lld tokens\n",
                 (long long)s.layers, (long long)s.d_model, (long long)s.heads, (long long)s.batch, (long long)s.seq_len);
     std::printf("schedule: %lld steps, linear warmup %lld, cosine to 0.1 x peak; AdamW (0.9, 0.95), weight decay 0.1, "
