@@ -71,7 +71,8 @@ std::vector<std::string> load_documents(const std::vector<std::string>& paths) {
 
 TextDataset::TextDataset(const std::vector<std::string>& documents, int64_t val_every) {
     for (size_t i = 0; i < documents.size(); ++i) {
-        std::vector<int64_t>& stream = (val_every > 0 && i % val_every == val_every - 1) ? val_ : train_;
+        const bool val = val_every > 0 && int64_t(i % size_t(val_every)) == val_every - 1;
+        std::vector<int64_t>& stream = val ? val_ : train_;
         const std::vector<int64_t> ids = encode_bytes(documents[i] + "\n");
         stream.insert(stream.end(), ids.begin(), ids.end());
     }
