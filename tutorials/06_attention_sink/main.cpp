@@ -90,9 +90,13 @@ Tensor per_query_gate(const Tensor& gate) { return mean(gate, {3}); }
 // Per (layer, head): attention on key 0 (α), on the query's own key t, on key t − 1; the gate.
 struct QueryClass {
     double count = 0, loss = 0, hits = 0, oracle_loss = 0;
-    std::vector<double> alpha, self, previous, gate;
+    // alpha_gated: α times the query's mean gate (α alone for the baseline) — the share of what
+    // reaches W_O that comes from BOS.
+    std::vector<double> alpha, alpha_gated, self, previous, gate;
 
-    void resize(size_t n) { alpha.assign(n, 0), self.assign(n, 0), previous.assign(n, 0), gate.assign(n, 0); }
+    void resize(size_t n) {
+        for (auto* v : {&alpha, &alpha_gated, &self, &previous, &gate}) v->assign(n, 0);
+    }
     double mean_of(const std::vector<double>& v, size_t i) const { return v[i] / count; }
     double mean_all(const std::vector<double>& v) const {  // over queries, heads and layers
         double s = 0;
@@ -103,7 +107,7 @@ struct QueryClass {
         json j = {{"queries", count},          {"loss", loss / count},   {"accuracy", hits / count},
                   {"oracle_loss", oracle_loss / count}, {"alpha", mean_all(alpha)}, {"attention_to_self", mean_all(self)},
                   {"attention_to_previous", mean_all(previous)}};
-        if (gated) j["gate"] = mean_all(gate);
+        if (gated) j["gate"] = mean_all(gate), j["alpha_times_gate"] = mean_all(alpha_gated);
         json layers = json::array();
         for (int64_t l = 0; l < L; ++l) {
             json heads = json::array();
@@ -167,10 +171,12 @@ CopyReport measure_copy(GatedTransformerLM& model, const BigramBackcopy& data, i
                     for (int64_t h = 0; h < H; ++h) {
                         const float* row = probs[l].data() + ((b * H + h) * T + t) * T;  // query t's keys
                         const size_t i = l * H + h;
+                        const double g = r.gated ? gates[l][(b * H + h) * T + t] : 1.0;
                         q.alpha[i] += row[0];
+                        q.alpha_gated[i] += row[0] * g;
                         q.self[i] += row[t];
                         q.previous[i] += row[t - 1];
-                        if (r.gated) q.gate[i] += gates[l][(b * H + h) * T + t];
+                        q.gate[i] += g;
                     }
             }
     }
@@ -185,14 +191,31 @@ struct ModelShape {
     std::string stem() const { return std::to_string(layers) + "x" + std::to_string(heads); }
 };
 
-// Part (a)'s training setup; the defaults are the full run's.
+// Part (a)'s training setup. The full run trains two: (a1) with the standard causal mask,
+// and (a2) with each query's own key hidden (SdpaOptions::exclude_self), on shorter
+// sequences and without weight decay — the setup in which the baseline does sink on BOS.
 struct CopySetup {
+    std::string name;                                      // "a1" or "a2": the files' prefix
     std::vector<std::string> models{"1x4", "2x4", "1x1"};  // layers x heads
     int64_t steps = 1000, batch = 16, seq_len = 64, points = 10;
     double lr = 3e-3, weight_decay = 0.1;
     bool ffn = false;
+    bool exclude_self = false;
     std::string positions = "rope";  // or "learned"
 };
+
+CopySetup own_token_visible() { return {.name = "a1"}; }
+CopySetup own_token_hidden() {
+    return {.name = "a2", .steps = 2000, .batch = 64, .seq_len = 16, .weight_decay = 0.0, .exclude_self = true};
+}
+
+// α of a query that spreads its attention evenly over the keys it sees, averaged over the
+// queries t = 1 … T−1: 1/(t+1) keys with its own, 1/t without.
+double even_alpha(const CopySetup& s) {
+    double sum = 0;
+    for (int64_t t = 1; t < s.seq_len; ++t) sum += 1.0 / double(s.exclude_self ? t : t + 1);
+    return sum / double(s.seq_len - 1);
+}
 
 ModelShape parse_shape(const std::string& text) {
     ModelShape s;
@@ -205,6 +228,7 @@ struct CopyRun {
     std::string name;  // "baseline" or "g1"
     ModelShape shape;
     CopyReport report;
+    ModelAnalysis analysis;  // analyze()'s per-layer report (SPEC §3) on the same validation batches
     std::vector<double> curve_step, curve_trigger_loss, curve_other_loss, curve_alpha_other, curve_alpha_trigger,
         curve_gate_other, curve_gate_trigger;
     double seconds = 0;
@@ -217,6 +241,7 @@ TrainConfig copy_config(const BigramBackcopy& data, const CopySetup& setup, cons
     c.model.d_model = 64, c.model.n_layers = shape.layers, c.model.attn.n_heads = shape.heads;
     c.model.attn.gate = gate;
     c.model.ffn = setup.ffn;
+    c.model.attn.exclude_self = setup.exclude_self;
     c.model.positions = setup.positions == "learned" ? PositionEncoding::learned : PositionEncoding::rope;
     c.batch_size = setup.batch, c.seq_len = setup.seq_len, c.model.max_len = setup.seq_len;
     c.steps = setup.steps, c.lr = setup.lr, c.weight_decay = setup.weight_decay, c.warmup = 30;
@@ -254,10 +279,14 @@ CopyRun train_copy(const std::shared_ptr<BigramBackcopy>& data, const CopySetup&
     run.seconds = seconds_since(t0);
     run.model = std::make_shared<GatedTransformerLM>(c.model);
     copy_state(run.model->state_dict(), trainer.model().state_dict(), "tutorial 06", "the trainer", "the copy");
+    run.model->eval();
+    std::vector<Tensor> ids;
+    for (int64_t i = 0; i < 8; ++i) ids.push_back(data->val_batch(i, c.batch_size, c.seq_len).inputs);
+    run.analysis = analyze(*run.model, cat(ids, 0));
     return run;
 }
 
-void print_copy_table(const CopyRun& base, const CopyRun& g1) {
+void print_copy_table(const CopyRun& base, const CopyRun& g1, double even) {
     const CopyReport &b = base.report, &g = g1.report;
     auto row = [](const char* label, double x, double y) { std::printf("  %-40s %9.3f %9.3f\n", label, x, y); };
     std::printf("  %-40s %9s %9s\n", "", "baseline", "G1");
@@ -266,13 +295,14 @@ void print_copy_table(const CopyRun& base, const CopyRun& g1) {
     row("other-position loss (nats)", b.other.loss / b.other.count, g.other.loss / g.other.count);
     row("alpha (on BOS), non-trigger queries", b.other.mean_all(b.other.alpha), g.other.mean_all(g.other.alpha));
     row("alpha (on BOS), trigger queries", b.trigger.mean_all(b.trigger.alpha), g.trigger.mean_all(g.trigger.alpha));
+    row("alpha x gate, non-trigger queries", b.other.mean_all(b.other.alpha_gated), g.other.mean_all(g.other.alpha_gated));
     row("attention on itself, non-trigger queries", b.other.mean_all(b.other.self), g.other.mean_all(g.other.self));
     row("attention on t-1, trigger queries", b.trigger.mean_all(b.trigger.previous), g.trigger.mean_all(g.trigger.previous));
     std::printf("  %-40s %9s %9.3f\n", "G1 mean gate, non-trigger queries", "-", g.other.mean_all(g.other.gate));
     std::printf("  %-40s %9s %9.3f\n", "G1 mean gate, trigger queries", "-", g.trigger.mean_all(g.trigger.gate));
-    std::printf("  (means over heads and layers; best possible: post-trigger loss 0, other-position loss %.3f;\n"
-                "   %d trigger and %d other queries; trained in %.0f s and %.0f s)\n",
-                b.other.oracle_loss / b.other.count, int(b.trigger.count), int(b.other.count), base.seconds,
+    std::printf("  (means over heads and layers; even attention would give alpha %.3f; best possible: post-trigger\n"
+                "   loss 0, other-position loss %.3f; %d trigger and %d other queries; trained in %.0f s and %.0f s)\n",
+                even, b.other.oracle_loss / b.other.count, int(b.trigger.count), int(b.other.count), base.seconds,
                 g1.seconds);
 }
 
@@ -294,19 +324,21 @@ void print_per_head(const CopyRun& run) {
 
 // Heat maps of one head on the first validation sequence: the attention probabilities, and
 // for G1 also the gated ones (each query row times its mean gate: what reaches W_O).
-void write_copy_heatmaps(const fs::path& dir, const CopyRun& run, const BigramBackcopy& data, int64_t l, int64_t h) {
+void write_copy_heatmaps(const fs::path& dir, const std::string& prefix, const CopyRun& run, const BigramBackcopy& data,
+                         int64_t T, int64_t l, int64_t h) {
     NoGradGuard no_grad;
-    const Tensor ids = data.val_batch(0, 1, 64).inputs;  // (1, T)
+    const Tensor ids = data.val_batch(0, 1, T).inputs;  // (1, T)
     run.model->set_capture(true);
     run.model->forward(ids);
     const AttentionCapture& c = run.model->blocks[l]->attn->last;
     const Tensor probs = c.probs.select(0, 0).select(0, h);  // (T, T): query rows, key columns
-    const std::string stem = "a_heatmap_" + run.shape.stem() + "_" + run.name + "_layer" + std::to_string(l) + "_head" +
+    const std::string stem = prefix + "_heatmap_" + run.shape.stem() + "_" + run.name + "_layer" + std::to_string(l) + "_head" +
                              std::to_string(h);
-    write_heatmap_png((dir / (stem + ".png")).string(), probs, 4);
+    const int64_t cell = 256 / T;  // pixels per entry: 4 at T = 64, 16 at T = 16
+    write_heatmap_png((dir / (stem + ".png")).string(), probs, cell);
     if (c.gate.defined())
         write_heatmap_png((dir / (stem + "_gated.png")).string(),
-                          probs * per_query_gate(c.gate).select(0, 0).select(0, h).unsqueeze(1), 4);
+                          probs * per_query_gate(c.gate).select(0, 0).select(0, h).unsqueeze(1), cell);
     run.model->set_capture(false);
 }
 
@@ -331,6 +363,7 @@ json copy_run_json(const CopyRun& run) {
             {"layers", run.shape.layers},
             {"heads", run.shape.heads},
             {"seconds", run.seconds},
+            {"analysis", json::parse(run.analysis.to_json())},
             {"trigger_queries", r.trigger.to_json(r.L, r.H, r.gated)},
             {"other_queries", r.other.to_json(r.L, r.H, r.gated)},
             {"curve", curve}};
@@ -340,15 +373,17 @@ struct Args {
     bool quick = false, demo = false, one_process = false;
     std::string part = "ab";
     std::string out;  // empty: no files
-    CopySetup copy;
+    std::vector<CopySetup> copies;  // part (a)'s setups, in order
 };
 
-void part_a(const Args& args) {
+void part_a(const Args& args, const CopySetup& setup) {
     auto data = std::make_shared<BigramBackcopy>();
-    const CopySetup& setup = args.copy;
-    std::printf("== (a) Bigram-Backcopy: 64 tokens + BOS, 4 likely successors each, triggers");
+    const std::string& prefix = setup.name;
+    std::printf("== (%s) Bigram-Backcopy: 64 tokens + BOS, 4 likely successors each, triggers", prefix.c_str());
     for (int64_t t : data->trigger_tokens()) std::printf(" %d", int(t));
-    std::printf("\n   d_model 64, %s, %s positions; %lld steps of %lld x %lld tokens, lr %.0e, weight decay %.2g; baseline and "
+    std::printf("\n   %s\n", setup.exclude_self ? "each query's own key hidden (query t sees keys 0 .. t-1; BOS sees itself)"
+                                                  : "the standard causal mask (query t sees keys 0 .. t)");
+    std::printf("   d_model 64, %s, %s positions; %lld steps of %lld x %lld tokens, lr %.0e, weight decay %.2g; baseline and "
                 "G1 on the same seed and batches\n",
                 setup.ffn ? "SwiGLU FFN" : "attention only (no FFN)", setup.positions == "rope" ? "RoPE" : "learned",
                 (long long)setup.steps, (long long)setup.batch,
@@ -359,25 +394,33 @@ void part_a(const Args& args) {
             runs.push_back(train_copy(data, setup, parse_shape(m), gate, !args.demo));
     for (size_t i = 0; i < runs.size(); i += 2) {
         std::printf("\n%s model, 8 validation batches:\n", runs[i].shape.name().c_str());
-        print_copy_table(runs[i], runs[i + 1]);
-        if (!args.demo) print_per_head(runs[i]), print_per_head(runs[i + 1]);
+        print_copy_table(runs[i], runs[i + 1], even_alpha(setup));
+        if (args.demo) continue;
+        print_per_head(runs[i]), print_per_head(runs[i + 1]);
+        for (const CopyRun* run : {&runs[i], &runs[i + 1]})
+            std::printf("  %s %s, analyze() over all queries:\n%s", run->shape.name().c_str(), run->name.c_str(),
+                        run->analysis.table().c_str());
     }
     if (args.out.empty()) return;
 
     const fs::path dir(args.out);
     fs::create_directories(dir);
     json j = {{"task", {{"vocab", 64}, {"bos", data->bos()}, {"successors", 4}, {"triggers", data->trigger_tokens()}}},
+              {"even_attention_alpha", even_alpha(setup)},
               {"train", json::parse(copy_config(*data, setup, parse_shape(setup.models[0]), GatePosition::none).to_json())},
               {"runs", json::array()}};
     for (const CopyRun& run : runs) j["runs"].push_back(copy_run_json(run));
-    write_text_file((dir / "a_bigram_backcopy.json").string(), j.dump(2) + "\n");
+    const auto file = [&](const std::string& rest) { return (dir / (prefix + "_" + rest)).string(); };
+    write_text_file(file("bigram_backcopy.json"), j.dump(2) + "\n");
 
+    const std::string title = "Bigram-Backcopy (" + prefix + (setup.exclude_self ? ", own key hidden)" : ", standard mask)");
     // Per layer (mean over heads): α for the two kinds of query, and G1's gate.
     std::vector<std::string> groups;
     std::vector<BarSeries> bars{{"baseline, non-trigger queries", {}, "#9ecae1"},
                                 {"baseline, trigger queries", {}, "#08519c"},
                                 {"G1, non-trigger queries", {}, "#fdae6b"},
-                                {"G1, trigger queries", {}, "#d94801"}};
+                                {"G1, trigger queries", {}, "#d94801"},
+                                {"G1, non-trigger queries, alpha x gate", {}, "#fdd0a2"}};
     std::vector<BarSeries> gate_bars{{"G1 gate, non-trigger queries", {}, "#fdae6b"},
                                      {"G1 gate, trigger queries", {}, "#d94801"}};
     std::vector<std::vector<double>> rows;
@@ -389,26 +432,27 @@ void part_a(const Args& args) {
             bars[1].values.push_back(b.layer_mean(b.trigger, b.trigger.alpha, l));
             bars[2].values.push_back(g.layer_mean(g.other, g.other.alpha, l));
             bars[3].values.push_back(g.layer_mean(g.trigger, g.trigger.alpha, l));
+            bars[4].values.push_back(g.layer_mean(g.other, g.other.alpha_gated, l));
             gate_bars[0].values.push_back(g.layer_mean(g.other, g.other.gate, l));
             gate_bars[1].values.push_back(g.layer_mean(g.trigger, g.trigger.gate, l));
             rows.push_back({double(b.L), double(b.H), double(l), bars[0].values.back(), bars[1].values.back(),
                             bars[2].values.back(), bars[3].values.back(), b.layer_mean(b.other, b.other.self, l),
                             g.layer_mean(g.other, g.other.self, l), gate_bars[0].values.back(),
-                            gate_bars[1].values.back()});
+                            gate_bars[1].values.back(), bars[4].values.back()});
         }
     }
     ChartOptions chart;
-    chart.title = "Bigram-Backcopy: attention on BOS per layer (mean over heads; model layers x heads)";
+    chart.title = title + ": attention on BOS per layer (mean over heads; model layers x heads)";
     chart.y_label = "alpha (attention on position 0)";
     chart.reference_y = 0.3, chart.reference_label = "sink threshold 0.3";
-    write_text_file((dir / "a_alpha.svg").string(), svg_bar_chart(groups, bars, chart));
-    chart.title = "Bigram-Backcopy: G1 gate per layer (mean over heads and channels)";
+    write_text_file(file("alpha.svg"), svg_bar_chart(groups, bars, chart));
+    chart.title = title + ": G1 gate per layer (mean over heads and channels)";
     chart.y_label = "mean gate", chart.reference_y = NAN;
-    write_text_file((dir / "a_gate.svg").string(), svg_bar_chart(groups, gate_bars, chart));
-    write_text_file((dir / "a_per_layer.csv").string(),
+    write_text_file(file("gate.svg"), svg_bar_chart(groups, gate_bars, chart));
+    write_text_file(file("per_layer.csv"),
                     csv_table({"layers", "heads", "layer", "alpha_other_baseline", "alpha_trigger_baseline",
                                "alpha_other_g1", "alpha_trigger_g1", "self_other_baseline", "self_other_g1",
-                               "gate_other_g1", "gate_trigger_g1"},
+                               "gate_other_g1", "gate_trigger_g1", "alpha_times_gate_other_g1"},
                               rows));
 
     // Training curves: post-trigger loss; α on non-trigger queries; G1's gate on both kinds.
@@ -426,24 +470,29 @@ void part_a(const Args& args) {
     }
     ChartOptions curve;
     curve.x_label = "training step";
-    curve.title = "Bigram-Backcopy: loss on post-trigger positions (the copy)";
+    curve.title = title + ": loss on post-trigger positions (the copy)";
     curve.y_label = "cross-entropy (nats)";
-    write_text_file((dir / "a_trigger_loss.svg").string(), svg_line_chart(loss_lines, curve));
-    curve.title = "Bigram-Backcopy: attention on BOS from non-trigger queries";
+    write_text_file(file("trigger_loss.svg"), svg_line_chart(loss_lines, curve));
+    curve.title = title + ": attention on BOS from non-trigger queries";
     curve.y_label = "alpha, mean over layers and heads";
-    write_text_file((dir / "a_alpha_curve.svg").string(), svg_line_chart(alpha_lines, curve));
-    curve.title = "Bigram-Backcopy: G1 mean gate on the two kinds of query";
+    write_text_file(file("alpha_curve.svg"), svg_line_chart(alpha_lines, curve));
+    curve.title = title + ": G1 mean gate on the two kinds of query";
     curve.y_label = "mean gate";
-    write_text_file((dir / "a_gate_curve.svg").string(), svg_line_chart(gate_lines, curve));
+    write_text_file(file("gate_curve.svg"), svg_line_chart(gate_lines, curve));
 
-    // Heat maps, first layer of every model: the head that copies and the one that parks most.
+    // Heat maps of the first and the last layer of every model: the head that copies and the
+    // one that parks most (with the own key hidden: the one with the most attention on BOS).
     for (const CopyRun& run : runs) {
-        const int64_t copier = top_head(run.report, run.report.trigger.previous, 0);
-        const int64_t parker = top_head(run.report, run.report.other.self, 0);
-        write_copy_heatmaps(dir, run, *data, 0, copier);
-        if (parker != copier) write_copy_heatmaps(dir, run, *data, 0, parker);
+        const QueryClass& other = run.report.other;
+        for (int64_t l : {int64_t(0), run.report.L - 1}) {
+            const int64_t copier = top_head(run.report, run.report.trigger.previous, l);
+            const int64_t parker = top_head(run.report, setup.exclude_self ? other.alpha : other.self, l);
+            write_copy_heatmaps(dir, prefix, run, *data, setup.seq_len, l, copier);
+            if (parker != copier) write_copy_heatmaps(dir, prefix, run, *data, setup.seq_len, l, parker);
+            if (run.report.L == 1) break;
+        }
     }
-    std::printf("\nwrote %s/a_*.{json,csv,svg,png}\n", args.out.c_str());
+    std::printf("\nwrote %s/%s_*.{json,csv,svg,png}\n", args.out.c_str(), prefix.c_str());
 }
 
 // ================================================================= (b) natural text
@@ -675,27 +724,44 @@ void part_b(const Args& args) {
 int main(int argc, char** argv) {
     Args args;
     CLI::App app{"Tutorial 06: the attention sink, baseline vs G1 (Bigram-Backcopy and natural text)"};
-    app.add_flag("--demo", args.demo, "part (a) only: one 1-layer 4-head pair, 400 steps, a short table (about a minute)");
+    app.add_flag("--demo", args.demo, "part (a2) only: one 1-layer 4-head pair, half the steps, a short table (about a minute)");
     app.add_flag("--quick", args.quick, "both parts, shortened (a smoke test)");
     app.add_option("--part", args.part, "which parts to run: a, b or ab")->check(CLI::IsMember({"a", "b", "ab"}));
     app.add_option("--out", args.out, "results folder (default for the full run: tutorials/06_attention_sink/results)");
     app.add_flag("--one-process", args.one_process, "run part (b) after (a), not beside it in a second process");
-    app.add_option("--a-steps", args.copy.steps, "part (a): training steps");
-    app.add_option("--a-lr", args.copy.lr, "part (a): peak learning rate");
-    app.add_option("--a-weight-decay", args.copy.weight_decay, "part (a): AdamW weight decay");
-    app.add_option("--a-batch", args.copy.batch, "part (a): sequences per batch");
-    app.add_option("--a-models", args.copy.models, "part (a): model shapes LAYERSxHEADS, e.g. 1x4 2x4 1x1");
-    app.add_option("--a-positions", args.copy.positions, "part (a): rope or learned (absolute) positions")
-        ->check(CLI::IsMember({"rope", "learned"}));
-    app.add_flag("--a-ffn", args.copy.ffn, "part (a): blocks with the SwiGLU FFN (default: attention only)");
+    // Part (a)'s options override the same field of every setup that runs.
+    std::string variant = "both";
+    CopySetup over;
+    app.add_option("--a-setup", variant, "part (a): a1 (standard causal mask), a2 (own key hidden) or both")
+        ->check(CLI::IsMember({"a1", "a2", "both"}));
+    auto* o_steps = app.add_option("--a-steps", over.steps, "part (a): training steps")->check(CLI::PositiveNumber);
+    auto* o_lr = app.add_option("--a-lr", over.lr, "part (a): peak learning rate")->check(CLI::PositiveNumber);
+    auto* o_wd = app.add_option("--a-weight-decay", over.weight_decay, "part (a): AdamW weight decay")
+                     ->check(CLI::NonNegativeNumber);
+    auto* o_batch = app.add_option("--a-batch", over.batch, "part (a): sequences per batch")->check(CLI::PositiveNumber);
+    auto* o_len = app.add_option("--a-seq-len", over.seq_len, "part (a): tokens per sequence")->check(CLI::Range(4, 512));
+    auto* o_models = app.add_option("--a-models", over.models, "part (a): model shapes LAYERSxHEADS, e.g. 1x4 2x4 1x1");
+    auto* o_pos = app.add_option("--a-positions", over.positions, "part (a): rope or learned (absolute) positions")
+                      ->check(CLI::IsMember({"rope", "learned"}));
+    auto* o_ffn = app.add_flag("--a-ffn", over.ffn, "part (a): blocks with the SwiGLU FFN (default: attention only)");
     CLI11_PARSE(app, argc, argv);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen, even in a pipe
-    if (args.demo) {
-        args.part = "a", args.copy.points = 1;
-        if (!app.count("--a-models")) args.copy.models = {"1x4"};
-        if (!app.count("--a-steps")) args.copy.steps = 400;
+    if (args.demo && !app.count("--a-setup")) variant = "a2";  // the setup with a sink to show
+    if (variant != "a2") args.copies.push_back(own_token_visible());
+    if (variant != "a1") args.copies.push_back(own_token_hidden());
+    for (CopySetup& s : args.copies) {
+        if (args.demo) s.points = 1, s.models = {"1x4"}, s.steps /= 2;
+        if (args.quick) s.steps = 150, s.points = 3;
+        if (*o_steps) s.steps = over.steps;
+        if (*o_lr) s.lr = over.lr;
+        if (*o_wd) s.weight_decay = over.weight_decay;
+        if (*o_batch) s.batch = over.batch;
+        if (*o_len) s.seq_len = over.seq_len;
+        if (*o_models) s.models = over.models;
+        if (*o_pos) s.positions = over.positions;
+        if (*o_ffn) s.ffn = over.ffn;
     }
-    if (args.quick && !app.count("--a-steps")) args.copy.steps = 150, args.copy.points = 3;
+    if (args.demo) args.part = "a";
     if (args.out.empty() && !args.quick && !args.demo) args.out = "tutorials/06_attention_sink/results";
     const auto t0 = std::chrono::steady_clock::now();
     const bool a = args.part.find('a') != std::string::npos, b = args.part.find('b') != std::string::npos;
@@ -718,7 +784,7 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
             _exit(status);
         }
-        part_a(args);
+        for (const CopySetup& setup : args.copies) part_a(args, setup);
         int status = 0;
         waitpid(child, &status, 0);
         std::rewind(b_output);
@@ -726,7 +792,8 @@ int main(int argc, char** argv) {
         for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, b_output)) > 0;) std::fwrite(buffer, 1, n, stdout);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
     } else {
-        if (a) part_a(args);
+        if (a)
+            for (const CopySetup& setup : args.copies) part_a(args, setup);
         if (b) part_b(args);
     }
     std::printf("\ntotal time %.0f s\n", seconds_since(t0));
