@@ -35,6 +35,7 @@ struct Sweep {
     std::vector<double> lrs{3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0};
     int64_t seeds = 2;  // seeds 1 … seeds at every rate
     int64_t steps = 300, warmup = 10, batch = 8, seq_len = 64;
+    double clip = 1.0;  // gradient-norm clipping; 0: none
     int64_t layers = 8, d_model = 64, heads = 4;
     int jobs = 2;
     std::string out = "tutorials/07_learning_rate/results";
@@ -72,6 +73,7 @@ TrainConfig train_config(const Sweep& s, const Run& r) {
     c.model.attn.gate = r.gated ? GatePosition::sdpa_output : GatePosition::none;
     c.model.max_len = c.seq_len = s.seq_len;
     c.batch_size = s.batch, c.steps = s.steps, c.warmup = s.warmup, c.lr = r.lr, c.seed = r.seed;
+    c.grad_clip = s.clip;
     c.eval_every = 0;  // validate once, at the end
     return c;
 }
@@ -124,6 +126,7 @@ int main(int argc, char** argv) {
     app.add_option("--lrs", s.lrs, "peak learning rates");
     app.add_option("--steps", s.steps, "training steps per run")->check(CLI::PositiveNumber);
     app.add_option("--seeds", s.seeds, "seeds at every rate")->check(CLI::PositiveNumber);
+    app.add_option("--clip", s.clip, "clip the gradient norm to this (0: no clipping)")->check(CLI::NonNegativeNumber);
     CLI11_PARSE(app, argc, argv);
     if (quick) {  // smaller defaults; options given on the command line still win
         if (!app.count("--lrs")) s.lrs = {1e-2, 1e-1, 1.0};
@@ -146,9 +149,11 @@ int main(int argc, char** argv) {
             for (bool gated : {false, true}) runs.push_back({gated, lr, static_cast<uint64_t>(seed)});
     std::printf("model: %lld layers, d_model %lld, %lld heads, SwiGLU FFN, RoPE; batch %lld x %lld tokens\n",
                 (long long)s.layers, (long long)s.d_model, (long long)s.heads, (long long)s.batch, (long long)s.seq_len);
+    char clip[64] = "no gradient clipping";
+    if (s.clip > 0) std::snprintf(clip, sizeof clip, "clip %.1f", s.clip);
     std::printf("schedule: %lld steps, linear warmup %lld, cosine to 0.1 x peak; AdamW (0.9, 0.95), weight decay 0.1, "
-                "clip 1.0\n",
-                (long long)s.steps, (long long)s.warmup);
+                "%s\n",
+                (long long)s.steps, (long long)s.warmup, clip);
     std::printf("unigram entropy of the training bytes: %.4f nats (a run that ends above it diverged)\n", unigram);
     std::printf("%zu runs, %d at a time:\n", runs.size(), s.jobs);
 
