@@ -75,7 +75,11 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
     as_checkpoint_errors(path, [&] { write_safetensors(path, file); });
 }
 
-NamedTensors load_tensors(const std::string& path) { return read(path).tensors; }
+NamedTensors load_tensors(const std::string& path, Metadata* metadata) {
+    Contents file = read(path);
+    if (metadata) *metadata = std::move(file.metadata);
+    return std::move(file.tensors);
+}
 
 void save(const Module& module, const std::string& path, const Metadata& metadata, const NamedTensors& extra) {
     NamedTensors tensors = module.state_dict();

@@ -32,8 +32,9 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
 //     nn::load(model, path, &extra);
 Metadata load(Module& module, const std::string& path, NamedTensors* extra = nullptr);
 
-// Every tensor of a file, newly allocated on the CPU, in file order (tests and tools).
-NamedTensors load_tensors(const std::string& path);
+// Every tensor of a file, newly allocated on the CPU, in file order; with `metadata`, the
+// file's metadata too, from the same read.
+NamedTensors load_tensors(const std::string& path, Metadata* metadata = nullptr);
 // Writes any named tensors; save() is this on a module's state.
 void save_tensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
 

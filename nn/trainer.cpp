@@ -13,7 +13,6 @@
 
 #include "autograd/engine.h"
 #include "nn/checkpoint.h"
-#include "nn/safetensors.h"
 
 namespace gg::nn {
 
@@ -233,11 +232,11 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
 }
 
 std::shared_ptr<GatedTransformerLM> load_model(const std::string& path) {
-    // Read the config first, then load the weights (ignoring optimiser/trainer state).
-    const NamedTensors tensors = load_tensors(path);
-    const SafetensorsFile file = read_safetensors(path);
-    auto it = file.metadata.find("config");
-    if (it == file.metadata.end())
+    // One read: the config from the metadata, then the weights (not the optimiser/trainer state).
+    Metadata metadata;
+    const NamedTensors tensors = load_tensors(path, &metadata);
+    auto it = metadata.find("config");
+    if (it == metadata.end())
         throw std::runtime_error("checkpoint: " + path + ": no model config in its metadata (not a gatedgrad model?)");
     auto model = std::make_shared<GatedTransformerLM>(LMConfig::from_json(it->second));
     NamedTensors wanted;
