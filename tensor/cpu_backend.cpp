@@ -40,20 +40,35 @@ bool is_dense(const View& v) {
 
 // Visits every index of `shape` in row-major order, passing the element offset of each of
 // the N operands (each with its own strides). Chunks of the index space go to threads.
+// The innermost dimension is a plain loop that adds each operand's stride; only at the end
+// of a row does the odometer carry into the outer dimensions.
 template <size_t N, class F>
 void for_each_offset(const Shape& shape, const std::array<const Strides*, N>& strides, F&& f) {
     const int64_t n = shape_numel(shape), nd = static_cast<int64_t>(shape.size());
+    const int64_t inner = nd > 0 ? shape[nd - 1] : 1;
+    std::array<int64_t, N> step{};  // each operand's stride along the innermost dimension
+    if (nd > 0)
+        for (size_t k = 0; k < N; ++k) step[k] = (*strides[k])[nd - 1];
     parallel_range(n, [&](int64_t begin, int64_t end) {
-        std::vector<int64_t> idx(nd);
+        std::vector<int64_t> idx(std::max<int64_t>(nd, 1));
         std::array<int64_t, N> off{};
         for (int64_t d = nd - 1, rem = begin; d >= 0; --d) {
             idx[d] = rem % shape[d];
             rem /= shape[d];
             for (size_t k = 0; k < N; ++k) off[k] += idx[d] * (*strides[k])[d];
         }
-        for (int64_t i = begin; i < end; ++i) {
-            f(off);
-            for (int64_t d = nd - 1; d >= 0; --d) {  // odometer step with carry
+        const int64_t last = std::max<int64_t>(nd - 1, 0);
+        for (int64_t i = begin; i < end;) {
+            const int64_t run = std::min(end - i, inner - idx[last]);  // to the end of this row
+            for (int64_t j = 0; j < run; ++j) {
+                f(off);
+                for (size_t k = 0; k < N; ++k) off[k] += step[k];
+            }
+            i += run;
+            if ((idx[last] += run) < inner) continue;
+            for (size_t k = 0; k < N; ++k) off[k] -= step[k] * inner;  // back to the row's start
+            idx[last] = 0;
+            for (int64_t d = nd - 2; d >= 0; --d) {  // odometer carry over the outer dimensions
                 for (size_t k = 0; k < N; ++k) off[k] += (*strides[k])[d];
                 if (++idx[d] < shape[d]) break;
                 for (size_t k = 0; k < N; ++k) off[k] -= (*strides[k])[d] * shape[d];
