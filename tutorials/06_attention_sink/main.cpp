@@ -4,7 +4,8 @@
 //     (one token back, to copy it); every other query has nothing useful to read. We train
 //     a baseline and a G1 model on the same batches and measure, separately for the two
 //     kinds of queries, where attention goes (BOS, the query itself, the previous token)
-//     and, for G1, the gate.
+//     and, for G1, the gate. Two setups: (a1) the standard causal mask, where idle heads
+//     park on their own token, and (a2) each query's own key hidden, where they sink on BOS.
 // (b) Natural text with the tiny preset: the per-layer report of analyze() (SPEC §3) for
 //     baseline and G1, at the preset's learning rate and at 3× it; then StreamingLLM's
 //     test: a sliding window that hides BOS from late queries.
