@@ -1,7 +1,29 @@
-// gatedgrad.h — everything a program needs, in one include.
+// gatedgrad.h — the whole library in one include, as torch/torch.h: tensors and autograd,
+// the modules (every gated-attention variant, the transformer LM), optimisers and
+// schedules, safetensors checkpoints, data and the trainer, and the analyses.
 #pragma once
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
+
+#include "nn/attention.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/moe.h"
+#include "nn/rope.h"
+#include "nn/transformer.h"
+
+#include "nn/optim/optimizer.h"
+#include "nn/optim/schedule.h"
+
+#include "nn/io/checkpoint.h"
+#include "nn/io/safetensors.h"
+
+#include "nn/train/data.h"
+#include "nn/train/synthetic.h"
+#include "nn/train/trainer.h"
+
+#include "nn/analysis/analysis.h"
+#include "nn/analysis/plot.h"

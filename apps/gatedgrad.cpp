@@ -26,10 +26,6 @@
 #include <vector>
 
 #include "gatedgrad.h"
-#include "nn/analysis.h"
-#include "nn/plot.h"
-#include "nn/safetensors.h"
-#include "nn/trainer.h"
 
 using namespace gg;
 using namespace gg::nn;
@@ -470,19 +466,18 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     const fs::path dir(dir_name);
     fs::create_directories(dir);
     const int64_t T = ids.size(1);
+    LMCapture capture;
     {
         NoGradGuard no_grad;
-        model.set_capture(true);
-        model.forward(ids.narrow(0, 0, 1));  // (1, T)
+        model.forward(ids.narrow(0, 0, 1), Tensor(), nullptr, &capture);  // (1, T)
     }
     const int scale = int(std::clamp<int64_t>(256 / T, 1, 64));  // about 256 pixels a side
     for (size_t l = 0; l < model.blocks.size(); ++l) {
-        const Tensor probs = model.blocks[l]->attn->last.probs.select(0, 0);  // (H, T, T): query rows, key columns
+        const Tensor probs = capture.attention[l].probs.select(0, 0);  // (H, T, T): query rows, key columns
         for (int64_t h = 0; h < probs.size(0); ++h)
             write_heatmap_png((dir / ("layer" + std::to_string(l) + "_head" + std::to_string(h) + ".png")).string(),
                               probs.select(0, h), scale);
     }
-    model.set_capture(false);
 
     std::vector<std::string> groups, header{"layer"};
     std::vector<BarSeries> heads;

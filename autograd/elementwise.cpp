@@ -7,15 +7,11 @@
 #include <string>
 
 #include "autograd/engine.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace gg {
 
 namespace {
-
-std::string describe(const Tensor& t) {
-    return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + (t.device() == Device::CPU ? "" : " cuda");
-}
 
 void check_compatible(const char* op, const Tensor& a, const Tensor& b) {
     check_defined(a, op);
@@ -236,13 +232,5 @@ Tensor operator+(double a, const Tensor& b) { return add(like(b, a), b); }
 Tensor operator-(double a, const Tensor& b) { return sub(like(b, a), b); }
 Tensor operator*(double a, const Tensor& b) { return mul(like(b, a), b); }
 Tensor operator/(double a, const Tensor& b) { return div(like(b, a), b); }
-
-Tensor Tensor::pow(double exponent) const { return gg::pow(*this, exponent); }
-Tensor Tensor::exp() const { return gg::exp(*this); }
-Tensor Tensor::log() const { return gg::log(*this); }
-Tensor Tensor::sqrt() const { return gg::sqrt(*this); }
-Tensor Tensor::sigmoid() const { return gg::sigmoid(*this); }
-Tensor Tensor::tanh() const { return gg::tanh(*this); }
-Tensor Tensor::relu() const { return gg::relu(*this); }
 
 }  // namespace gg

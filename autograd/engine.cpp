@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace gg {
 
@@ -46,6 +46,8 @@ Node::~Node() {
     }
     queue = nullptr;
 }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const { run_backward(*this, gradient, retain_graph); }
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     check_defined(root, "backward");

@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "autograd/engine.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "tensor/random.h"
 
 namespace gg {

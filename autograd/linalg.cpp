@@ -7,7 +7,7 @@
 #include <string>
 
 #include "autograd/engine.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace gg {
 
@@ -111,7 +111,5 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         return std::vector<Tensor>{da, sum_to(gemm_forward(a.transpose(-1, -2), g), b.shape())};
     });
 }
-
-Tensor Tensor::matmul(const Tensor& other) const { return gg::matmul(*this, other); }
 
 }  // namespace gg

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "autograd/engine.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace gg {
 
@@ -109,8 +109,5 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
     if (!keepdim) return {values.squeeze(dim), indices.squeeze(dim)};
     return {values, indices};
 }
-
-Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const { return gg::sum(*this, dims, keepdim); }
-Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const { return gg::mean(*this, dims, keepdim); }
 
 }  // namespace gg

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "autograd/engine.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace gg {
 

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "gatedgrad.h"
-#include "nn/trainer.h"
 
 using namespace gg;
 using namespace gg::nn;

@@ -181,7 +181,8 @@ Tensor GatedAttention::gate_values(const Tensor& source) const {
     return to_heads(apply_gate_fn(w_g->forward(source)), heads);
 }
 
-Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& gate_source) const {
+Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& gate_source,
+                               AttentionCapture* capture) const {
     check_defined(x, "GatedAttention");
     if (x.dim() != 3 || x.size(2) != options_.d_model)
         throw std::invalid_argument("GatedAttention: expected x (B, T, " + std::to_string(options_.d_model) +
@@ -224,7 +225,7 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
         // d seen as H chunks of dk, so every sharing broadcasts: (H, dk), (H, 1) or (1, dk).
         y = (to_heads(y, H) * gate).transpose(1, 2).reshape({B, T, o.d_model});
     }
-    if (capture) last = {probs, gate.defined() ? gate.detach() : Tensor()};
+    if (capture) *capture = {probs.detach(), gate.defined() ? gate.detach() : Tensor()};
     return y;
 }
 

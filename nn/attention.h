@@ -80,10 +80,12 @@ struct KVCache {
     int64_t length() const { return k.defined() ? k.size(2) : 0; }
 };
 
-// What a forward pass leaves behind for analysis when `capture` is on.
+// What one forward pass computed, for analysis (SPEC §3): the caller owns it and passes it
+// to forward(), which fills it in. Without one, nothing is kept (probabilities are never
+// materialised), so analysis costs memory only when asked for.
 struct AttentionCapture {
     Tensor probs;  // (B, H, Tq, Tk) attention probabilities
-    Tensor gate;   // the gate values, in the shape the gate is applied in
+    Tensor gate;   // the gate values, in the shape the gate is applied in; undefined without a gate
 };
 
 class GatedAttention : public Module {
@@ -91,12 +93,12 @@ public:
     explicit GatedAttention(const AttentionOptions& options);
     // x (B, T, d) → (B, T, d). gate_source: what the G4 gate reads (the raw residual
     // stream); other positions read x. With a cache, x holds only the new positions.
-    Tensor forward(const Tensor& x, KVCache* cache = nullptr, const Tensor& gate_source = Tensor()) const;
+    // With capture, the pass's probabilities and gate values are written into it.
+    Tensor forward(const Tensor& x, KVCache* cache = nullptr, const Tensor& gate_source = Tensor(),
+                   AttentionCapture* capture = nullptr) const;
 
     const AttentionOptions& options() const { return options_; }
     RoPE* rope() { return rope_ ? &*rope_ : nullptr; }
-    bool capture = false;                     // keep the last probabilities and gate values
-    mutable AttentionCapture last;
 
     std::shared_ptr<Linear> w_q, w_k, w_v, w_o, w_g;
     std::shared_ptr<RMSNorm> q_norm, k_norm;

@@ -1,5 +1,8 @@
+// module.cpp — registration, dotted names, state_dict loading, and device/dtype moves.
 #include "nn/module.h"
 
+#include <map>
+#include <set>
 #include <stdexcept>
 
 namespace gg::nn {
@@ -57,16 +60,74 @@ void Module::zero_grad() {
     for (const Tensor& p : parameters()) p.zero_grad();
 }
 
-void Module::to(DType dtype) {
-    auto convert = [dtype](bool is_param) {
-        return [dtype, is_param](const std::string&, Tensor& t) {
-            if (!is_floating(t.dtype()) || t.dtype() == dtype) return;
-            t = t.detach().to(dtype);
+void Module::load_state_dict(const NamedTensors& state) {
+    copy_state(state_dict(), state, "load_state_dict", "the given state", "the module");
+}
+
+std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
+    std::vector<std::pair<std::string, const Module*>> out;
+    std::vector<std::pair<std::string, const Module*>> stack{{"", this}};  // depth first, as torch
+    while (!stack.empty()) {
+        auto [name, module] = stack.back();
+        stack.pop_back();
+        out.emplace_back(name, module);
+        for (auto it = module->children_.rbegin(); it != module->children_.rend(); ++it)
+            stack.emplace_back(name.empty() ? it->first : name + "." + it->first, it->second.get());
+    }
+    return out;
+}
+
+template <class F>
+void Module::convert_members(F&& convert) {
+    const auto replace = [&](bool is_param) {
+        return [&, is_param](const std::string&, Tensor& t) {
+            t = convert(t.detach());
             if (is_param) t.requires_grad_();
         };
     };
-    visit("", false, convert(true));
-    visit("", true, convert(false));
+    visit("", false, replace(true));
+    visit("", true, replace(false));
+}
+
+void Module::to(DType dtype) {
+    convert_members([dtype](const Tensor& t) { return is_floating(t.dtype()) ? t.to(dtype) : t; });
+}
+
+void Module::to(Device device) {
+    convert_members([device](const Tensor& t) { return t.to(device); });
+}
+
+void copy_state(const NamedTensors& into, const NamedTensors& from, const std::string& context,
+                const std::string& from_label, const std::string& into_label) {
+    const auto fail = [&](const std::string& msg) { throw std::runtime_error(context + ": " + msg); };
+    std::map<std::string, Tensor> sources;
+    for (const auto& [name, t] : from)
+        if (!sources.emplace(name, t).second) fail("tensor '" + name + "' appears twice in " + from_label);
+
+    // 1. Check everything, so that a bad file cannot leave a half-loaded model behind...
+    std::set<std::string> wanted;
+    for (const auto& [name, dst] : into) {
+        if (!wanted.insert(name).second) fail("tensor '" + name + "' appears twice in " + into_label);
+        const auto it = sources.find(name);
+        if (it == sources.end()) fail("tensor '" + name + "' (" + describe(dst) + ") is missing from " + from_label);
+        const Tensor& src = it->second;
+        if (src.shape() != dst.shape())
+            fail("tensor '" + name + "' has shape " + shape_str(src.shape()) + " in " + from_label + " but " +
+                 shape_str(dst.shape()) + " in " + into_label);
+        if (src.dtype() != dst.dtype())
+            fail("tensor '" + name + "' has dtype " + dtype_name(src.dtype()) + " in " + from_label + " but " +
+                 dtype_name(dst.dtype()) + " in " + into_label);
+    }
+    for (const auto& [name, src] : from)
+        if (!wanted.contains(name))
+            fail(from_label + " has tensor '" + name + "' (" + describe(src) + "), which " + into_label +
+                 " does not have");
+
+    // 2. ...then copy into the existing storage: every handle on `into` sees the new values.
+    for (const auto& [name, dst] : into) {
+        const Tensor src = sources.at(name).detach().to(dst.device());
+        backend(dst.device()).copy(dst.view_desc(), src.view_desc());
+    }
 }
 
 }  // namespace gg::nn

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace gg::nn {
 
@@ -27,7 +27,14 @@ public:
     NamedTensors named_parameters() const;
     std::vector<Tensor> parameters() const;
     NamedTensors named_buffers() const;
-    NamedTensors state_dict() const;  // parameters then buffers
+    NamedTensors state_dict() const;  // parameters then buffers: the live tensors, not copies
+    // Copies `state` into this module's parameters and buffers, in place (every handle on
+    // them sees the new values), converting to each one's device. The names, shapes and
+    // dtypes must match state_dict() exactly; otherwise it throws and changes nothing.
+    void load_state_dict(const NamedTensors& state);
+    // This module (named "") and every sub-module below it, by dotted name, each before
+    // its children; the pointers live as long as this module.
+    std::vector<std::pair<std::string, const Module*>> named_modules() const;
     int64_t num_parameters() const;
 
     void train(bool on = true);
@@ -36,6 +43,9 @@ public:
     void zero_grad();
     // Converts every floating parameter and buffer (e.g. to float64 for gradient checks).
     void to(DType dtype);
+    // Moves every parameter and buffer to `device`. Both conversions give each member a
+    // new tensor: build optimisers after them, as in PyTorch.
+    void to(Device device);
 
 protected:
     void register_parameter(std::string name, Tensor& member);  // also sets requires_grad
@@ -49,10 +59,21 @@ protected:
 private:
     template <class F>
     void visit(const std::string& prefix, bool buffers, F&& f) const;
+    // Replaces every parameter (then buffer) by convert(it), keeping requires_grad.
+    template <class F>
+    void convert_members(F&& convert);
 
     std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
     bool training_ = true;
 };
+
+// Copies every tensor of `from` into the tensor of the same name in `into`, in place.
+// The names must be the same two sets, with equal shapes and dtypes; anything else
+// throws std::runtime_error("<context>: ...") before anything is written. The labels
+// say in messages where each side comes from: "tensor 'w' has shape (8,16) in
+// <from_label> but (16,16) in <into_label>". Module::load_state_dict, checkpoint loading and Optimizer::load_state_dict use it.
+void copy_state(const NamedTensors& into, const NamedTensors& from, const std::string& context,
+                const std::string& from_label, const std::string& into_label);
 
 }  // namespace gg::nn

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace gg::nn {
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "nn/json_fields.h"
+
 #include "autograd/engine.h"
 #include <set>
 #include <stdexcept>
@@ -43,21 +45,9 @@ std::string LMConfig::to_json() const {
 }
 
 LMConfig LMConfig::from_json(const std::string& text) {
-    const auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) throw std::invalid_argument("LMConfig: not a JSON object: " + text);
+    JsonFields fields("LMConfig", text);
     LMConfig c;
-    std::set<std::string> unread;
-    for (const auto& [key, value] : j.items()) unread.insert(key);
-    auto field = [&](const char* name, auto& out) {
-        unread.erase(name);
-        if (!j.contains(name)) return;
-        try {
-            j.at(name).get_to(out);
-        } catch (const nlohmann::json::exception&) {
-            throw std::invalid_argument(std::string("LMConfig: field '") + name + "' has the wrong type: " +
-                                        j.at(name).dump());
-        }
-    };
+    auto field = [&](const char* name, auto& out) { fields.read(name, out); };
     std::string gate = "g1", gate_fn = "sigmoid", sharing = "elementwise", init = "zero", positions = "rope";
     field("vocab_size", c.vocab_size);
     field("max_len", c.max_len);
@@ -82,7 +72,7 @@ LMConfig LMConfig::from_json(const std::string& text) {
     field("aux_loss_weight", c.aux_loss_weight);
     field("tie_embeddings", c.tie_embeddings);
     field("norm_eps", c.norm_eps);
-    if (!unread.empty()) throw std::invalid_argument("LMConfig: unknown field '" + *unread.begin() + "'");
+    fields.finish();
     c.attn.gate = parse_gate_position(gate);
     c.attn.gate_fn = parse_gate_function(gate_fn);
     c.attn.sharing = parse_gate_sharing(sharing);
@@ -114,9 +104,9 @@ TransformerBlock::TransformerBlock(const LMConfig& c)
     else ffn = register_module("ffn", std::make_shared<SwiGLU>(c.d_model, c.ffn_hidden()));
 }
 
-Tensor TransformerBlock::forward(const Tensor& x, KVCache* cache) const {
+Tensor TransformerBlock::forward(const Tensor& x, KVCache* cache, AttentionCapture* capture) const {
     // G4's gate reads the raw residual stream x; every other position ignores gate_source.
-    Tensor h = x + attn->forward(norm1->forward(x), cache, x);
+    Tensor h = x + attn->forward(norm1->forward(x), cache, x, capture);
     if (ffn) h = h + ffn->forward(norm2->forward(h));
     if (moe) h = h + moe->forward(norm2->forward(h));
     return h;
@@ -140,7 +130,8 @@ GatedTransformerLM::GatedTransformerLM(const LMConfig& config) : config_(config)
         lm_head = register_module("lm_head", std::make_shared<Linear>(config.d_model, config.vocab_size, false));
 }
 
-LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, std::vector<KVCache>* caches) const {
+LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, std::vector<KVCache>* caches,
+                                     LMCapture* capture) const {
     check_defined(ids, "GatedTransformerLM");
     if (ids.dim() != 2 || ids.dtype() != DType::i64)
         throw std::invalid_argument("GatedTransformerLM: ids must be int64 (B, T), got " + shape_str(ids.shape()) + " " +
@@ -149,11 +140,11 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
     const int64_t T = ids.size(1), past = caches && !caches->empty() ? (*caches)[0].length() : 0;
     Tensor x = tok_emb->forward(ids);  // (B, T, d)
     if (pos_emb) x = x + pos_emb->forward(T, past);
-    captured_hidden.clear();
+    if (capture) *capture = {std::vector<AttentionCapture>(blocks.size()), {}};
     Tensor aux;
     for (size_t l = 0; l < blocks.size(); ++l) {
-        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr);
-        if (blocks[l]->attn->capture) captured_hidden.push_back(x.detach());
+        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr, capture ? &capture->attention[l] : nullptr);
+        if (capture) capture->hidden.push_back(x.detach());
         if (blocks[l]->moe) aux = aux.defined() ? aux + blocks[l]->moe->last_aux_loss : blocks[l]->moe->last_aux_loss;
     }
     x = norm_f->forward(x);
@@ -164,11 +155,6 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
         if (aux.defined()) out.loss = out.loss + aux * config_.aux_loss_weight;
     }
     return out;
-}
-
-void GatedTransformerLM::set_capture(bool on) {
-    for (auto& block : blocks) block->attn->capture = on;
-    captured_hidden.clear();
 }
 
 void GatedTransformerLM::set_rope_options(const RopeOptions& options) {

@@ -39,7 +39,8 @@ struct LMConfig {
 class TransformerBlock : public Module {
 public:
     TransformerBlock(const LMConfig& config);
-    Tensor forward(const Tensor& x, KVCache* cache = nullptr) const;  // (B, T, d) → (B, T, d)
+    // (B, T, d) → (B, T, d); capture receives the attention's probabilities and gates.
+    Tensor forward(const Tensor& x, KVCache* cache = nullptr, AttentionCapture* capture = nullptr) const;
     std::shared_ptr<RMSNorm> norm1, norm2;
     std::shared_ptr<GatedAttention> attn;
     std::shared_ptr<SwiGLU> ffn;  // one of ffn / moe, or neither
@@ -48,6 +49,13 @@ public:
 
 // GatedAttention + MoE FFN (article 6.2): a TransformerBlock whose config has experts.
 using GatedAttentionMoEBlock = TransformerBlock;
+
+// What one forward pass of the LM computed, layer by layer, for analysis (SPEC §3). Owned
+// by the caller and passed to forward(); costs memory only when passed.
+struct LMCapture {
+    std::vector<AttentionCapture> attention;  // per layer: probabilities (B, H, T, T) and gates
+    std::vector<Tensor> hidden;               // per layer: (B, T, d) after the block
+};
 
 struct LMOutput {
     Tensor logits;  // (B, T, V)
@@ -59,13 +67,11 @@ public:
     explicit GatedTransformerLM(const LMConfig& config);
     // ids (B, T) int64; targets (B, T) int64 or undefined. With caches (one per layer),
     // ids are the next positions after what the caches hold.
-    LMOutput forward(const Tensor& ids, const Tensor& targets = Tensor(), std::vector<KVCache>* caches = nullptr) const;
+    // With capture, each layer's attention probabilities, gates and output are kept in it.
+    LMOutput forward(const Tensor& ids, const Tensor& targets = Tensor(), std::vector<KVCache>* caches = nullptr,
+                     LMCapture* capture = nullptr) const;
     const LMConfig& config() const { return config_; }
 
-    // Analysis (SPEC §3): keep per layer the attention probabilities, gate values and
-    // the hidden state after the block. Off by default: costs memory only when on.
-    void set_capture(bool on);
-    mutable std::vector<Tensor> captured_hidden;  // (B, T, d) after each block
     // Switch every layer's RoPE scaling (long-context evaluation).
     void set_rope_options(const RopeOptions& options);
 

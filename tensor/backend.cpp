@@ -24,6 +24,8 @@ const Backend& backend(Device device) {
     return *it->second;
 }
 
+bool device_available(Device device) { return registry().contains(device); }
+
 void register_backend(Device device, const Backend* table) { registry()[device] = table; }
 
 }  // namespace gg

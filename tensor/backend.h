@@ -91,8 +91,11 @@ struct Backend {
                                const View& lse);
 };
 
-// The table for a device; throws when that device was not built in.
+// The table for a device; throws when that device was not built in or is not present.
 const Backend& backend(Device device);
+// Whether backend(device) has a table: always for the CPU; for CUDA, when the library was
+// built with it and a device answered at start-up.
+bool device_available(Device device);
 
 // Registration hook for the optional CUDA backend.
 void register_backend(Device device, const Backend* table);

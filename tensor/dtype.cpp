@@ -28,7 +28,10 @@ bool is_floating(DType dtype) { return dtype == DType::f32 || dtype == DType::f6
 
 std::string shape_str(const Shape& shape) {
     std::string s = "(";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ',';
+        s += std::to_string(shape[i]);
+    }
     return s + ")";
 }
 

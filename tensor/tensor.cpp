@@ -8,7 +8,6 @@
 #include <ostream>
 #include <stdexcept>
 
-#include "autograd/engine.h"
 
 namespace gg {
 
@@ -19,6 +18,10 @@ Storage::~Storage() { backend(device).deallocate(data); }
 
 void check_defined(const Tensor& t, const char* op) {
     if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
+}
+
+std::string describe(const Tensor& t) {
+    return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + (t.device() == Device::CPU ? "" : " cuda");
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -58,6 +61,16 @@ template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
 
+Tensor Tensor::alias(Shape shape, Strides strides, int64_t offset) const {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = impl_->storage;
+    impl->shape = std::move(shape);
+    impl->strides = std::move(strides);
+    impl->offset = offset;
+    impl->dtype = dtype();
+    return Tensor(std::move(impl));
+}
+
 View Tensor::view_desc() const {
     char* base = static_cast<char*>(impl_->storage->data) + impl_->offset * dtype_size(dtype());
     return View{base, dtype(), impl_->shape, impl_->strides};
@@ -65,11 +78,14 @@ View Tensor::view_desc() const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-    Tensor host = to(Device::CPU).contiguous();
+    // A row-major copy on the tensor's own device, then its bytes to the host.
+    Tensor dense = empty(shape(), dtype(), device());
+    backend(device()).copy(dense.view_desc(), view_desc());
     std::vector<T> out(numel());
     dispatch(dtype(), [&]<class S>() {
-        const S* p = host.data<S>();
-        for (int64_t i = 0; i < numel(); ++i) out[i] = static_cast<T>(p[i]);
+        std::vector<S> host(numel());
+        if (!host.empty()) backend(device()).to_host(host.data(), dense.view_desc().data, host.size() * sizeof(S));
+        for (size_t i = 0; i < host.size(); ++i) out[i] = static_cast<T>(host[i]);
     });
     return out;
 }
@@ -82,38 +98,6 @@ double Tensor::item() const {
         throw std::invalid_argument("item: tensor of shape " + shape_str(shape()) + " has " +
                                     std::to_string(numel()) + " elements, not 1");
     return to_vector<double>()[0];
-}
-
-Tensor Tensor::clone() const {
-    Tensor out = empty(shape(), dtype(), device());
-    backend(device()).copy(out.view_desc(), view_desc());
-    return record("clone", out, {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
-}
-
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
-
-Tensor Tensor::to(Device target) const {
-    if (target == device()) return *this;
-    Tensor src = contiguous();
-    Tensor out = empty(shape(), dtype(), target);
-    const size_t nbytes = numel() * dtype_size(dtype());
-    if (device() == Device::CPU)
-        backend(target).from_host(out.view_desc().data, src.view_desc().data, nbytes);
-    else
-        backend(device()).to_host(out.view_desc().data, src.view_desc().data, nbytes);
-    const Device source = device();
-    return record("to_device", out, {*this}, [source](const Tensor& g) { return std::vector<Tensor>{g.to(source)}; });
-}
-
-Tensor Tensor::to(DType target) const {
-    if (target == dtype()) return *this;
-    Tensor out = empty(shape(), target, device());
-    backend(device()).copy(out.view_desc(), view_desc());
-    const DType source = dtype();
-    const bool differentiable = is_floating(source) && is_floating(target);
-    return differentiable ? record("to_dtype", out, {*this},
-                                   [source](const Tensor& g) { return std::vector<Tensor>{g.to(source)}; })
-                          : out;
 }
 
 Tensor& Tensor::requires_grad_(bool on) {
@@ -130,10 +114,6 @@ Tensor Tensor::detach() const {
     impl->grad.reset();
     impl->grad_fn.reset();
     return Tensor(std::move(impl));
-}
-
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-    run_backward(*this, gradient, retain_graph);
 }
 
 // --- creation ---
@@ -166,9 +146,9 @@ Tensor from_host_values(const std::vector<T>& values, const Shape& shape, DType 
     if (static_cast<int64_t>(values.size()) != shape_numel(shape))
         throw std::invalid_argument("from_vector: " + std::to_string(values.size()) +
                                     " values cannot fill shape " + shape_str(shape));
-    Tensor host = Tensor::empty(shape, dtype, Device::CPU);
-    std::memcpy(host.data<T>(), values.data(), values.size() * sizeof(T));
-    return host.to(device);
+    Tensor out = Tensor::empty(shape, dtype, device);
+    if (!values.empty()) backend(device).from_host(out.view_desc().data, values.data(), values.size() * sizeof(T));
+    return out;
 }
 }  // namespace
 

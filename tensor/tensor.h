@@ -4,9 +4,16 @@
 // they cost nothing; contiguous() copies only when the strides are not row-major.
 // Everything a Tensor needs for autograd (requires_grad, grad, grad_fn) sits in its
 // TensorImpl; the graph itself is in autograd/engine.h.
+//
+// Layering: this folder holds storage, metadata, view geometry and the device backends.
+// The methods marked "differentiable" below are ops that record a graph node; they are
+// declared here so that `x.view(...)` and `x.sum()` read as in PyTorch, and defined with
+// the other ops in autograd/ (views.cpp, tensor_methods.cpp, engine.cpp).
 #pragma once
 #include <iosfwd>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "tensor/backend.h"
@@ -28,6 +35,19 @@ struct Storage {
 };
 
 class Tensor;
+
+// One entry of Tensor::index: an integer position or a range [start, stop) (either end may
+// be left open, and negative counts from the end), as Python's x[i] and x[start:stop].
+struct Slice {
+    std::optional<int64_t> start, stop;
+};
+struct Index {
+    Index(int64_t i) : position(i) {}  // implicit, so that x.index({0, -1}) reads naturally
+    Index(Slice s) : position(0), slice(s), is_slice(true) {}
+    int64_t position;
+    Slice slice;
+    bool is_slice = false;
+};
 
 struct TensorImpl {
     std::shared_ptr<Storage> storage;
@@ -66,11 +86,14 @@ public:
     template <class T>
     T* data() const;
     View view_desc() const;  // how the backend sees this tensor
+    // Another shape/strides/offset over the same storage: no copy, no graph node. The
+    // differentiable views below are built on it (geometry in tensor/views.h).
+    Tensor alias(Shape shape, Strides strides, int64_t offset) const;
     double item() const;     // a one-element tensor's value
     template <class T>
     std::vector<T> to_vector() const;  // row-major copy of the values, converted to T
 
-    // --- views: share storage, differentiable ---
+    // --- views: share storage; differentiable (autograd/views.cpp) ---
     Tensor view(const Shape& shape) const;     // needs compatible strides; -1 infers one dim
     Tensor reshape(const Shape& shape) const;  // view when possible, else a copy
     Tensor permute(const std::vector<int64_t>& dims) const;
@@ -84,7 +107,18 @@ public:
     Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
     Tensor contiguous() const;                 // this tensor itself when already contiguous
 
-    // --- copies and conversions ---
+    // Indexing as x[i, j] or x[1:3, -1] in PyTorch: an integer picks one position (that dim
+    // goes), a Slice keeps a range. Negative numbers count from the end. A view.
+    Tensor index(const std::vector<Index>& indices) const;
+
+    // --- in-place writes (autograd/tensor_methods.cpp): not recorded in the graph ---
+    // Copies src's values into this tensor's own storage, broadcasting src to this shape
+    // and converting its dtype and device. Refused while grad mode is on and either side
+    // requires grad (write parameters under a NoGradGuard, as torch.no_grad()).
+    const Tensor& copy_(const Tensor& src) const;  // const as in libtorch: the handle stays, the values change
+    const Tensor& fill_(double value) const;
+
+    // --- copies and conversions; differentiable (autograd/tensor_methods.cpp) ---
     Tensor clone() const;
     Tensor to(Device device) const;
     Tensor to(DType dtype) const;
@@ -102,7 +136,7 @@ public:
     void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
     Tensor detach() const;  // same storage, no history
 
-    // --- method forms of common ops (defined in autograd/) ---
+    // --- method forms of common ops (autograd/tensor_methods.cpp) ---
     Tensor sum(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
     Tensor mean(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
     Tensor pow(double exponent) const;
@@ -138,5 +172,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Throws when `t` is undefined, naming the op.
 void check_defined(const Tensor& t, const char* op);
+
+// "(2,3) float32", with " cuda" after it for a tensor on the GPU: how errors name a tensor.
+std::string describe(const Tensor& t);
 
 }  // namespace gg

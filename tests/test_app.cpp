@@ -1,4 +1,4 @@
-// test_app.cpp — the pictures of nn/plot.h (SVG structure, log axes, heat-map colours read
+// test_app.cpp — the pictures of nn/analysis/plot.h (SVG structure, log axes, heat-map colours read
 // back from the PNG, atomic files) and the gatedgrad command line end to end on a tiny
 // corpus: every sub-command runs, and bad command lines and broken inputs give one line on
 // stderr with exit code 2 (usage) or 1 (runtime).
@@ -23,7 +23,6 @@
 #pragma GCC diagnostic pop
 
 #include "gatedgrad.h"
-#include "nn/plot.h"
 
 using namespace gg;
 using namespace gg::nn;

@@ -6,7 +6,6 @@
 
 #include "gatedgrad.h"
 #include "tests/check.h"
-#include "nn/transformer.h"
 
 using namespace gg;
 using gg::testing::max_abs_diff;

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.h"
-#include "nn/safetensors.h"
+#include "nn/io/checkpoint.h"
+#include "nn/io/safetensors.h"
 #include "nn/transformer.h"
 
 namespace {

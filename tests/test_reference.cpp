@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "gatedgrad.h"
-#include "nn/safetensors.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "nn/safetensors.h"
+#include "nn/io/safetensors.h"
 
 #include <doctest/doctest.h>
 

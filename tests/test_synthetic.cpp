@@ -1,4 +1,4 @@
-// Bigram-Backcopy (nn/synthetic.h): the sequences follow the task's rules, and a short
+// Bigram-Backcopy (nn/train/synthetic.h): the sequences follow the task's rules, and a short
 // training run shows the mechanism tutorial 06(a) is about — an idle head parks on its own
 // token when it can, sinks on BOS when it cannot, and a G1 head closes its gate instead.
 #include <doctest/doctest.h>
@@ -6,8 +6,6 @@
 #include <cmath>
 
 #include "gatedgrad.h"
-#include "nn/synthetic.h"
-#include "nn/trainer.h"
 
 using namespace gg;
 using namespace gg::nn;
@@ -65,10 +63,10 @@ struct Idle {
 Idle measure(GatedTransformerLM& model, const BigramBackcopy& data, int64_t B, int64_t T) {
     NoGradGuard no_grad;
     model.eval();
-    model.set_capture(true);
     const Batch batch = data.val_batch(0, B, T);
-    model.forward(batch.inputs);
-    const AttentionCapture& c = model.blocks[0]->attn->last;
+    LMCapture capture;
+    model.forward(batch.inputs, Tensor(), nullptr, &capture);
+    const AttentionCapture& c = capture.attention[0];
     const std::vector<float> p = c.probs.to_vector<float>();  // (B, 1, T, T)
     std::vector<float> g;
     if (c.gate.defined()) g = mean(c.gate, {3}).to_vector<float>();  // (B, 1, T)
@@ -85,7 +83,6 @@ Idle measure(GatedTransformerLM& model, const BigramBackcopy& data, int64_t B, i
                 idle += 1, r.alpha_idle += row[0], r.self_idle += row[t], r.gate_idle += gate;
             }
         }
-    model.set_capture(false);
     r.alpha_idle /= idle, r.self_idle /= idle, r.gate_idle /= idle, r.gate_trigger /= trigger;
     return r;
 }

@@ -6,8 +6,6 @@
 #include <fstream>
 
 #include "gatedgrad.h"
-#include "nn/checkpoint.h"
-#include "nn/trainer.h"
 
 using namespace gg;
 using namespace gg::nn;

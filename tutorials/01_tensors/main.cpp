@@ -23,7 +23,7 @@ int main() {
               << ", shares storage with x: " << xt.shares_storage(x) << "\n";
 
     //    So a write through the base is seen by every view of it.
-    x.data<float>()[1 * x.strides()[0] + 1 * x.strides()[1]] = 40;  // x[1, 1] = 40
+    x.index({1, 1}).fill_(40);  // x[1, 1] = 40
     std::cout << "after x[1, 1] = 40, second_row = " << second_row << "\nand xt:\n" << xt << "\n";
 
     //    contiguous() copies a view into fresh row-major storage, which no longer follows x.

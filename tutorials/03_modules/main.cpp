@@ -7,9 +7,6 @@
 #include <filesystem>
 
 #include "gatedgrad.h"
-#include "nn/checkpoint.h"
-#include "nn/layers.h"
-#include "nn/optim.h"
 
 using namespace gg;
 

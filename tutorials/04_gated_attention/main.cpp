@@ -5,8 +5,6 @@
 #include <cstdio>
 
 #include "gatedgrad.h"
-#include "nn/attention.h"
-#include "nn/checkpoint.h"
 
 using namespace gg;
 using namespace gg::nn;
@@ -18,14 +16,14 @@ int main() {
     AttentionOptions options;
     options.d_model = d, options.n_heads = H, options.gate = GatePosition::sdpa_output;
     GatedAttention gated(options);
-    gated.capture = true;  // keep the last probabilities and gate values for us to look at
 
     const Tensor x = randn({B, T, d});  // (B, T, d)
-    const Tensor y = gated.forward(x);  // (B, T, d)
+    AttentionCapture seen;              // receives the pass's probabilities and gate values
+    const Tensor y = gated.forward(x, nullptr, Tensor(), &seen);  // (B, T, d)
     std::printf("x %s -> y %s, W_g %s\n", shape_str(x.shape()).c_str(), shape_str(y.shape()).c_str(),
                 shape_str(gated.w_g->weight.shape()).c_str());
     std::printf("gate values %s (B, heads, T, dk), mean %.3f: W_g starts at 0 and sigma(0) = 0.5\n",
-                shape_str(gated.last.gate.shape()).c_str(), mean(gated.last.gate).item());
+                shape_str(seen.gate.shape()).c_str(), mean(seen.gate).item());
 
     // The ungated layer with the same Q, K, V, O weights: at init G1 is exactly half of it.
     AttentionOptions no_gate = options;
@@ -34,14 +32,14 @@ int main() {
     NamedTensors shared;
     for (const auto& [name, p] : gated.named_parameters())
         if (name != "w_g.weight") shared.emplace_back(name, p);
-    copy_state(plain.state_dict(), shared, "tutorial", "the gated layer", "the plain layer");
+    plain.load_state_dict(shared);
     std::printf("max |y_gated - 0.5 * y_plain| = %.2g\n\n", amax(abs(y - plain.forward(x) * 0.5)).item());
 
     // Attention of head 0: row i is how query i spreads over keys 0..i (causal).
-    const Tensor probs = gated.last.probs;  // (B, H, T, T)
+    const Tensor probs = seen.probs;  // (B, H, T, T)
     std::printf("head 0 attention (rows: queries, columns: keys)\n");
     for (int64_t i = 0; i < T; ++i) {
-        for (int64_t j = 0; j < T; ++j) std::printf(" %.2f", probs.select(0, 0).select(0, 0).select(0, i).select(0, j).item());
+        for (int64_t j = 0; j < T; ++j) std::printf(" %.2f", probs.index({0, 0, i, j}).item());
         std::printf("\n");
     }
 
@@ -50,17 +48,18 @@ int main() {
     {
         NoGradGuard no_grad;
         const Tensor w = randn(gated.w_g->weight.shape()) * 0.5;
-        std::copy_n(w.data<float>(), w.numel(), gated.w_g->weight.data<float>());
+        gated.w_g->weight.copy_(w);
     }
-    const Tensor y2 = gated.forward(x);
-    const Tensor per_query = mean(gated.last.gate, {3});  // (B, H, T): mean gate per head and query
+    AttentionCapture seen2;
+    const Tensor y2 = gated.forward(x, nullptr, Tensor(), &seen2);
+    const Tensor per_query = mean(seen2.gate, {3});  // (B, H, T): mean gate per head and query
     std::printf("\nafter W_g ~ N(0, 0.25): mean gate per query (rows: heads)\n");
     for (int64_t h = 0; h < H; ++h) {
-        for (int64_t i = 0; i < T; ++i) std::printf(" %.2f", per_query.select(0, 0).select(0, h).select(0, i).item());
+        for (int64_t i = 0; i < T; ++i) std::printf(" %.2f", per_query.index({0, h, i}).item());
         std::printf("\n");
     }
     std::printf("attention probabilities changed by %.2g (the gate acts after softmax)\n",
-                amax(abs(gated.last.probs - probs)).item());
+                amax(abs(seen2.probs - probs)).item());
     std::printf("output changed by up to %.3f\n", amax(abs(y2 - y)).item());
     std::printf("\nparameters: gated %lld, plain %lld (the gate adds d x d = %lld)\n",
                 static_cast<long long>(gated.num_parameters()), static_cast<long long>(plain.num_parameters()),

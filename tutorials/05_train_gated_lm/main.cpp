@@ -8,8 +8,6 @@
 #include <cstring>
 
 #include "gatedgrad.h"
-#include "nn/analysis.h"
-#include "nn/trainer.h"
 
 using namespace gg;
 using namespace gg::nn;

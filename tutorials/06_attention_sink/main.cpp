@@ -1,6 +1,6 @@
 // Tutorial 06 — the attention sink (article 4.1) and what the G1 gate does to it.
 //
-// (a) Bigram-Backcopy (nn/synthetic.h): only the queries at trigger tokens need to attend
+// (a) Bigram-Backcopy (nn/train/synthetic.h): only the queries at trigger tokens need to attend
 //     (one token back, to copy it); every other query has nothing useful to read. We train
 //     a baseline and a G1 model on the same batches and measure, separately for the two
 //     kinds of queries, where attention goes (BOS, the query itself, the previous token)
@@ -31,11 +31,6 @@
 #include <unistd.h>
 
 #include "gatedgrad.h"
-#include "nn/analysis.h"
-#include "nn/checkpoint.h"
-#include "nn/plot.h"
-#include "nn/synthetic.h"
-#include "nn/trainer.h"
 
 namespace fs = std::filesystem;
 using namespace gg;
@@ -147,14 +142,14 @@ CopyReport measure_copy(GatedTransformerLM& model, const BigramBackcopy& data, i
     r.L = model.config().n_layers, r.H = model.config().attn.n_heads, r.gated = model.config().attn.gated();
     const int64_t L = r.L, H = r.H;
     r.trigger.resize(L * H), r.other.resize(L * H);
-    model.set_capture(true);
     for (int64_t i = 0; i < batches; ++i) {
         const Batch batch = data.val_batch(i, B, T);
-        const TokenScores scores = score_tokens(model.forward(batch.inputs).logits, batch.targets);
+        LMCapture capture;
+        const TokenScores scores = score_tokens(model.forward(batch.inputs, Tensor(), nullptr, &capture).logits, batch.targets);
         const std::vector<int64_t> x = batch.inputs.to_vector<int64_t>(), y = batch.targets.to_vector<int64_t>();
         std::vector<std::vector<float>> probs(L), gates(L);
         for (int64_t l = 0; l < L; ++l) {
-            const AttentionCapture& c = model.blocks[l]->attn->last;
+            const AttentionCapture& c = capture.attention[l];
             probs[l] = c.probs.to_vector<float>();                               // (B, H, T, T)
             if (r.gated) gates[l] = per_query_gate(c.gate).to_vector<float>();  // (B, H, T)
         }
@@ -181,7 +176,6 @@ CopyReport measure_copy(GatedTransformerLM& model, const BigramBackcopy& data, i
                     }
             }
     }
-    model.set_capture(false);
     return r;
 }
 
@@ -329,9 +323,9 @@ void write_copy_heatmaps(const fs::path& dir, const std::string& prefix, const C
                          int64_t T, int64_t l, int64_t h) {
     NoGradGuard no_grad;
     const Tensor ids = data.val_batch(0, 1, T).inputs;  // (1, T)
-    run.model->set_capture(true);
-    run.model->forward(ids);
-    const AttentionCapture& c = run.model->blocks[l]->attn->last;
+    LMCapture capture;
+    run.model->forward(ids, Tensor(), nullptr, &capture);
+    const AttentionCapture& c = capture.attention[l];
     const Tensor probs = c.probs.select(0, 0).select(0, h);  // (T, T): query rows, key columns
     const std::string stem = prefix + "_heatmap_" + run.shape.stem() + "_" + run.name + "_layer" + std::to_string(l) + "_head" +
                              std::to_string(h);
@@ -340,7 +334,6 @@ void write_copy_heatmaps(const fs::path& dir, const std::string& prefix, const C
     if (c.gate.defined())
         write_heatmap_png((dir / (stem + "_gated.png")).string(),
                           probs * per_query_gate(c.gate).select(0, 0).select(0, h).unsqueeze(1), cell);
-    run.model->set_capture(false);
 }
 
 // The head of layer l with the largest v[l·H + h]: with trigger.previous, the head that
@@ -602,9 +595,9 @@ json text_run_json(const TextRun& run, const std::vector<int64_t>& windows) {
 // Heat maps of layer l, head h on the first validation sequence (and, for G1, gated rows).
 void write_text_heatmaps(const fs::path& dir, const TextRun& run, const Tensor& ids, int64_t l, int64_t h) {
     NoGradGuard no_grad;
-    run.model->set_capture(true);
-    run.model->forward(ids.narrow(0, 0, 1));
-    const AttentionCapture& c = run.model->blocks[l]->attn->last;
+    LMCapture capture;
+    run.model->forward(ids.narrow(0, 0, 1), Tensor(), nullptr, &capture);
+    const AttentionCapture& c = capture.attention[l];
     const Tensor probs = c.probs.select(0, 0).select(0, h);  // (T, T)
     char stem[96];
     std::snprintf(stem, sizeof stem, "b_heatmap_%s_lr%.0e_layer%d_head%d", run.name.c_str(), run.lr, int(l), int(h));
@@ -612,7 +605,6 @@ void write_text_heatmaps(const fs::path& dir, const TextRun& run, const Tensor& 
     if (c.gate.defined())
         write_heatmap_png((dir / (std::string(stem) + "_gated.png")).string(),
                           probs * per_query_gate(c.gate).select(0, 0).select(0, h).unsqueeze(1), 4);
-    run.model->set_capture(false);
 }
 
 void part_b(const Args& args) {

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "nn/data.h"
-#include "nn/plot.h"
-#include "nn/trainer.h"
+#include "nn/train/data.h"
+#include "nn/analysis/plot.h"
+#include "nn/train/trainer.h"
 #include "run_pool.h"
 
 using namespace gg::nn;

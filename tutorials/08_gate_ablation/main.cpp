@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "../07_learning_rate/run_pool.h"
-#include "nn/analysis.h"
-#include "nn/data.h"
-#include "nn/plot.h"
-#include "nn/trainer.h"
+#include "nn/analysis/analysis.h"
+#include "nn/train/data.h"
+#include "nn/analysis/plot.h"
+#include "nn/train/trainer.h"
 
 using namespace gg::nn;
 namespace fs = std::filesystem;

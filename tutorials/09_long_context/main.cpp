@@ -19,9 +19,6 @@
 #include <vector>
 
 #include "gatedgrad.h"
-#include "nn/analysis.h"
-#include "nn/plot.h"
-#include "nn/trainer.h"
 
 namespace fs = std::filesystem;
 using namespace gg;

@@ -1,4 +1,4 @@
-#include "nn/data.h"
+#include "nn/train/data.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // checkpoint.h — saving and loading modules (and optimiser state) as safetensors files.
 //
-// A checkpoint is a plain safetensors file (nn/safetensors.h): one tensor per state_dict()
+// A checkpoint is a plain safetensors file (nn/io/safetensors.h): one tensor per state_dict()
 // entry under its dotted name ("blocks.0.attn.w_q.weight"), F32/F64/I64 as the tensor's
 // dtype, string metadata in "__metadata__". It opens unchanged in PyTorch or NumPy.
 //
@@ -40,13 +40,5 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
 
 // The same tensors with `prefix` in front of every name.
 NamedTensors with_prefix(const std::string& prefix, const NamedTensors& tensors);
-
-// Copies every tensor of `from` into the tensor of the same name in `into`, in place.
-// The names must be the same two sets, with equal shapes and dtypes; anything else
-// throws std::runtime_error("<context>: ...") before anything is written. The labels
-// say in messages where each side comes from: "tensor 'w' has shape (8,16) in
-// <from_label> but (16,16) in <into_label>". load() and Optimizer::load_state_dict use it.
-void copy_state(const NamedTensors& into, const NamedTensors& from, const std::string& context,
-                const std::string& from_label, const std::string& into_label);
 
 }  // namespace gg::nn

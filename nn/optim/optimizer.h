@@ -1,4 +1,4 @@
-// optim.h — optimisers (SGD, AdamW), gradient clipping and learning-rate schedules.
+// optimizer.h — optimisers (SGD, AdamW) and gradient clipping; schedules are in schedule.h.
 //
 // The training loop is PyTorch's:
 //
@@ -97,22 +97,5 @@ private:
 // torch.nn.utils.clip_grad_norm_. Parameters without a gradient are skipped. A NaN norm
 // is returned as it is, with the gradients untouched, so the caller can skip the step.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
-
-// Learning rate as a function of the step (0-based: the step about to be taken).
-//   warmup:   step < warmup_steps            lr = max_lr · (step + 1) / warmup_steps
-//   constant: after warmup                   lr = max_lr
-//   cosine:   warmup_steps ≤ step < total    p  = (step − warmup_steps) / (total_steps − warmup_steps)
-//                                            lr = min_lr + ½ (max_lr − min_lr)(1 + cos πp)
-//             step ≥ total_steps             lr = min_lr
-// The warmup's last step reaches max_lr, and the cosine starts from it (p = 0).
-struct LrSchedule {
-    enum class Decay { constant, cosine };
-    Decay decay = Decay::cosine;
-    double max_lr = 1e-3;
-    double min_lr = 0;          // cosine only
-    int64_t warmup_steps = 0;
-    int64_t total_steps = 0;    // cosine only: where the decay reaches min_lr
-};
-double lr_at(const LrSchedule& schedule, int64_t step);
 
 }  // namespace gg::nn

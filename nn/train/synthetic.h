@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nn/data.h"
+#include "nn/train/data.h"
 
 namespace gg::nn {
 

@@ -16,7 +16,7 @@
 //
 // A file is untrusted input: the header could claim anything. The parser
 // therefore checks every number before it uses it to index into the bytes.
-#include "nn/safetensors.h"
+#include "nn/io/safetensors.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "nn/synthetic.h"
+#include "nn/train/synthetic.h"
 
 #include <algorithm>
 #include <cmath>

@@ -16,8 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "nn/data.h"
-#include "nn/optim.h"
+#include "nn/train/data.h"
+#include "nn/optim/optimizer.h"
+#include "nn/optim/schedule.h"
 #include "nn/transformer.h"
 
 namespace gg::nn {

@@ -1,13 +1,11 @@
 // checkpoint.cpp — gg::Tensors to and from safetensors files, and all-or-nothing loading.
-#include "nn/checkpoint.h"
+#include "nn/io/checkpoint.h"
 
 #include <algorithm>
 #include <bit>
-#include <map>
-#include <set>
 #include <stdexcept>
 
-#include "nn/safetensors.h"
+#include "nn/io/safetensors.h"
 
 namespace gg::nn {
 
@@ -23,7 +21,6 @@ constexpr std::pair<DType, const char*> kDTypes[] = {{DType::f32, "F32"}, {DType
     throw std::runtime_error("checkpoint: " + path + ": " + msg);
 }
 
-std::string describe(const Tensor& t) { return std::string(dtype_name(t.dtype())) + ", shape " + shape_str(t.shape()); }
 
 // Runs a call into the safetensors layer, whose errors read "safetensors: <path>: ...",
 // and rethrows its errors as checkpoint errors on the same path.
@@ -100,39 +97,6 @@ NamedTensors with_prefix(const std::string& prefix, const NamedTensors& tensors)
     NamedTensors out;
     for (const auto& [name, t] : tensors) out.emplace_back(prefix + name, t);
     return out;
-}
-
-void copy_state(const NamedTensors& into, const NamedTensors& from, const std::string& context,
-                const std::string& from_label, const std::string& into_label) {
-    const auto fail = [&](const std::string& msg) { throw std::runtime_error(context + ": " + msg); };
-    std::map<std::string, Tensor> sources;
-    for (const auto& [name, t] : from)
-        if (!sources.emplace(name, t).second) fail("tensor '" + name + "' appears twice in " + from_label);
-
-    // 1. Check everything, so that a bad file cannot leave a half-loaded model behind...
-    std::set<std::string> wanted;
-    for (const auto& [name, dst] : into) {
-        if (!wanted.insert(name).second) fail("tensor '" + name + "' appears twice in " + into_label);
-        const auto it = sources.find(name);
-        if (it == sources.end()) fail("tensor '" + name + "' (" + describe(dst) + ") is missing from " + from_label);
-        const Tensor& src = it->second;
-        if (src.shape() != dst.shape())
-            fail("tensor '" + name + "' has shape " + shape_str(src.shape()) + " in " + from_label + " but " +
-                 shape_str(dst.shape()) + " in " + into_label);
-        if (src.dtype() != dst.dtype())
-            fail("tensor '" + name + "' has dtype " + dtype_name(src.dtype()) + " in " + from_label + " but " +
-                 dtype_name(dst.dtype()) + " in " + into_label);
-    }
-    for (const auto& [name, src] : from)
-        if (!wanted.contains(name))
-            fail(from_label + " has tensor '" + name + "' (" + describe(src) + "), which " + into_label +
-                 " does not have");
-
-    // 2. ...then copy into the existing storage: every handle on `into` sees the new values.
-    for (const auto& [name, dst] : into) {
-        const Tensor src = sources.at(name).detach().to(dst.device());
-        backend(dst.device()).copy(dst.view_desc(), src.view_desc());
-    }
 }
 
 }  // namespace gg::nn

@@ -1,4 +1,4 @@
-#include "nn/trainer.h"
+#include "nn/train/trainer.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,8 @@
 #include <stdexcept>
 
 #include "autograd/engine.h"
-#include "nn/checkpoint.h"
+#include "nn/io/checkpoint.h"
+#include "nn/json_fields.h"
 
 namespace gg::nn {
 
@@ -41,19 +42,10 @@ std::string TrainConfig::to_json() const {
 }
 
 TrainConfig TrainConfig::from_json(const std::string& text) {
-    const auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) throw std::invalid_argument("train config: not a JSON object");
+    JsonFields fields("train config", text);
     TrainConfig c;
-    auto field = [&](const char* name, auto& out) {
-        if (!j.contains(name)) return;
-        try {
-            j.at(name).get_to(out);
-        } catch (const nlohmann::json::exception&) {
-            throw std::invalid_argument(std::string("train config: field '") + name + "' has the wrong type: " +
-                                        j.at(name).dump());
-        }
-    };
-    if (j.contains("model")) c.model = LMConfig::from_json(j.at("model").dump());
+    auto field = [&](const char* name, auto& out) { fields.read(name, out); };
+    if (std::string model; fields.read_object("model", model)) c.model = LMConfig::from_json(model);
     field("batch_size", c.batch_size);
     field("seq_len", c.seq_len);
     field("steps", c.steps);
@@ -71,6 +63,7 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     field("seed", c.seed);
     field("out_dir", c.out_dir);
     field("data", c.data);
+    fields.finish();
     return c;
 }
 

@@ -1,4 +1,4 @@
-#include "nn/plot.h"
+#include "nn/analysis/plot.h"
 
 #include <unistd.h>
 

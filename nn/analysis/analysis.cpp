@@ -1,4 +1,4 @@
-#include "nn/analysis.h"
+#include "nn/analysis/analysis.h"
 
 #include <cmath>
 #include <cstdio>
@@ -27,15 +27,15 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
     if (ids.dim() != 2 || ids.size(1) < 2)
         throw std::invalid_argument("analyze: need ids (B, T) with T ≥ 2, got " + shape_str(ids.shape()));
     NoGradGuard no_grad;
-    auto& m = const_cast<GatedTransformerLM&>(model);
-    m.set_capture(true);
-    model.forward(ids);
+    LMCapture capture;
+    model.forward(ids, Tensor(), nullptr, &capture);
     ModelAnalysis out;
     out.threshold = threshold;
     const int64_t T = ids.size(1);
     for (size_t l = 0; l < model.blocks.size(); ++l) {
         const GatedAttention& attn = *model.blocks[l]->attn;
-        const Tensor probs = attn.last.probs.to(DType::f64);  // (B, H, T, T)
+        const AttentionCapture& seen = capture.attention[l];
+        const Tensor probs = seen.probs.to(DType::f64);  // (B, H, T, T)
         LayerAnalysis layer;
         // α per head: attention on key 0 from queries 1..T−1, averaged over batch and queries.
         const Tensor alpha = mean(probs.narrow(2, 1, T - 1).select(3, 0), {0, 2});  // (H)
@@ -44,8 +44,8 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
         for (double a : layer.first_token_share) out.sink_heads += a > threshold;
         out.heads += alpha.numel();
         layer.entropy = attention_entropy(probs);
-        if (attn.last.gate.defined()) {
-            const Tensor gate = attn.last.gate.to(DType::f64);
+        if (seen.gate.defined()) {
+            const Tensor gate = seen.gate.to(DType::f64);
             layer.gate_mean = mean(gate).item();
             layer.gate_below_0_1 = mean(lt(gate, full({}, 0.1, DType::f64))).item();
             if (attn.options().gate == GatePosition::sdpa_output) {
@@ -54,7 +54,7 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
                 layer.gated_entropy = gated_attention_entropy(probs, per_query);
             }
         }
-        const Tensor hidden = abs(model.captured_hidden[l].to(DType::f64));  // (B, T, d)
+        const Tensor hidden = abs(capture.hidden[l].to(DType::f64));  // (B, T, d)
         layer.max_abs_hidden = amax(hidden).item();
         layer.max_abs_hidden_first = amax(hidden.select(1, 0)).item();
         out.mean_first_token_share += layer.mean_first_token_share / double(model.blocks.size());
@@ -62,7 +62,6 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
         out.sink_layers += layer.mean_first_token_share > threshold;
         out.layers.push_back(layer);
     }
-    m.set_capture(false);
     return out;
 }
 

@@ -1,19 +1,14 @@
-// optim.cpp — SGD and AdamW as fused loops over raw parameter data, clipping, schedules.
-#include "nn/optim.h"
+// optimizer.cpp — SGD and AdamW as fused loops over raw parameter data, and clipping.
+#include "nn/optim/optimizer.h"
 
 #include <cmath>
-#include <numbers>
 #include <stdexcept>
 
-#include "nn/checkpoint.h"
 #include "tensor/parallel.h"
 
 namespace gg::nn {
 
 namespace {
-
-std::string describe(const Tensor& t) { return std::string(dtype_name(t.dtype())) + ", shape " + shape_str(t.shape()); }
-
 // What the raw loops below rely on: a float CPU tensor whose elements are contiguous.
 void check_param(const Tensor& p, size_t i, const char* op) {
     const std::string which = std::string(op) + ": parameter " + std::to_string(i);
@@ -173,22 +168,6 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
         });
     }
     return norm;
-}
-
-// --- schedules ---
-
-double lr_at(const LrSchedule& s, int64_t step) {
-    const bool cosine = s.decay == LrSchedule::Decay::cosine;
-    if (step < 0 || s.warmup_steps < 0 || (cosine && s.total_steps <= s.warmup_steps))
-        throw std::invalid_argument("lr_at: step " + std::to_string(step) + " with warmup_steps " +
-                                    std::to_string(s.warmup_steps) + " and total_steps " +
-                                    std::to_string(s.total_steps) +
-                                    " (need step ≥ 0, warmup ≥ 0 and, for cosine, total > warmup)");
-    if (step < s.warmup_steps) return s.max_lr * double(step + 1) / double(s.warmup_steps);
-    if (!cosine) return s.max_lr;
-    if (step >= s.total_steps) return s.min_lr;
-    const double progress = double(step - s.warmup_steps) / double(s.total_steps - s.warmup_steps);
-    return s.min_lr + 0.5 * (s.max_lr - s.min_lr) * (1 + std::cos(std::numbers::pi * progress));
 }
 
 }  // namespace gg::nn

@@ -1,0 +1,276 @@
+// test_gated_attention.cpp — MultiHeadAttention and the whole GatedAttention family against
+// SPEC §2 computed by hand, gradchecks of every option, and the KV cache.
+#include "tests/nn_check.h"
+
+using namespace gg;
+using namespace gg::nn;
+using namespace gg::testing;
+
+// ================================================================ MultiHeadAttention
+
+TEST_CASE("nn: MultiHeadAttention is torch's multi-head attention with biases; gradients check") {
+    Generator gen(7);
+    const int64_t B = 2, T = 5, d = 8, H = 2;
+    for (bool causal : {true, false}) {
+        CAPTURE(causal);
+        MultiHeadAttention mha(d, H, causal);
+        CHECK(names_of(mha) == std::vector<std::string>{"w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias",
+                                                        "w_v.weight", "w_v.bias", "w_o.weight", "w_o.bias"});
+        mha.to(DType::f64);
+        randomize(mha, gen);
+        const Tensor x = randn({B, T, d}, gen, DType::f64);
+        auto project = [&](const Linear& l) { return split_heads(matmul(x, l.weight.t()) + l.bias, H); };
+        const Tensor q = project(*mha.w_q), k = project(*mha.w_k), v = project(*mha.w_v);
+        Tensor scores = matmul(q, k.transpose(-1, -2)) / std::sqrt(double(d / H));
+        if (causal) scores = masked_fill(scores, triu(ones({T, T}), 1), -INFINITY);
+        const Tensor expected = matmul(merge_heads(matmul(softmax(scores, -1), v)), mha.w_o->weight.t()) + mha.w_o->bias;
+        CHECK(max_abs_diff(mha.forward(x), expected) < 1e-12);
+        CHECK(check_gradients(mha, {x.clone().requires_grad_()},
+                              [&](const std::vector<Tensor>& in) { return mha.forward(in[0]); }) == 8);
+    }
+    CHECK_THROWS_AS(MultiHeadAttention(10, 3), std::invalid_argument);
+}
+
+// ================================================================ GatedAttention
+
+TEST_CASE("nn: GatedAttention's gate weights have SPEC's shapes for every position and sharing") {
+    const int64_t d = 16, H = 4, dk = 4, Hkv = 2;
+    for (GatePosition pos : kAllPositions)
+        for (GateSharing sharing : kAllSharings) {
+            AttentionOptions o = attention_options(pos, GateFunction::sigmoid, sharing);
+            o.n_kv_heads = Hkv;
+            CAPTURE(describe(o));
+            const GatedAttention m(o);
+            const auto names = names_of(m);
+            CHECK(m.w_q->weight.shape() == Shape{H * dk, d});
+            CHECK(m.w_k->weight.shape() == Shape{Hkv * dk, d});
+            CHECK(m.w_v->weight.shape() == Shape{Hkv * dk, d});
+            CHECK(m.w_o->weight.shape() == Shape{d, H * dk});
+            if (pos == GatePosition::none) {
+                CHECK(names.size() == 4);
+                CHECK(!m.w_g);
+                continue;
+            }
+            if (pos == GatePosition::scores_from_query) {  // w_i ∈ R^dk per head
+                CHECK(contains(names, "w_g_query"));
+                CHECK(m.w_g_query.shape() == Shape{H, dk});
+                continue;
+            }
+            REQUIRE(m.w_g);
+            CHECK(contains(names, "w_g.weight"));
+            const int64_t heads = pos == GatePosition::key || pos == GatePosition::value ? Hkv : H;
+            const int64_t out = pos == GatePosition::scores_from_x     ? H
+                                : sharing == GateSharing::elementwise ? heads * dk
+                                : sharing == GateSharing::headwise    ? heads
+                                                                      : dk;
+            CHECK(m.w_g->weight.shape() == Shape{out, d});
+            CHECK(names.size() == 5);
+        }
+    // gate_fn none is the baseline: no gate parameters at all.
+    CHECK(names_of(GatedAttention(attention_options(GatePosition::sdpa_output, GateFunction::none))).size() == 4);
+}
+
+TEST_CASE("nn: GatedAttention matches SPEC §2 for every position × gate function × sharing") {
+    Generator gen(8);
+    for (GatePosition pos : kAllPositions)
+        for (GateFunction fn : kAllFunctions)
+            for (GateSharing sharing : kAllSharings) {
+                const AttentionOptions o = attention_options(pos, fn, sharing);
+                CAPTURE(describe(o));
+                const auto m = random_attention(o, gen);
+                const Tensor x = randn({2, 5, 16}, gen, DType::f64);
+                AttentionCapture seen;
+                const Tensor y = m->forward(x, nullptr, Tensor(), &seen);
+                const Expected e = reference_attention(*m, x);
+                CHECK(max_abs_diff(y, e.y) < 1e-10);
+                CHECK(max_abs_diff(seen.probs, e.probs) < 1e-10);
+                if (o.gated()) {
+                    REQUIRE(seen.gate.defined());
+                    CHECK(max_abs_diff(seen.gate, e.gate) < 1e-10);
+                    // and the gate changes the output
+                    CHECK(max_abs_diff(y, reference_attention(*m, x, Tensor(), false).y) > 1e-3);
+                } else {
+                    CHECK(!seen.gate.defined());
+                }
+            }
+}
+
+TEST_CASE("nn: GatedAttention matches SPEC §2 with GQA, RoPE, QK-norm, sliding window, no causal mask") {
+    Generator gen(9);
+    struct Extra {
+        int64_t kv_heads;
+        bool rope, qk_norm;
+        int64_t window;
+        bool causal;
+    };
+    const Extra extras[] = {{1, false, false, 0, true}, {2, false, false, 0, true}, {4, true, false, 0, true},
+                            {4, false, true, 0, true},  {4, false, false, 2, true}, {2, true, true, 3, true},
+                            {1, true, true, 0, false}};
+    for (GatePosition pos : kAllPositions)
+        for (const Extra& ex : extras)
+            for (GateSharing sharing : {GateSharing::elementwise, GateSharing::shared}) {
+                AttentionOptions o = attention_options(pos, GateFunction::sigmoid, sharing);
+                o.n_kv_heads = ex.kv_heads;
+                o.rope = ex.rope;
+                o.rope_options.base = 100;
+                o.qk_norm = ex.qk_norm;
+                o.window = ex.window;
+                o.causal = ex.causal;
+                CAPTURE(describe(o));
+                const auto m = random_attention(o, gen);
+                const Tensor x = randn({2, 6, 16}, gen, DType::f64), src = randn({2, 6, 16}, gen, DType::f64);
+                const Expected e = reference_attention(*m, x, src);
+                AttentionCapture seen;
+                CHECK(max_abs_diff(m->forward(x, nullptr, src, &seen), e.y) < 1e-10);
+                CHECK(max_abs_diff(seen.probs, e.probs) < 1e-10);
+                if (o.gated()) CHECK(max_abs_diff(seen.gate, e.gate) < 1e-10);
+            }
+}
+
+TEST_CASE("nn: G1 by hand: σ(x W_g) ⊙ SDPA(x W_q, x W_k, x W_v), concat, W_O") {
+    Generator gen(10);
+    const AttentionOptions o = attention_options(GatePosition::sdpa_output);
+    const auto m = random_attention(o, gen);
+    const int64_t B = 2, T = 5, d = 16, H = 4, dk = 4;
+    const Tensor x = randn({B, T, d}, gen, DType::f64);
+    const Tensor gate = sigmoid(matmul(x, m->w_g->weight.t()));  // (B, T, H·dk)
+    const Tensor q = split_heads(matmul(x, m->w_q->weight.t()), H), k = split_heads(matmul(x, m->w_k->weight.t()), H),
+                 v = split_heads(matmul(x, m->w_v->weight.t()), H);
+    const Tensor heads = merge_heads(scaled_dot_product_attention(q, k, v));  // (B, T, H·dk)
+    const Tensor expected = matmul(gate * heads, m->w_o->weight.t());
+    AttentionCapture seen;
+    CHECK(max_abs_diff(m->forward(x, nullptr, Tensor(), &seen), expected) < 1e-12);
+    CHECK(seen.gate.shape() == Shape{B, H, T, dk});
+    CHECK(max_abs_diff(merge_heads(seen.gate), gate) < 1e-12);
+    CHECK(seen.probs.shape() == Shape{B, H, T, T});
+    CHECK(!seen.gate.requires_grad());  // analysis copies carry no graph
+    CHECK(max_abs_diff(m->forward(x), expected) < 1e-12);  // the same numbers without a capture
+}
+
+TEST_CASE("nn: gate inits: zero gives σ = ½ exactly; normal, Kaiming, Xavier draw with their spread") {
+    Generator gen(12);
+    const int64_t d = 64, H = 4;
+    for (GatePosition pos : {GatePosition::sdpa_output, GatePosition::scores_from_x, GatePosition::scores_from_query,
+                             GatePosition::after_merge, GatePosition::value, GatePosition::key, GatePosition::query,
+                             GatePosition::residual})
+        for (GateInit init : {GateInit::zero, GateInit::normal, GateInit::kaiming, GateInit::xavier}) {
+            AttentionOptions o = attention_options(pos);
+            o.d_model = d;
+            o.n_heads = H;
+            o.gate_init = init;
+            o.gate_init_std = 0.05;
+            CAPTURE(describe(o));
+            CAPTURE(gate_init_name(init));
+            manual_seed(100 + int(init));
+            GatedAttention m(o);
+            AttentionCapture seen;
+            m.forward(randn({1, 3, d}, gen), nullptr, Tensor(), &seen);
+            const Tensor gate = seen.gate;
+            const double off_half = amax(abs(gate - 0.5)).item();
+            const Tensor w = pos == GatePosition::scores_from_query ? m.w_g_query : m.w_g->weight;
+            CHECK(w.requires_grad());
+            if (init == GateInit::zero) {
+                CHECK(amax(abs(w)).item() == 0);
+                CHECK(off_half == 0);  // σ(0) = ½ exactly
+                continue;
+            }
+            CHECK(off_half > 1e-3);
+            if (pos == GatePosition::scores_from_query) continue;  // (H, dk): too few draws for statistics
+            const int64_t fan_out = w.size(0), n = w.numel();
+            const double sd = std::sqrt(mean(w * w).item()), mu = mean(w).item();
+            const double want = init == GateInit::normal  ? 0.05
+                                : init == GateInit::kaiming ? std::sqrt(2.0 / d)
+                                                            : std::sqrt(6.0 / double(d + fan_out)) / std::sqrt(3.0);
+            CHECK(sd == relative(want, 0.15));
+            CHECK(std::abs(mu) < 4 * want / std::sqrt(double(n)));
+            if (init == GateInit::xavier) {  // U(±bound): thousands of draws come close to the bound
+                const double bound = std::sqrt(6.0 / double(d + fan_out)), top = amax(abs(w)).item();
+                CHECK(top <= bound);
+                CHECK(top > 0.95 * bound);
+            }
+        }
+    // Zero init with the other gate functions: (tanh(0) + 1)/2 = ½, relu(0) = silu(0) = 0.
+    for (GateFunction fn : {GateFunction::tanh_half, GateFunction::relu, GateFunction::silu}) {
+        GatedAttention m(attention_options(GatePosition::sdpa_output, fn));
+        AttentionCapture seen;
+        m.forward(randn({1, 3, 16}, gen), nullptr, Tensor(), &seen);
+        CHECK(amax(abs(seen.gate - (fn == GateFunction::tanh_half ? 0.5 : 0.0))).item() == 0);
+    }
+    CHECK(parse_gate_init(gate_init_name(GateInit::kaiming)) == GateInit::kaiming);
+    CHECK(parse_gate_position("g3") == GatePosition::scores_from_query);
+    CHECK(parse_gate_position("baseline") == GatePosition::none);
+    CHECK(parse_gate_function("tanh") == GateFunction::tanh_half);
+    CHECK(parse_gate_sharing("headwise") == GateSharing::headwise);
+    CHECK_THROWS_AS(parse_gate_position("g6"), std::invalid_argument);
+    CHECK_THROWS_AS(GatedAttention(attention_options(GatePosition::sdpa_output)).forward(zeros({1, 3, 8})),
+                    std::invalid_argument);
+    AttentionOptions bad = attention_options(GatePosition::sdpa_output);
+    bad.n_kv_heads = 3;
+    CHECK_THROWS_AS(GatedAttention{bad}, std::invalid_argument);
+}
+
+TEST_CASE("nn: GatedAttention gradcheck (input and every parameter) across positions and options") {
+    Generator gen(13);
+    std::vector<AttentionOptions> configs;
+    for (GatePosition pos : kAllPositions) configs.push_back(attention_options(pos));
+    for (GateFunction fn : {GateFunction::tanh_half, GateFunction::relu, GateFunction::silu})
+        configs.push_back(attention_options(GatePosition::sdpa_output, fn));
+    for (GatePosition pos : {GatePosition::sdpa_output, GatePosition::after_merge, GatePosition::value,
+                             GatePosition::key, GatePosition::query})
+        for (GateSharing sharing : {GateSharing::headwise, GateSharing::shared})
+            configs.push_back(attention_options(pos, GateFunction::sigmoid, sharing));
+    struct Extra {
+        GatePosition pos;
+        int64_t kv_heads;
+        bool rope, qk_norm;
+        int64_t window;
+    };
+    for (const Extra& ex : {Extra{GatePosition::sdpa_output, 1, false, false, 0}, Extra{GatePosition::key, 2, false, false, 0},
+                            Extra{GatePosition::value, 1, false, false, 0}, Extra{GatePosition::sdpa_output, 2, true, true, 2},
+                            Extra{GatePosition::scores_from_x, 2, true, true, 2},
+                            Extra{GatePosition::scores_from_query, 2, true, true, 2},
+                            Extra{GatePosition::query, 1, true, true, 2}, Extra{GatePosition::key, 2, true, false, 3},
+                            Extra{GatePosition::none, 2, true, true, 2}}) {
+        AttentionOptions o = attention_options(ex.pos);
+        o.n_kv_heads = ex.kv_heads;
+        o.rope = ex.rope;
+        o.qk_norm = ex.qk_norm;
+        o.window = ex.window;
+        configs.push_back(o);
+    }
+    for (const AttentionOptions& o : configs) {
+        CAPTURE(describe(o));
+        const auto m = random_attention(o, gen);
+        const Tensor x = randn({1, 4, 16}, gen, DType::f64).requires_grad_();
+        std::vector<Tensor> inputs{x};
+        // G4 gets a separate gate source (the raw residual), checked as an input too.
+        if (o.gate == GatePosition::residual) inputs.push_back(randn({1, 4, 16}, gen, DType::f64).requires_grad_());
+        const int n = check_gradients(*m, inputs, [&](const std::vector<Tensor>& in) {
+            return m->forward(in[0], nullptr, in.size() > 1 ? in[1] : Tensor());
+        });
+        CHECK(n == int(m->named_parameters().size()));
+    }
+}
+
+TEST_CASE("nn: GatedAttention with a KV cache equals the full pass, every gate position") {
+    Generator gen(14);
+    for (GatePosition pos : kAllPositions)
+        for (bool extras : {false, true}) {
+            AttentionOptions o = attention_options(pos);
+            if (extras) o.n_kv_heads = 2, o.rope = true, o.qk_norm = true, o.window = 3, o.exclude_self = true;
+            CAPTURE(describe(o));
+            const auto m = random_attention(o, gen, DType::f32);
+            const Tensor x = randn({2, 7, 16}, gen), src = randn({2, 7, 16}, gen);
+            const Tensor full = m->forward(x, nullptr, src);
+            KVCache cache;
+            std::vector<Tensor> parts;
+            int64_t at = 0;
+            for (int64_t len : {3, 2, 1, 1}) {
+                parts.push_back(m->forward(x.narrow(1, at, len), &cache, src.narrow(1, at, len)));
+                at += len;
+                CHECK(cache.length() == at);
+            }
+            CHECK(cache.k.shape() == Shape{2, o.kv_heads(), 7, 4});
+            CHECK(max_abs_diff(cat(parts, 1), full) < 1e-5);
+        }
+}
