@@ -34,14 +34,12 @@ void check_floating(const char* op, const Tensor& x) {
 
 // How `t` looks when broadcast to `shape`: size-1 and missing leading dims get stride 0.
 View broadcast_desc(const Tensor& t, const Shape& shape) {
-    View v = t.view_desc();
-    const size_t lead = shape.size() - v.shape.size();
+    const View v = t.view_desc();
+    const size_t lead = shape.size() - v.ndim;
     Strides strides(shape.size(), 0);
     for (size_t i = lead; i < shape.size(); ++i)
         if (v.shape[i - lead] != 1) strides[i] = v.strides[i - lead];
-    v.shape = shape;
-    v.strides = strides;
-    return v;
+    return make_view(v.data, v.dtype, shape, strides);
 }
 
 Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {

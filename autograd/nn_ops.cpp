@@ -17,11 +17,8 @@ Tensor from_rows(const Tensor& rows, int64_t dim) { return rows.transpose(dim, -
 
 // A contiguous tensor (..., C) as the backend's (rows, C) matrix.
 View as_matrix(const Tensor& t) {
-    View v = t.view_desc();
     const int64_t C = t.dim() ? t.size(-1) : 1;
-    v.shape = {C ? t.numel() / C : 0, C};
-    v.strides = {C, 1};
-    return v;
+    return matrix_view(t.view_desc(), C ? t.numel() / C : 0, C);
 }
 
 // Backward of reading x_rows[r, ids[r, j]]: each gradient goes back to the position it

@@ -24,6 +24,22 @@ const Backend& backend(Device device) {
     return *it->second;
 }
 
+View make_view(void* data, DType dtype, const Shape& shape, const Strides& strides) {
+    if (shape.size() > static_cast<size_t>(kMaxDims))
+        throw std::invalid_argument("tensor of shape " + shape_str(shape) + " has " + std::to_string(shape.size()) +
+                                    " dims; at most " + std::to_string(kMaxDims) + " are supported");
+    View v;
+    v.data = data;
+    v.dtype = dtype;
+    v.ndim = static_cast<int>(shape.size());
+    for (int d = 0; d < v.ndim; ++d) v.shape[d] = shape[d], v.strides[d] = strides[d];
+    return v;
+}
+
+View matrix_view(const View& v, int64_t rows, int64_t cols) {
+    return make_view(v.data, v.dtype, {rows, cols}, {cols, 1});
+}
+
 bool device_available(Device device) { return registry().contains(device); }
 
 void register_backend(Device device, const Backend* table) { registry()[device] = table; }

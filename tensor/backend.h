@@ -8,13 +8,29 @@
 
 namespace gg {
 
-// A strided window on device memory: `data` already points at element [0,...,0].
+// Tensors have at most this many dims: enough for (B, H, T, T) and its broadcasts.
+constexpr int kMaxDims = 8;
+
+// A strided window on device memory, as kernels see it: `data` already points at element
+// [0,...,0]. Fixed rank and trivially copyable, so a CUDA kernel takes it by value.
 struct View {
-    void* data;
-    DType dtype;
-    Shape shape;
-    Strides strides;
+    void* data = nullptr;
+    DType dtype = DType::f32;
+    int ndim = 0;
+    int64_t shape[kMaxDims] = {};
+    int64_t strides[kMaxDims] = {};  // in elements
+
+    constexpr int64_t numel() const {
+        int64_t n = 1;
+        for (int d = 0; d < ndim; ++d) n *= shape[d];
+        return n;
+    }
 };
+
+// A View of `shape` and `strides` (the same length); throws past kMaxDims dims.
+View make_view(void* data, DType dtype, const Shape& shape, const Strides& strides);
+// The same memory seen as a contiguous (rows, cols) matrix.
+View matrix_view(const View& v, int64_t rows, int64_t cols);
 
 enum class UnaryOp { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, silu, gelu, erf, abs, pow };
 enum class BinaryOp { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };

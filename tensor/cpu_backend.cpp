@@ -31,31 +31,32 @@ namespace {
 
 bool is_dense(const View& v) {
     int64_t expected = 1;
-    for (size_t i = v.shape.size(); i-- > 0;) {
+    for (int i = v.ndim; i-- > 0;) {
         if (v.shape[i] != 1 && v.strides[i] != expected) return false;
         expected *= v.shape[i];
     }
     return true;
 }
 
-// Visits every index of `shape` in row-major order, passing the element offset of each of
-// the N operands (each with its own strides). Chunks of the index space go to threads.
-// The innermost dimension is a plain loop that adds each operand's stride; only at the end
-// of a row does the odometer carry into the outer dimensions.
+// Visits every index of out's shape in row-major order, passing the element offset of
+// each of the N operands (each with its own strides; all of out's shape). Chunks of the
+// index space go to threads. The innermost dimension is a plain loop that adds each
+// operand's stride; only at the end of a row does the odometer carry into the outer dims.
 template <size_t N, class F>
-void for_each_offset(const Shape& shape, const std::array<const Strides*, N>& strides, F&& f) {
-    const int64_t n = shape_numel(shape), nd = static_cast<int64_t>(shape.size());
-    const int64_t inner = nd > 0 ? shape[nd - 1] : 1;
+void for_each_offset(const std::array<const View*, N>& views, F&& f) {
+    const View& out = *views[0];
+    const int64_t n = out.numel(), nd = out.ndim;
+    const int64_t inner = nd > 0 ? out.shape[nd - 1] : 1;
     std::array<int64_t, N> step{};  // each operand's stride along the innermost dimension
     if (nd > 0)
-        for (size_t k = 0; k < N; ++k) step[k] = (*strides[k])[nd - 1];
+        for (size_t k = 0; k < N; ++k) step[k] = views[k]->strides[nd - 1];
     parallel_range(n, [&](int64_t begin, int64_t end) {
-        std::vector<int64_t> idx(std::max<int64_t>(nd, 1));
+        std::array<int64_t, kMaxDims> idx{};
         std::array<int64_t, N> off{};
         for (int64_t d = nd - 1, rem = begin; d >= 0; --d) {
-            idx[d] = rem % shape[d];
-            rem /= shape[d];
-            for (size_t k = 0; k < N; ++k) off[k] += idx[d] * (*strides[k])[d];
+            idx[d] = rem % out.shape[d];
+            rem /= out.shape[d];
+            for (size_t k = 0; k < N; ++k) off[k] += idx[d] * views[k]->strides[d];
         }
         const int64_t last = std::max<int64_t>(nd - 1, 0);
         for (int64_t i = begin; i < end;) {
@@ -69,9 +70,9 @@ void for_each_offset(const Shape& shape, const std::array<const Strides*, N>& st
             for (size_t k = 0; k < N; ++k) off[k] -= step[k] * inner;  // back to the row's start
             idx[last] = 0;
             for (int64_t d = nd - 2; d >= 0; --d) {  // odometer carry over the outer dimensions
-                for (size_t k = 0; k < N; ++k) off[k] += (*strides[k])[d];
-                if (++idx[d] < shape[d]) break;
-                for (size_t k = 0; k < N; ++k) off[k] -= (*strides[k])[d] * shape[d];
+                for (size_t k = 0; k < N; ++k) off[k] += views[k]->strides[d];
+                if (++idx[d] < out.shape[d]) break;
+                for (size_t k = 0; k < N; ++k) off[k] -= views[k]->strides[d] * out.shape[d];
                 idx[d] = 0;
             }
         }
@@ -87,11 +88,11 @@ void map1(const View& out, const View& in, F f) {
     T* o = ptr<T>(out);
     const T* x = ptr<T>(in);
     if (is_dense(in)) {
-        parallel_range(shape_numel(out.shape), [&](int64_t b, int64_t e) {
+        parallel_range(out.numel(), [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) o[i] = f(x[i]);
         });
     } else {
-        for_each_offset<2>(out.shape, {&out.strides, &in.strides}, [&](const auto& off) { o[off[0]] = f(x[off[1]]); });
+        for_each_offset<2>({&out, &in}, [&](const auto& off) { o[off[0]] = f(x[off[1]]); });
     }
 }
 
@@ -101,11 +102,11 @@ void map2(const View& out, const View& a, const View& b, F f) {
     T* o = ptr<T>(out);
     const T *x = ptr<T>(a), *y = ptr<T>(b);
     if (is_dense(a) && is_dense(b)) {
-        parallel_range(shape_numel(out.shape), [&](int64_t s, int64_t e) {
+        parallel_range(out.numel(), [&](int64_t s, int64_t e) {
             for (int64_t i = s; i < e; ++i) o[i] = f(x[i], y[i]);
         });
     } else {
-        for_each_offset<3>(out.shape, {&out.strides, &a.strides, &b.strides},
+        for_each_offset<3>({&out, &a, &b},
                            [&](const auto& off) { o[off[0]] = f(x[off[1]], y[off[2]]); });
     }
 }
@@ -125,27 +126,27 @@ void cpu_fill(const View& out, double value) {
     dispatch(out.dtype, [&]<class T>() {
         T* o = ptr<T>(out);
         const T v = static_cast<T>(value);
-        parallel_range(shape_numel(out.shape), [&](int64_t b, int64_t e) { std::fill(o + b, o + e, v); });
+        parallel_range(out.numel(), [&](int64_t b, int64_t e) { std::fill(o + b, o + e, v); });
     });
 }
 
 void cpu_arange(const View& out, double start, double step) {
     dispatch(out.dtype, [&]<class T>() {
         T* o = ptr<T>(out);
-        for (int64_t i = 0; i < shape_numel(out.shape); ++i) o[i] = static_cast<T>(start + i * step);
+        for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(start + i * step);
     });
 }
 
 void cpu_copy(const View& out, const View& in) {
     if (out.dtype == in.dtype && is_dense(out) && is_dense(in)) {
-        std::memcpy(out.data, in.data, shape_numel(out.shape) * dtype_size(out.dtype));
+        std::memcpy(out.data, in.data, out.numel() * dtype_size(out.dtype));
         return;
     }
     dispatch(out.dtype, [&]<class O>() {
         dispatch(in.dtype, [&]<class I>() {
             O* o = ptr<O>(out);
             const I* x = ptr<I>(in);
-            for_each_offset<2>(out.shape, {&out.strides, &in.strides},
+            for_each_offset<2>({&out, &in},
                                [&](const auto& off) { o[off[0]] = static_cast<O>(x[off[1]]); });
         });
     });
@@ -196,7 +197,7 @@ void cpu_where(const View& out, const View& cond, const View& a, const View& b) 
     dispatch(out.dtype, [&]<class T>() {
         T* o = ptr<T>(out);
         const T *c = ptr<T>(cond), *x = ptr<T>(a), *y = ptr<T>(b);
-        for_each_offset<4>(out.shape, {&out.strides, &cond.strides, &a.strides, &b.strides},
+        for_each_offset<4>({&out, &cond, &a, &b},
                            [&](const auto& off) { o[off[0]] = c[off[1]] != T(0) ? x[off[2]] : y[off[3]]; });
     });
 }

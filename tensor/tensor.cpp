@@ -73,7 +73,7 @@ Tensor Tensor::alias(Shape shape, Strides strides, int64_t offset) const {
 
 View Tensor::view_desc() const {
     char* base = static_cast<char*>(impl_->storage->data) + impl_->offset * dtype_size(dtype());
-    return View{base, dtype(), impl_->shape, impl_->strides};
+    return make_view(base, dtype(), impl_->shape, impl_->strides);
 }
 
 template <class T>
