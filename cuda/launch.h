@@ -6,7 +6,7 @@
 // GG_SHARED / GG_DYNAMIC_SHARED. A plain `__shared__ float tile[16][16];` is one static
 // variable, which the emulator cannot see: it could not give each block its own copy, nor
 // fill it with NaN before the block starts. The macros give nvcc exactly that declaration
-// and give the emulator a per-block array instead.
+// and give the emulator a per-block array instead (where `__shared__` does not compile).
 #pragma once
 #include <cstddef>
 

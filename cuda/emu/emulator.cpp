@@ -39,7 +39,6 @@
 namespace gg::emu {
 namespace {
 
-constexpr uint64_t kMaxThreads = 1024;
 constexpr size_t kMaxStaticShared = 48 * 1024;  // what nvcc lets a kernel declare __shared__
 constexpr size_t kMaxShared = 227 * 1024;       // static + dynamic per block on H100/H200
 constexpr unsigned kFullMask = 0xffffffff;
@@ -313,10 +312,11 @@ std::string run_block(Worker& w, const std::function<void()>& body, uint3 index,
         for (int t = 0; t < b.threads; ++t) finished &= w.fibers[t]->state == State::returned;
         if (!ran && !finished && b.error.empty()) release_barrier(w, b);
     }
-    // A failed block: every fiber still inside the kernel unwinds from where it waits.
-    b.aborting = true;
-    for (int t = 0; t < b.threads; ++t)
-        if (w.fibers[t]->state != State::returned) resume(w, *w.fibers[t]);
+    if (!b.error.empty()) {  // every fiber still inside the kernel unwinds from where it waits
+        b.aborting = true;
+        for (int t = 0; t < b.threads; ++t)
+            while (w.fibers[t]->state != State::returned) resume(w, *w.fibers[t]);
+    }
     w.block = nullptr;
     current_thread = nullptr;
     return b.error;
@@ -328,7 +328,7 @@ std::string run_block(Worker& w, const std::function<void()>& body, uint3 index,
 
 void check_configuration(const char* name, dim3 grid, dim3 block, size_t shared_bytes) {
     const uint64_t threads = uint64_t(block.x) * block.y * block.z;
-    if (threads == 0 || threads > kMaxThreads || block.x > 1024 || block.y > 1024 || block.z > 64)
+    if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64)
         launch_error(name, "block " + dims(block) + " has " + std::to_string(threads) +
                                " threads; a block has 1 to 1024, at most (1024,1024,64)");
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535)
@@ -437,7 +437,7 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg,
     me.mask = mask;
     me.value = value;
     me.source = lane;
-    if (op >= WarpOp::shfl) {
+    if (op >= WarpOp::shfl) {  // a shuffle
         if (width < 1 || width > warpSize || (width & (width - 1)) != 0)
             throw error("width " + std::to_string(width) + " is not a power of two from 1 to 32");
         me.source = source_lane(op, lane, lane_arg, width);

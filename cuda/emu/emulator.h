@@ -90,7 +90,7 @@ int block_barrier(const char* op, int predicate, const std::source_location& sit
 
 // Every warp collective is one exchange: each lane of `mask` offers a 64-bit value and
 // receives the value of its source lane (shuffles) or the warp's vote (ballot, all, any).
-enum class WarpOp { sync, ballot, all, any, shfl, shfl_up, shfl_down, shfl_xor };
+enum class WarpOp { sync, ballot, all, any, shfl, shfl_up, shfl_down, shfl_xor };  // shuffles last
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width,
                          const std::source_location& site);
 unsigned active_mask();
@@ -179,51 +179,30 @@ T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
 }
 
 // Atomics, with CUDA's overload sets: blocks run on several OS threads at once.
-template <class T>
-    requires gg::emu::one_of<T, int, unsigned, unsigned long long, float, double>
-T atomicAdd(T* address, std::type_identity_t<T> val) {
-    return std::atomic_ref<T>(*address).fetch_add(val);
-}
-template <class T>
-    requires gg::emu::one_of<T, int, unsigned>
-T atomicSub(T* address, std::type_identity_t<T> val) {
-    return std::atomic_ref<T>(*address).fetch_sub(val);
-}
-template <class T>
-    requires gg::emu::one_of<T, int, unsigned, unsigned long long, float>
-T atomicExch(T* address, std::type_identity_t<T> val) {
-    return std::atomic_ref<T>(*address).exchange(val);
-}
-template <class T>
-    requires gg::emu::one_of<T, int, unsigned, unsigned long long>
+template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long, float, double>
+T atomicAdd(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).fetch_add(val); }
+template <class T> requires gg::emu::one_of<T, int, unsigned>
+T atomicSub(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).fetch_sub(val); }
+template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long, float>
+T atomicExch(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).exchange(val); }
+template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long>
+T atomicOr(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).fetch_or(val); }
+template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long>
+T atomicAnd(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).fetch_and(val); }
+template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long>
+T atomicXor(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).fetch_xor(val); }
+template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long>
 T atomicCAS(T* address, std::type_identity_t<T> compare, std::type_identity_t<T> val) {
     std::atomic_ref<T>(*address).compare_exchange_strong(compare, val);
     return compare;  // the old value, whether or not the swap happened
 }
-template <class T>
-    requires gg::emu::one_of<T, int, unsigned, long long, unsigned long long>
+template <class T> requires gg::emu::one_of<T, int, unsigned, long long, unsigned long long>
 T atomicMax(T* address, std::type_identity_t<T> val) {
     return gg::emu::atomic_update(address, [val](T old) { return std::max(old, val); });
 }
-template <class T>
-    requires gg::emu::one_of<T, int, unsigned, long long, unsigned long long>
+template <class T> requires gg::emu::one_of<T, int, unsigned, long long, unsigned long long>
 T atomicMin(T* address, std::type_identity_t<T> val) {
     return gg::emu::atomic_update(address, [val](T old) { return std::min(old, val); });
-}
-template <class T>
-    requires gg::emu::one_of<T, int, unsigned, unsigned long long>
-T atomicOr(T* address, std::type_identity_t<T> val) {
-    return std::atomic_ref<T>(*address).fetch_or(val);
-}
-template <class T>
-    requires gg::emu::one_of<T, int, unsigned, unsigned long long>
-T atomicAnd(T* address, std::type_identity_t<T> val) {
-    return std::atomic_ref<T>(*address).fetch_and(val);
-}
-template <class T>
-    requires gg::emu::one_of<T, int, unsigned, unsigned long long>
-T atomicXor(T* address, std::type_identity_t<T> val) {
-    return std::atomic_ref<T>(*address).fetch_xor(val);
 }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
