@@ -82,6 +82,41 @@ TEST_CASE("a block-wide tree reduction in shared memory equals the plain sum") {
     CHECK(gpu_sum(x) == expected);
 }
 
+// out: (4, 100): three barrier votes, then the active lanes once lanes 4..7 of each warp
+// have returned.
+__global__ void votes(int* out) {
+    const int t = int(threadIdx.x), n = int(blockDim.x);
+    out[0 * n + t] = __syncthreads_count(t % 3 == 0);
+    out[1 * n + t] = __syncthreads_and(t < 100);
+    out[2 * n + t] = __syncthreads_or(t == 99);
+    if (t % 32 >= 4 && t % 32 < 8) return;
+    __syncwarp(__activemask());
+    out[3 * n + t] = int(__activemask());
+}
+
+// Lanes 0..9 of each warp ask for the active mask inside a branch the others skip.
+__global__ void mask_in_branch(unsigned* out) {
+    out[threadIdx.x] = threadIdx.x % 32 < 10 ? __activemask() : 0;
+    __syncthreads();
+}
+
+TEST_CASE("barrier votes count the whole block; __activemask names the lanes that reach it together") {
+    const int n = 100;  // warps of 32, 32, 32 and 4 lanes
+    std::vector<int> out(4 * n, -1);
+    launch("votes", votes, 1, n, 0, out.data());
+    for (int t = 0; t < n; ++t) {
+        CAPTURE(t);
+        CHECK(out[0 * n + t] == 34);
+        CHECK(out[1 * n + t] == 1);
+        CHECK(out[2 * n + t] == 1);
+        const bool returned = t % 32 >= 4 && t % 32 < 8;
+        CHECK(unsigned(out[3 * n + t]) == (returned ? unsigned(-1) : t < 96 ? 0xffffff0fu : 0xfu));
+    }
+    std::vector<unsigned> masks(64);
+    launch("mask_in_branch", mask_in_branch, 1, 64, 0, masks.data());
+    for (int t = 0; t < 64; ++t) CHECK(masks[t] == (t % 32 < 10 ? 0x3ffu : 0u));
+}
+
 __global__ void divergent_barrier(int* out) {
     if (threadIdx.x < 32) {
         __syncthreads();

@@ -149,6 +149,38 @@ struct Worker {
 };
 thread_local Worker worker;
 
+// The lane a shuffle reads, as PTX's shfl.sync defines it: lanes work in segments of
+// `width`; a lane whose source falls outside its segment (or, for xor, in a later one)
+// reads its own value.
+int source_lane(WarpOp op, int lane, int arg, int width) {
+    const int segment_first = lane & ~(width - 1), segment_last = segment_first + width - 1, b = arg & 31;
+    switch (op) {
+        case WarpOp::shfl: return segment_first + (b & (width - 1));
+        case WarpOp::shfl_up: return lane - b >= segment_first ? lane - b : lane;
+        case WarpOp::shfl_down: return lane + b <= segment_last ? lane + b : lane;
+        case WarpOp::shfl_xor: return (lane ^ b) <= segment_last ? lane ^ b : lane;
+        default: return lane;
+    }
+}
+
+const char* op_name(WarpOp op) {
+    static const char* const names[] = {"__syncwarp", "__activemask", "__ballot_sync", "__all_sync", "__any_sync",
+                                        "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync"};
+    return names[int(op)];
+}
+
+// The lanes of the warp starting at thread `first` that exist: a last warp may be partial.
+unsigned existing_lanes(int first, int threads) {
+    return threads - first >= warpSize ? kFullMask : (1u << (threads - first)) - 1;
+}
+// The lanes of that warp that have not returned.
+unsigned running_lanes(const Worker& w, int first) {
+    unsigned lanes = 0;
+    for (int l = 0; l < warpSize && first + l < w.block->threads; ++l)
+        if (w.fibers[first + l]->state != State::returned) lanes |= 1u << l;
+    return lanes;
+}
+
 // AddressSanitizer tracks one stack per thread; it must be told when execution moves to
 // another, or it reports the other stack's frames as errors.
 void start_switch([[maybe_unused]] void** fake_stack, [[maybe_unused]] const void* bottom,
@@ -253,9 +285,28 @@ std::string who_waits_where(const Worker& w, int threads) {
     return out;
 }
 
-// Called when no fiber can run: if every thread waits at the same barrier, opens it;
-// otherwise the block can never finish, and the error says who waits where.
-void release_barrier(Worker& w, Block& b) {
+// Called when no fiber can run. Lanes at an __activemask go first: no other lane of their
+// warp can reach it now, so each gets the lanes that did. Else, if every thread waits at the
+// same barrier, opens it; else the block can never finish, and the error says who waits where.
+void unblock(Worker& w, Block& b) {
+    bool released = false;
+    for (int t = 0; t < b.threads; ++t) {
+        const Fiber& f = *w.fibers[t];
+        if (f.state != State::at_warp || f.op != op_name(WarpOp::active)) continue;
+        const int first = t - t % warpSize;
+        unsigned here = 0;
+        for (int l = 0; first + l < b.threads && l < warpSize; ++l) {
+            const Fiber& other = *w.fibers[first + l];
+            if (other.state == State::at_warp && other.op == f.op && same_site(other.site, f.site)) here |= 1u << l;
+        }
+        for (int l = 0; l < warpSize; ++l)
+            if (here >> l & 1) {
+                w.fibers[first + l]->result = here;
+                w.fibers[first + l]->state = State::ready;
+            }
+        released = true;
+    }
+    if (released) return;
     const Fiber& first = *w.fibers[0];
     bool all_at_barrier = true, all_alike = true;
     int passed = 0;
@@ -310,7 +361,7 @@ std::string run_block(Worker& w, const std::function<void()>& body, uint3 index,
             }
         finished = true;
         for (int t = 0; t < b.threads; ++t) finished &= w.fibers[t]->state == State::returned;
-        if (!ran && !finished && b.error.empty()) release_barrier(w, b);
+        if (!ran && !finished && b.error.empty()) unblock(w, b);
     }
     if (!b.error.empty()) {  // every fiber still inside the kernel unwinds from where it waits
         b.aborting = true;
@@ -336,31 +387,6 @@ void check_configuration(const char* name, dim3 grid, dim3 block, size_t shared_
     if (shared_bytes > kMaxShared)
         launch_error(name, std::to_string(shared_bytes) + " B of dynamic shared memory, more than the " +
                                std::to_string(kMaxShared) + " B a block may have");
-}
-
-// The lane a shuffle reads, as PTX's shfl.sync defines it: lanes work in segments of
-// `width`; a lane whose source falls outside its segment (or, for xor, in a later one)
-// reads its own value.
-int source_lane(WarpOp op, int lane, int arg, int width) {
-    const int segment_first = lane & ~(width - 1), segment_last = segment_first + width - 1, b = arg & 31;
-    switch (op) {
-        case WarpOp::shfl: return segment_first + (b & (width - 1));
-        case WarpOp::shfl_up: return lane - b >= segment_first ? lane - b : lane;
-        case WarpOp::shfl_down: return lane + b <= segment_last ? lane + b : lane;
-        case WarpOp::shfl_xor: return (lane ^ b) <= segment_last ? lane ^ b : lane;
-        default: return lane;
-    }
-}
-
-const char* op_name(WarpOp op) {
-    static const char* const names[] = {"__syncwarp", "__ballot_sync", "__all_sync", "__any_sync",
-                                        "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync"};
-    return names[int(op)];
-}
-
-// The lanes of the warp starting at thread `first` that exist: a last warp may be partial.
-unsigned existing_lanes(int first, int threads) {
-    return threads - first >= warpSize ? kFullMask : (1u << (threads - first)) - 1;
 }
 
 }  // namespace
@@ -427,6 +453,7 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg,
     Worker& w = worker;
     Fiber& me = *w.running;
     const int lane = me.id % warpSize, first = me.id - lane;
+    if (op == WarpOp::active) mask = running_lanes(w, first);
     const unsigned group = mask & existing_lanes(first, w.block->threads);
     const auto error = [&](const std::string& what) {
         return std::runtime_error(std::string(op_name(op)) + " (" + where(site) + "): " + what);
@@ -451,7 +478,8 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg,
         const Fiber& other = *w.fibers[first + l];
         if (other.state == State::returned)
             throw error("lane " + std::to_string(l) + " of mask " + hex(mask) + " has returned");
-        all_here &= other.state == State::at_warp && same_site(other.site, site) && other.mask == mask;
+        all_here &= other.state == State::at_warp && same_site(other.site, site) &&
+                    (other.mask == mask || op == WarpOp::active);
     }
     if (!all_here) {
         wait(w, me, State::at_warp);
@@ -465,6 +493,7 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg,
         if (!(group >> l & 1)) continue;
         Fiber& f = *w.fibers[first + l];
         switch (op) {
+            case WarpOp::active: f.result = group; break;
             case WarpOp::ballot: f.result = votes; break;
             case WarpOp::all: f.result = votes == group; break;
             case WarpOp::any: f.result = votes != 0; break;
@@ -473,15 +502,6 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg,
         f.state = State::ready;
     }
     return me.result;
-}
-
-unsigned active_mask() {
-    const Worker& w = worker;
-    const int first = w.running->id - w.running->id % warpSize;
-    unsigned active = 0;
-    for (int l = 0; l < warpSize && first + l < w.block->threads; ++l)
-        if (w.fibers[first + l]->state != State::returned) active |= 1u << l;
-    return active;
 }
 
 }  // namespace gg::emu

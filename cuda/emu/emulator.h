@@ -90,10 +90,9 @@ int block_barrier(const char* op, int predicate, const std::source_location& sit
 
 // Every warp collective is one exchange: each lane of `mask` offers a 64-bit value and
 // receives the value of its source lane (shuffles) or the warp's vote (ballot, all, any).
-enum class WarpOp { sync, ballot, all, any, shfl, shfl_up, shfl_down, shfl_xor };  // shuffles last
+enum class WarpOp { sync, active, ballot, all, any, shfl, shfl_up, shfl_down, shfl_xor };  // shuffles last
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width,
                          const std::source_location& site);
-unsigned active_mask();
 
 template <class T>
 T shuffle(WarpOp op, unsigned mask, T var, int lane_arg, int width, const std::source_location& site) {
@@ -155,7 +154,11 @@ inline int __all_sync(unsigned mask, int predicate, std::source_location site = 
 inline int __any_sync(unsigned mask, int predicate, std::source_location site = std::source_location::current()) {
     return int(gg::emu::warp_collective(gg::emu::WarpOp::any, mask, predicate != 0, 0, warpSize, site));
 }
-inline unsigned __activemask() { return gg::emu::active_mask(); }
+// The lanes that reach this call together: it waits until every other lane of the warp has
+// reached it too, returned, or stopped at some other barrier or collective.
+inline unsigned __activemask(std::source_location site = std::source_location::current()) {
+    return unsigned(gg::emu::warp_collective(gg::emu::WarpOp::active, 0, 0, 0, warpSize, site));
+}
 
 template <class T>
 T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize,
