@@ -89,7 +89,8 @@ T* dynamic_shared() {
 int block_barrier(const char* op, int predicate, const std::source_location& site);
 
 // Every warp collective is one exchange: each lane of `mask` offers a 64-bit value and
-// receives the value of its source lane (shuffles) or the warp's vote (ballot, all, any).
+// receives the value of its source lane (shuffles), the warp's vote (ballot, all, any) or
+// the lanes that arrived (__activemask, whose mask is every lane still running).
 enum class WarpOp { sync, active, ballot, all, any, shfl, shfl_up, shfl_down, shfl_xor };  // shuffles last
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width,
                          const std::source_location& site);
