@@ -1,0 +1,70 @@
+// launch.h — what every kernel source and its host code include. Under nvcc it is the CUDA
+// runtime; under g++ it is the CPU emulator (cuda/emu/emulator.h), so that the same .cu
+// files build and run their tests on a machine without a GPU.
+//
+// Kernels launch only through gg::cuda::launch and declare shared memory only through
+// GG_SHARED / GG_DYNAMIC_SHARED. A plain `__shared__ float tile[16][16];` is one static
+// variable, which the emulator cannot see: it could not give each block its own copy, nor
+// fill it with NaN before the block starts. The macros give nvcc exactly that declaration
+// and give the emulator a per-block array instead (where `__shared__` does not compile).
+#pragma once
+#include <cstddef>
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+#else
+#include "cuda/emu/emulator.h"
+#endif
+
+namespace gg::cuda {
+
+// Lets an array type be written where a declaration wants `type name`.
+template <class T>
+using identity_t = T;
+
+#ifdef __CUDACC__
+
+// The stream kernels run on (the runtime owns it).
+cudaStream_t current_stream();
+
+// Launches kernel<<<grid, block, shared_bytes>>>(args...) on current_stream().
+template <class Kernel, class... Args>
+void launch(const char* name, Kernel kernel, dim3 grid, dim3 block, size_t shared_bytes, Args... args) {
+    // Beyond 48 KiB a kernel must opt in to more dynamic shared memory.
+    if (shared_bytes > 48 * 1024) {
+        const cudaError_t error =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes));
+        if (error != cudaSuccess)
+            throw std::runtime_error(std::string("cuda: ") + name + ": " + cudaGetErrorString(error));
+    }
+    kernel<<<grid, block, shared_bytes, current_stream()>>>(args...);
+    const cudaError_t error = cudaGetLastError();
+    if (error != cudaSuccess) throw std::runtime_error(std::string("cuda: ") + name + ": " + cudaGetErrorString(error));
+}
+
+#define GG_SHARED(type, name) __shared__ ::gg::cuda::identity_t<type> name
+#define GG_DYNAMIC_SHARED(T, name)                                     \
+    extern __shared__ __align__(16) unsigned char gg_dynamic_shared[]; \
+    T* name = reinterpret_cast<T*>(gg_dynamic_shared)
+
+#else
+
+// Runs every block of the grid on the CPU and returns when all have finished.
+template <class Kernel, class... Args>
+void launch(const char* name, Kernel kernel, dim3 grid, dim3 block, size_t shared_bytes, Args... args) {
+    ::gg::emu::launch(name, kernel, grid, block, shared_bytes, args...);
+}
+
+// The static key's address names the declaration, as a __shared__ variable would: the
+// same array for every thread of a block, wherever the declaring function is called from.
+#define GG_SHARED(type, name)        \
+    static char name##_gg_shared_key; \
+    ::gg::cuda::identity_t<type>& name = ::gg::emu::block_shared<::gg::cuda::identity_t<type>>(&name##_gg_shared_key)
+#define GG_DYNAMIC_SHARED(T, name) T* name = ::gg::emu::dynamic_shared<T>()
+
+#endif
+
+}  // namespace gg::cuda
