@@ -1,5 +1,6 @@
 // nn_ops.cpp — the fused ops neural networks lean on: softmax, log_softmax,
-// cross_entropy, embedding, dropout, topk and gather.
+// cross_entropy, rms_norm, embedding, dropout, topk and gather.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -69,8 +70,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     Tensor losses = Tensor::empty({N}, logits.dtype(), dev);
     backend(dev).cross_entropy(losses.view_desc(), x.view_desc(), t.view_desc(), ignore_index);
     // Mean over the rows that count, as torch's reduction='mean' with ignore_index.
+    // The count stays a tensor on the device: no copy to the host on every call.
     const Tensor valid = ne(t, scalar(double(ignore_index), DType::i64, dev)).to(logits.dtype());
-    const double n_valid = sum(valid).item();
+    const Tensor n_valid = sum(valid);
     const Tensor loss = sum(losses) / n_valid;
     const Shape logits_shape = logits.shape();
     return record("cross_entropy", loss, {logits}, [=](const Tensor& g) {
@@ -78,6 +80,28 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
         Tensor dx = Tensor::empty({N, V}, x.dtype(), dev);
         backend(dev).cross_entropy_backward(dx.view_desc(), x.view_desc(), t.view_desc(), row_scale.view_desc());
         return std::vector<Tensor>{dx.view(logits_shape)};
+    });
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+    check_defined(x, "rms_norm");
+    check_defined(weight, "rms_norm");
+    if (!is_floating(x.dtype()) || x.dim() == 0 || weight.dim() != 1 || weight.size(0) != x.size(-1) ||
+        weight.dtype() != x.dtype() || weight.device() != x.device())
+        throw std::invalid_argument("rms_norm: x " + describe(x) + " and weight " + describe(weight) +
+                                    ": need floating x (..., C) and a weight (C) of its dtype and device");
+    const int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(C, 1);
+    const Device dev = x.device();
+    const Tensor xc = x.detach().contiguous(), w = weight.detach().contiguous();
+    Tensor y = Tensor::empty(x.shape(), x.dtype(), dev);
+    Tensor rstd = Tensor::empty({rows}, x.dtype(), dev);
+    backend(dev).rms_norm_forward(y.view_desc(), rstd.view_desc(), xc.view_desc(), w.view_desc(), rows, C, eps);
+    return record("rms_norm", y, {x, weight}, [=](const Tensor& g) {
+        Tensor dx = Tensor::empty(xc.shape(), xc.dtype(), dev);
+        Tensor dw = Tensor::empty({C}, xc.dtype(), dev);
+        backend(dev).rms_norm_backward(dx.view_desc(), dw.view_desc(), g.contiguous().view_desc(), xc.view_desc(),
+                                       w.view_desc(), rstd.view_desc(), rows, C);
+        return std::vector<Tensor>{dx, dw};
     });
 }
 

@@ -82,6 +82,8 @@ Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 // Mean over non-ignored rows of −log softmax(logits)[target]; logits (..., V), targets (...).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// x / √(mean(x², last dim) + eps) ⊙ weight, one fused kernel each way: x (..., C), weight (C).
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 // weight (V, D), ids int64 (...) → (..., D); backward scatter-adds into weight rows.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 // Rows of x at ids: x (N, D), ids int64 (M) → (M, D). The same as embedding(x, ids).

@@ -47,7 +47,7 @@ RMSNorm::RMSNorm(int64_t dim, double eps_) : eps(eps_) {
 
 Tensor RMSNorm::forward(const Tensor& x) const {
     check_last_dim("RMSNorm", x, weight.size(0));
-    return x * rsqrt(mean(x * x, {-1}, true) + eps) * weight;
+    return rms_norm(x, weight, eps);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps_) : eps(eps_) {

@@ -49,14 +49,27 @@ struct AttentionShape {
     bool exclude_self = false;  // query t sees keys < t (the query at key 0 still sees key 0)
 };
 
+// One AdamW step for parameters of step count t, the scalars computed on the host in double:
+//   p *= 1 − lr·λ;  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
+//   p −= (lr / bc1) · m / (√v / √bc2 + ε),  bc1 = 1 − β1ᵗ, bc2 = 1 − β2ᵗ.
+struct AdamWStep {
+    double lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2;
+};
+// One SGD step: d = g + λ p;  buf = μ buf + d (when μ ≠ 0, else buf is d);  p −= lr · buf.
+struct SGDStep {
+    double lr, momentum, weight_decay;
+};
+
 struct Backend {
     const char* name;
 
-    // Memory.
+    // Memory. Copies to and from the host are complete when they return; kernels may run
+    // asynchronously, and synchronize() waits for all of them (a no-op on the CPU).
     void* (*allocate)(size_t nbytes);
-    void (*deallocate)(void* ptr);
+    void (*deallocate)(void* ptr, size_t nbytes);
     void (*to_host)(void* host_dst, const void* device_src, size_t nbytes);
     void (*from_host)(void* device_dst, const void* host_src, size_t nbytes);
+    void (*synchronize)();
 
     // Element-wise. `out` is contiguous; inputs are already broadcast (expanded) to
     // out.shape, so a broadcast dim simply has stride 0.
@@ -105,6 +118,25 @@ struct Backend {
     void (*attention_backward)(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
                                const View& dO, const View& Q, const View& K, const View& V, const View& O,
                                const View& lse);
+
+    // RMSNorm over the rows of contiguous (rows, cols) x with weight w (cols):
+    //   rstd_r = 1 / √(mean_c x_rc² + eps),  y_rc = x_rc · rstd_r · w_c;  rstd (rows) is kept.
+    void (*rms_norm_forward)(const View& y, const View& rstd, const View& x, const View& weight, int64_t rows,
+                             int64_t cols, double eps);
+    //   dx_rc = rstd_r (w_c dy_rc − x_rc rstd_r² · mean_c(w_c dy_rc x_rc)),  dw_c = Σ_r dy_rc x_rc rstd_r
+    // dweight is written (not added to), summed over rows in a fixed order: the result does
+    // not depend on how the work is split.
+    void (*rms_norm_backward)(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
+                              const View& rstd, int64_t rows, int64_t cols);
+
+    // Optimiser updates of one contiguous parameter, in place (SPEC §2; nn/optim/optimizer.h):
+    void (*adamw_step)(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
+                       const View& exp_avg_sq);
+    // momentum_buffer.data is null when s.momentum == 0.
+    void (*sgd_step)(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
+    // acc (a float64 scalar on this device) += Σ x² over contiguous x, summed in float64:
+    // the gradient norm of many tensors with one read back to the host at the end.
+    void (*sum_squares)(const View& acc, const View& x);
 };
 
 // The table for a device; throws when that device was not built in or is not present.

@@ -26,6 +26,15 @@ void cpu_attention_forward(const AttentionShape& s, const View& O, const View& l
 void cpu_attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
                             const View& dO, const View& Q, const View& K, const View& V, const View& O,
                             const View& lse);
+// tensor/cpu_fused.cpp
+void cpu_rms_norm_forward(const View& y, const View& rstd, const View& x, const View& weight, int64_t rows,
+                          int64_t cols, double eps);
+void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
+                           const View& rstd, int64_t rows, int64_t cols);
+void cpu_adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
+                    const View& exp_avg_sq);
+void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
+void cpu_sum_squares(const View& acc, const View& x);
 
 namespace {
 
@@ -119,7 +128,8 @@ void* cpu_allocate(size_t nbytes) {
     if (!p) throw std::bad_alloc();
     return p;
 }
-void cpu_deallocate(void* p) { std::free(p); }
+void cpu_deallocate(void* p, size_t) { std::free(p); }
+void cpu_synchronize() {}
 void cpu_memcpy(void* dst, const void* src, size_t nbytes) { std::memcpy(dst, src, nbytes); }
 
 void cpu_fill(const View& out, double value) {
@@ -419,6 +429,7 @@ const Backend cpu_backend{
     cpu_deallocate,
     cpu_memcpy,
     cpu_memcpy,
+    cpu_synchronize,
     cpu_fill,
     cpu_arange,
     cpu_copy,
@@ -438,6 +449,11 @@ const Backend cpu_backend{
     cpu_cross_entropy_backward,
     cpu_attention_forward,
     cpu_attention_backward,
+    cpu_rms_norm_forward,
+    cpu_rms_norm_backward,
+    cpu_adamw_step,
+    cpu_sgd_step,
+    cpu_sum_squares,
 };
 
 }  // namespace

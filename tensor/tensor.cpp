@@ -14,7 +14,7 @@ namespace gg {
 Storage::Storage(size_t nbytes_, Device device_)
     : data(backend(device_).allocate(nbytes_)), nbytes(nbytes_), device(device_) {}
 
-Storage::~Storage() { backend(device).deallocate(data); }
+Storage::~Storage() { backend(device).deallocate(data, nbytes); }
 
 void check_defined(const Tensor& t, const char* op) {
     if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");

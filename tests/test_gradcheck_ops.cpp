@@ -172,6 +172,15 @@ TEST_CASE("gradcheck: softmax, log_softmax and cross_entropy") {
                    {normal({2, 3, 4}, gen)});
 }
 
+TEST_CASE("gradcheck: rms_norm (fused kernel) w.r.t. x and weight") {
+    gg::Generator gen(12);
+    check_gradient("rms_norm over (2, 3, 5)", [](const Inputs& in) { return gg::rms_norm(in[0], in[1], 1e-6); },
+                   {normal({2, 3, 5}, gen), normal({5}, gen)});
+    check_gradient("rms_norm of a non-contiguous x, large eps",
+                   [](const Inputs& in) { return gg::rms_norm(in[0].transpose(0, 1), in[1], 0.5); },
+                   {normal({4, 3}, gen), normal({3}, gen)});
+}
+
 TEST_CASE("gradcheck: embedding, dropout, topk and gather") {
     gg::Generator gen(7);
     const Tensor ids = gg::from_vector(std::vector<int64_t>{1, 3, 1, 0, 3, 3}, {2, 3});  // repeated ids add up

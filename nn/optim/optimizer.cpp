@@ -1,27 +1,22 @@
-// optimizer.cpp — SGD and AdamW as fused loops over raw parameter data, and clipping.
+// optimizer.cpp — SGD and AdamW through the device's fused update kernels, and clipping.
 #include "nn/optim/optimizer.h"
 
 #include <cmath>
 #include <stdexcept>
 
-#include "tensor/parallel.h"
-
 namespace gg::nn {
 
 namespace {
-// What the raw loops below rely on: a float CPU tensor whose elements are contiguous.
+// What the fused updates rely on: a contiguous floating tensor, on any device.
 void check_param(const Tensor& p, size_t i, const char* op) {
     const std::string which = std::string(op) + ": parameter " + std::to_string(i);
     check_defined(p, which.c_str());
     if (!is_floating(p.dtype())) throw std::invalid_argument(which + " (" + describe(p) + ") is not floating");
-    if (p.device() != Device::CPU)
-        throw std::invalid_argument(which + " is on " + device_name(p.device()) + "; the update runs on the cpu");
     if (!p.is_contiguous()) throw std::invalid_argument(which + " (" + describe(p) + ") is not contiguous");
 }
 
-// Calls f.template operator()<T>(i, p, g, n) for every parameter i that has a gradient,
-// where T is its element type (float or double) and p, g point at the n elements of the
-// parameter and of its gradient.
+// Calls f(i, p, g) for every parameter i that has a gradient, after checking that the
+// gradient matches its parameter in shape, dtype, device and layout.
 template <class F>
 void for_each_grad(const std::vector<Tensor>& params, const char* op, F&& f) {
     for (size_t i = 0; i < params.size(); ++i) {
@@ -33,10 +28,7 @@ void for_each_grad(const std::vector<Tensor>& params, const char* op, F&& f) {
             throw std::invalid_argument(std::string(op) + ": parameter " + std::to_string(i) + " (" + describe(p) +
                                         ") has a gradient (" + describe(g) + ", " + device_name(g.device()) +
                                         (g.is_contiguous() ? "" : ", not contiguous") + ") that does not match it");
-        if (p.dtype() == DType::f32)
-            f.template operator()<float>(i, p.data<float>(), g.data<float>(), p.numel());
-        else
-            f.template operator()<double>(i, p.data<double>(), g.data<double>(), p.numel());
+        f(i, p, g);
     }
 }
 
@@ -73,20 +65,14 @@ SGD::SGD(std::vector<Tensor> params, double lr_, double momentum_, double weight
     check_range(name_, "momentum", momentum, 0);
     check_range(name_, "weight_decay", weight_decay, 0);
     if (momentum != 0)
-        for (const Tensor& p : params_) momentum_buffers_.push_back(zeros(p.shape(), p.dtype()));
+        for (const Tensor& p : params_) momentum_buffers_.push_back(zeros(p.shape(), p.dtype(), p.device()));
 }
 
 void SGD::step() {
-    for_each_grad(params_, name_, [&]<class T>(size_t i, T* p, const T* g, int64_t n) {
-        T* buf = momentum_buffers_.empty() ? nullptr : momentum_buffers_[i].data<T>();
-        const T lr_t = T(lr), mu = T(momentum), wd = T(weight_decay);
-        parallel_range(n, [=](int64_t begin, int64_t end) {
-            for (int64_t j = begin; j < end; ++j) {
-                T d = g[j] + wd * p[j];              // d = g + λ p (L2 decay, through the gradient)
-                if (buf) d = buf[j] = mu * buf[j] + d;  // buf = μ buf + d
-                p[j] -= lr_t * d;
-            }
-        });
+    const SGDStep s{lr, momentum, weight_decay};
+    for_each_grad(params_, name_, [&](size_t i, const Tensor& p, const Tensor& g) {
+        const View buf = momentum_buffers_.empty() ? View{} : momentum_buffers_[i].view_desc();
+        backend(p.device()).sgd_step(s, p.view_desc(), g.view_desc(), buf);
     });
 }
 
@@ -109,34 +95,19 @@ AdamW::AdamW(std::vector<Tensor> params, double lr_, double beta1_, double beta2
     check_range(name_, "weight_decay", weight_decay, 0);
     // m = v = 0 at t = 0 is exactly torch's lazily created state.
     for (const Tensor& p : params_)
-        state_.push_back({zeros({}, DType::i64), zeros(p.shape(), p.dtype()), zeros(p.shape(), p.dtype())});
+        // The step count stays on the host (as torch's): the bias corrections are host scalars.
+        state_.push_back({zeros({}, DType::i64), zeros(p.shape(), p.dtype(), p.device()),
+                          zeros(p.shape(), p.dtype(), p.device())});
 }
 
 void AdamW::step() {
-    for_each_grad(params_, name_, [&]<class T>(size_t i, T* p, const T* g, int64_t n) {
+    for_each_grad(params_, name_, [&](size_t i, const Tensor& p, const Tensor& g) {
         const State& s = state_[i];
         const int64_t t = ++*s.step.data<int64_t>();
-        // The per-step scalars in double, then rounded to T, as torch does. The bias
-        // corrections are folded into two scalars: m̂ / (√v̂ + ε) = (m / bc1) / (√v / √bc2 + ε).
-        const double bias_correction1 = 1 - std::pow(beta1, double(t));
-        const double bias_correction2 = 1 - std::pow(beta2, double(t));
-        const T decay = T(1 - lr * weight_decay), step_size = T(lr / bias_correction1);
-        const T bc2_sqrt = T(std::sqrt(bias_correction2));
-        const T b1 = T(beta1), b2 = T(beta2), one_minus_b1 = T(1 - beta1), one_minus_b2 = T(1 - beta2);
-        const T eps_t = T(eps);
-        T* m = s.exp_avg.data<T>();  // (n), like p and g
-        T* v = s.exp_avg_sq.data<T>();
-        // One pass: every element of p, m, v is read and written once. The closure takes the
-        // pointers by value, so the compiler sees they stay put and can vectorise the loop.
-        parallel_range(n, [=](int64_t begin, int64_t end) {
-            for (int64_t j = begin; j < end; ++j) {
-                p[j] *= decay;                                 // p *= 1 − lr λ (decoupled decay)
-                m[j] = b1 * m[j] + one_minus_b1 * g[j];        // m = β1 m + (1 − β1) g
-                v[j] = b2 * v[j] + one_minus_b2 * g[j] * g[j];  // v = β2 v + (1 − β2) g²
-                const T denom = std::sqrt(v[j]) / bc2_sqrt + eps_t;  // √v̂ + ε
-                p[j] -= step_size * m[j] / denom;              // p −= lr m̂ / (√v̂ + ε)
-            }
-        });
+        const AdamWStep step{lr, beta1, beta2, eps, weight_decay, 1 - std::pow(beta1, double(t)),
+                             1 - std::pow(beta2, double(t))};
+        backend(p.device()).adamw_step(step, p.view_desc(), g.view_desc(), s.exp_avg.view_desc(),
+                                       s.exp_avg_sq.view_desc());
     });
 }
 
@@ -154,17 +125,24 @@ NamedTensors AdamW::state_dict() const {
 // --- clipping ---
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-    // ‖g‖² summed in double, in a fixed order, so the norm (and whether to clip) does not
-    // depend on the number of threads.
-    double sum_sq = 0;
-    for_each_grad(params, "clip_grad_norm", [&]<class T>(size_t, T*, const T* g, int64_t n) {
-        for (int64_t j = 0; j < n; ++j) sum_sq += double(g[j]) * double(g[j]);
+    // ‖g‖² summed in double, in a fixed order, on the gradients' device; one number comes back.
+    Tensor sum_sq;
+    for_each_grad(params, "clip_grad_norm", [&](size_t i, const Tensor&, const Tensor& g) {
+        if (!sum_sq.defined()) sum_sq = zeros({}, DType::f64, g.device());
+        if (g.device() != sum_sq.device())
+            throw std::invalid_argument("clip_grad_norm: parameter " + std::to_string(i) + " is on " +
+                                        device_name(g.device()) + ", the others on " + device_name(sum_sq.device()));
+        backend(g.device()).sum_squares(sum_sq.view_desc(), g.view_desc());
     });
-    const double norm = std::sqrt(sum_sq);
+    if (!sum_sq.defined()) return 0;
+    const double norm = std::sqrt(sum_sq.item());
     if (norm > max_norm) {
         const double scale = max_norm / (norm + 1e-6);
-        for_each_grad(params, "clip_grad_norm", [&]<class T>(size_t, T*, T* g, int64_t n) {
-            for (int64_t j = 0; j < n; ++j) g[j] *= T(scale);
+        for_each_grad(params, "clip_grad_norm", [&](size_t, const Tensor&, const Tensor& g) {
+            // g *= scale, in place: the gradient tensor is the one the optimiser reads.
+            const View gv = g.view_desc();
+            const Tensor factor = full({}, scale, g.dtype(), g.device()).expand(g.shape());
+            backend(g.device()).binary(BinaryOp::mul, gv, gv, factor.view_desc());
         });
     }
     return norm;

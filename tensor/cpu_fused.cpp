@@ -1,0 +1,125 @@
+// cpu_fused.cpp — the CPU's fused kernels for a training step (tensor/backend.h): RMSNorm
+// forward and backward, the AdamW and SGD updates, and the sum of squares for the
+// gradient norm. Each is one pass over its data where a chain of ops would make several.
+#include <cmath>
+#include <vector>
+
+#include "tensor/backend.h"
+#include "tensor/parallel.h"
+
+namespace gg {
+
+namespace {
+
+template <class T>
+T* ptr(const View& v) { return static_cast<T*>(v.data); }
+
+template <class F>
+void dispatch_floating(DType dtype, F&& f) {
+    if (dtype == DType::f32) f.template operator()<float>();
+    else f.template operator()<double>();
+}
+
+}  // namespace
+
+// y = x · rstd · w with rstd = 1/√(mean(x²) + ε), one row per work item; the mean in double.
+void cpu_rms_norm_forward(const View& y, const View& rstd, const View& x, const View& weight, int64_t rows,
+                          int64_t cols, double eps) {
+    dispatch_floating(x.dtype, [&]<class T>() {
+        const T *xp = ptr<T>(x), *w = ptr<T>(weight);
+        T *yp = ptr<T>(y), *r = ptr<T>(rstd);
+        parallel_range(rows, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) {
+                const T* xr = xp + i * cols;
+                double sum_sq = 0;
+                for (int64_t c = 0; c < cols; ++c) sum_sq += double(xr[c]) * double(xr[c]);
+                const T ri = T(1 / std::sqrt(sum_sq / double(cols) + eps));
+                r[i] = ri;
+                T* yr = yp + i * cols;
+                for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * ri * w[c];
+            }
+        }, cols);
+    });
+}
+
+// dx = rstd (w dy − x rstd² mean(w dy x));  dw = Σ_rows dy x rstd, each column summed over the
+// rows in order by the thread that owns it, so dw does not depend on the thread count.
+void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
+                           const View& rstd, int64_t rows, int64_t cols) {
+    dispatch_floating(x.dtype, [&]<class T>() {
+        const T *xp = ptr<T>(x), *w = ptr<T>(weight), *g = ptr<T>(dy), *r = ptr<T>(rstd);
+        T *dxp = ptr<T>(dx), *dw = ptr<T>(dweight);
+        parallel_range(rows, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) {
+                const T *xr = xp + i * cols, *gr = g + i * cols;
+                double dot = 0;  // Σ_c w_c dy_c x_c
+                for (int64_t c = 0; c < cols; ++c) dot += double(w[c]) * double(gr[c]) * double(xr[c]);
+                const T ri = r[i], correction = T(dot / double(cols)) * ri * ri;
+                T* dxr = dxp + i * cols;
+                for (int64_t c = 0; c < cols; ++c) dxr[c] = ri * (w[c] * gr[c] - xr[c] * correction);
+            }
+        }, cols);
+        parallel_range(cols, [&](int64_t c0, int64_t c1) {
+            std::vector<double> acc(c1 - c0, 0.0);
+            for (int64_t i = 0; i < rows; ++i) {
+                const T *xr = xp + i * cols, *gr = g + i * cols;
+                const double ri = r[i];
+                for (int64_t c = c0; c < c1; ++c) acc[c - c0] += double(gr[c]) * double(xr[c]) * ri;
+            }
+            for (int64_t c = c0; c < c1; ++c) dw[c] = T(acc[c - c0]);
+        }, rows);
+    });
+}
+
+// The per-step scalars are rounded to T once, as torch does; the bias corrections fold into
+// two of them: m̂ / (√v̂ + ε) = (m / bc1) / (√v / √bc2 + ε).
+void cpu_adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
+                    const View& exp_avg_sq) {
+    dispatch_floating(param.dtype, [&]<class T>() {
+        const T decay = T(1 - s.lr * s.weight_decay), step_size = T(s.lr / s.bias_correction1);
+        const T bc2_sqrt = T(std::sqrt(s.bias_correction2));
+        const T b1 = T(s.beta1), b2 = T(s.beta2), one_minus_b1 = T(1 - s.beta1), one_minus_b2 = T(1 - s.beta2);
+        const T eps = T(s.eps);
+        T *p = ptr<T>(param), *m = ptr<T>(exp_avg), *v = ptr<T>(exp_avg_sq);
+        const T* g = ptr<T>(grad);
+        // The closure takes the pointers by value, so the compiler sees they stay put and
+        // can vectorise the loop.
+        parallel_range(param.numel(), [=](int64_t begin, int64_t end) {
+            for (int64_t j = begin; j < end; ++j) {
+                p[j] *= decay;                                  // p *= 1 − lr λ (decoupled decay)
+                m[j] = b1 * m[j] + one_minus_b1 * g[j];         // m = β1 m + (1 − β1) g
+                v[j] = b2 * v[j] + one_minus_b2 * g[j] * g[j];  // v = β2 v + (1 − β2) g²
+                const T denom = std::sqrt(v[j]) / bc2_sqrt + eps;  // √v̂ + ε
+                p[j] -= step_size * m[j] / denom;               // p −= lr m̂ / (√v̂ + ε)
+            }
+        });
+    });
+}
+
+void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer) {
+    dispatch_floating(param.dtype, [&]<class T>() {
+        T* p = ptr<T>(param);
+        const T* g = ptr<T>(grad);
+        T* buf = ptr<T>(momentum_buffer);
+        const T lr = T(s.lr), mu = T(s.momentum), wd = T(s.weight_decay);
+        parallel_range(param.numel(), [=](int64_t begin, int64_t end) {
+            for (int64_t j = begin; j < end; ++j) {
+                T d = g[j] + wd * p[j];                 // d = g + λ p (L2 decay, through the gradient)
+                if (buf) d = buf[j] = mu * buf[j] + d;  // buf = μ buf + d
+                p[j] -= lr * d;
+            }
+        });
+    });
+}
+
+// In one thread and in order: the norm, and so whether to clip, never depends on threads.
+void cpu_sum_squares(const View& acc, const View& x) {
+    double sum = *ptr<double>(acc);
+    dispatch_floating(x.dtype, [&]<class T>() {
+        const T* xp = ptr<T>(x);
+        for (int64_t j = 0, n = x.numel(); j < n; ++j) sum += double(xp[j]) * double(xp[j]);
+    });
+    *ptr<double>(acc) = sum;
+}
+
+}  // namespace gg
