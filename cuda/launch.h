@@ -19,6 +19,16 @@
 #include "cuda/emu/emulator.h"
 #endif
 
+// The kernel sources are built twice, by nvcc for the GPU and by g++ for the emulator, and
+// both builds can sit in one library: each build's host functions live in a namespace
+// named for it, gg::cuda::gpu or gg::cuda::emulated. Kernel files open
+// `namespace gg::cuda::GG_CUDA_BUILD {`.
+#ifdef __CUDACC__
+#define GG_CUDA_BUILD gpu
+#else
+#define GG_CUDA_BUILD emulated
+#endif
+
 namespace gg::cuda {
 
 // Lets an array type be written where a declaration wants `type name`.
