@@ -40,6 +40,8 @@ std::string LMConfig::to_json() const {
         {"aux_loss_weight", aux_loss_weight},
         {"tie_embeddings", tie_embeddings},
         {"norm_eps", norm_eps},
+        {"init", init == LMInit::gpt2 ? "gpt2" : "torch"},
+        {"init_std", init_std},
     };
     return j.dump();
 }
@@ -49,6 +51,7 @@ LMConfig LMConfig::from_json(const std::string& text) {
     LMConfig c;
     auto field = [&](const char* name, auto& out) { fields.read(name, out); };
     std::string gate = "g1", gate_fn = "sigmoid", sharing = "elementwise", init = "zero", positions = "rope";
+    std::string lm_init = "gpt2";
     field("vocab_size", c.vocab_size);
     field("max_len", c.max_len);
     field("d_model", c.d_model);
@@ -72,6 +75,8 @@ LMConfig LMConfig::from_json(const std::string& text) {
     field("aux_loss_weight", c.aux_loss_weight);
     field("tie_embeddings", c.tie_embeddings);
     field("norm_eps", c.norm_eps);
+    field("init", lm_init);
+    field("init_std", c.init_std);
     fields.finish();
     c.attn.gate = parse_gate_position(gate);
     c.attn.gate_fn = parse_gate_function(gate_fn);
@@ -80,6 +85,9 @@ LMConfig LMConfig::from_json(const std::string& text) {
     if (positions != "rope" && positions != "learned")
         throw std::invalid_argument("LMConfig: positions '" + positions + "' is not rope or learned");
     c.positions = positions == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
+    if (lm_init != "gpt2" && lm_init != "torch")
+        throw std::invalid_argument("LMConfig: init '" + lm_init + "' is not gpt2 or torch");
+    c.init = lm_init == "gpt2" ? LMInit::gpt2 : LMInit::torch;
     return c;
 }
 
@@ -114,6 +122,38 @@ Tensor TransformerBlock::forward(const Tensor& x, KVCache* cache, AttentionCaptu
 
 // ---------------------------------------------------------------- language model
 
+namespace {
+// Redraws w ~ N(0, std²) in place (its handle, held by its module, stays the same).
+void normal_(const Tensor& w, double std) {
+    NoGradGuard no_grad;
+    w.copy_(randn(w.shape()) * std);
+}
+
+// The gpt2 init of LMInit: σ for every weight, σ/√(2L) for W_O and the FFN's down projection
+// W3 (each block adds two such terms to the residual stream, 2L in all, so their variances
+// sum to about σ²); the gates and norms keep their own starting values.
+void init_gpt2(GatedTransformerLM& m, double std) {
+    const double residual_std = std / std::sqrt(2.0 * double(std::max<size_t>(m.blocks.size(), 1)));
+    normal_(m.tok_emb->weight, std);
+    if (m.pos_emb) normal_(m.pos_emb->weight, std);
+    const auto swiglu = [&](const SwiGLU& f) {
+        normal_(f.w1->weight, std);
+        normal_(f.w2->weight, std);
+        normal_(f.w3->weight, residual_std);
+    };
+    for (const auto& block : m.blocks) {
+        for (const auto& w : {block->attn->w_q, block->attn->w_k, block->attn->w_v}) normal_(w->weight, std);
+        normal_(block->attn->w_o->weight, residual_std);
+        if (block->ffn) swiglu(*block->ffn);
+        if (block->moe) {
+            normal_(block->moe->router->weight, std);
+            for (const auto& expert : block->moe->experts) swiglu(*expert);
+        }
+    }
+    if (m.lm_head) normal_(m.lm_head->weight, std);
+}
+}  // namespace
+
 GatedTransformerLM::GatedTransformerLM(const LMConfig& config) : config_(config) {
     if (config.vocab_size < 1 || config.n_layers < 0 || config.max_len < 1)
         throw std::invalid_argument("GatedTransformerLM: bad config " + config.to_json());
@@ -128,6 +168,7 @@ GatedTransformerLM::GatedTransformerLM(const LMConfig& config) : config_(config)
     norm_f = register_module("norm_f", std::make_shared<RMSNorm>(config.d_model, config.norm_eps));
     if (!config.tie_embeddings)
         lm_head = register_module("lm_head", std::make_shared<Linear>(config.d_model, config.vocab_size, false));
+    if (config.init == LMInit::gpt2) init_gpt2(*this, config.init_std);
 }
 
 LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, std::vector<KVCache>* caches,

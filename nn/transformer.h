@@ -16,6 +16,14 @@ namespace gg::nn {
 
 enum class PositionEncoding { learned, rope };
 
+// How a language model's weights start (SPEC §2, "Initialisation of language models"):
+//   gpt2  — as GPT-2 and Qwen: every weight N(0, σ²), σ = init_std; the projections that
+//           write into the residual stream (W_O, the FFN's down projection) N(0, (σ/√(2L))²);
+//           norms at 1, gates per their own init option. The default.
+//   torch — each Linear as torch.nn.Linear, U(±1/√fan_in); embeddings N(0, 0.02²). With it
+//           the attention output starts ~5× larger than the embedding in the residual stream.
+enum class LMInit { gpt2, torch };
+
 struct LMConfig {
     int64_t vocab_size = 257;  // 256 bytes + BOS
     int64_t max_len = 128;     // learned positions; also the training context
@@ -30,6 +38,8 @@ struct LMConfig {
     double aux_loss_weight = 0.01;
     bool tie_embeddings = false;
     double norm_eps = 1e-6;
+    LMInit init = LMInit::gpt2;
+    double init_std = 0.02;    // σ of the gpt2 init
 
     int64_t ffn_hidden() const { return d_ff > 0 ? d_ff : (8 * d_model / 3 + 7) / 8 * 8; }
     std::string to_json() const;

@@ -383,3 +383,35 @@ TEST_CASE("nn: generate with temperature 0 is greedy decoding of the full forwar
     GatedTransformerLM model(c);
     CHECK_THROWS_AS(generate(model, {}, SampleOptions{}), std::invalid_argument);
 }
+
+TEST_CASE("nn: the gpt2 init draws N(0, σ²), σ/√(2L) for the residual projections; torch init is nn.Linear's") {
+    LMConfig c;
+    c.vocab_size = 300, c.d_model = 128, c.n_layers = 4, c.attn.n_heads = 4, c.attn.gate = GatePosition::sdpa_output;
+    const auto std_of = [](const Tensor& w) {
+        const auto v = w.to_vector<double>();
+        double s = 0;
+        for (double x : v) s += x * x;
+        return std::sqrt(s / double(v.size()));
+    };
+    manual_seed(4);
+    const GatedTransformerLM gpt2(c);
+    CHECK(std_of(gpt2.tok_emb->weight) == doctest::Approx(0.02).epsilon(0.03));
+    CHECK(std_of(gpt2.blocks[1]->attn->w_q->weight) == doctest::Approx(0.02).epsilon(0.03));
+    CHECK(std_of(gpt2.blocks[1]->ffn->w1->weight) == doctest::Approx(0.02).epsilon(0.03));
+    CHECK(std_of(gpt2.lm_head->weight) == doctest::Approx(0.02).epsilon(0.03));
+    const double residual = 0.02 / std::sqrt(8.0);
+    CHECK(std_of(gpt2.blocks[2]->attn->w_o->weight) == doctest::Approx(residual).epsilon(0.03));
+    CHECK(std_of(gpt2.blocks[3]->ffn->w3->weight) == doctest::Approx(residual).epsilon(0.03));
+    CHECK(amax(abs(gpt2.blocks[0]->attn->w_g->weight)).item() == 0);   // the gate keeps its zero init
+    CHECK(amax(abs(gpt2.blocks[0]->norm1->weight - 1.0)).item() == 0);  // norms start at 1
+
+    c.init = LMInit::torch;
+    manual_seed(4);
+    const GatedTransformerLM torch_init(c);
+    // U(±1/√fan_in) has std 1/√(3 fan_in).
+    CHECK(std_of(torch_init.blocks[1]->attn->w_q->weight) == doctest::Approx(1 / std::sqrt(3.0 * 128)).epsilon(0.03));
+    CHECK(std_of(torch_init.tok_emb->weight) == doctest::Approx(0.02).epsilon(0.03));
+    CHECK(LMConfig::from_json(c.to_json()).init == LMInit::torch);
+    CHECK_THROWS_WITH_AS(LMConfig::from_json(R"({"init": "xavier"})"), "LMConfig: init 'xavier' is not gpt2 or torch",
+                         std::invalid_argument);
+}

@@ -7,27 +7,50 @@
 
 namespace gg::nn {
 
+namespace {
+// Gamma(α, 1) by Marsaglia and Tsang (2000): for α ≥ 1 a squeezed rejection from a cubed
+// normal; for α < 1, Gamma(α + 1) · U^(1/α).
+double gamma_draw(double alpha, Generator& gen) {
+    if (alpha < 1) return gamma_draw(alpha + 1, gen) * std::pow(1.0 - gen.uniform(), 1.0 / alpha);
+    const double d = alpha - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+    while (true) {
+        const double z = gen.normal(), v = std::pow(1.0 + c * z, 3.0);
+        if (v <= 0) continue;
+        const double u = 1.0 - gen.uniform();  // (0, 1]
+        if (std::log(u) < 0.5 * z * z + d - d * v + d * std::log(v)) return d * v;
+    }
+}
+}  // namespace
+
 BigramBackcopy::BigramBackcopy(const BigramBackcopyOptions& options) : options_(options) {
     const int64_t V = options.vocab;
     if (V < 4 || options.successors < 1 || options.successors > V || options.triggers < 1 ||
-        options.triggers >= V / 2 || options.val_count < 1)
+        options.triggers >= V / 2 || options.val_count < 1 || !(options.concentration >= 0) ||
+        !std::isfinite(options.concentration))
         throw std::invalid_argument("BigramBackcopy: vocab " + std::to_string(V) + ", successors " +
                                     std::to_string(options.successors) + ", triggers " +
-                                    std::to_string(options.triggers) +
-                                    ": need vocab ≥ 4, 1 ≤ successors ≤ vocab, 1 ≤ triggers < vocab/2");
+                                    std::to_string(options.triggers) + ", concentration " +
+                                    std::to_string(options.concentration) +
+                                    ": need vocab ≥ 4, 1 ≤ successors ≤ vocab, 1 ≤ triggers < vocab/2, "
+                                    "a finite concentration ≥ 0");
     Generator gen(options.seed);
-    // Each row: `successors` distinct tokens (a partial Fisher–Yates shuffle) with
-    // Dirichlet(1, …, 1) weights (normalised exponential draws).
+    // A Dirichlet(α, …, α) draw is a vector of Gamma(α) draws, normalised.
     P_.assign(V * V, 0.0);
     std::vector<int64_t> order(V);
     for (int64_t a = 0; a < V; ++a) {
-        for (int64_t j = 0; j < V; ++j) order[j] = j;
         double total = 0;
-        for (int64_t j = 0; j < options.successors; ++j) {
-            std::swap(order[j], order[gen.randint(j, V)]);
-            const double w = -std::log(1.0 - gen.uniform());
-            P_[a * V + order[j]] = w;
-            total += w;
+        if (options.concentration > 0) {
+            for (int64_t b = 0; b < V; ++b) total += P_[a * V + b] = gamma_draw(options.concentration, gen);
+        } else {
+            // `successors` distinct tokens (a partial Fisher–Yates shuffle) with Dirichlet(1)
+            // weights (Gamma(1) is the exponential distribution).
+            for (int64_t j = 0; j < V; ++j) order[j] = j;
+            for (int64_t j = 0; j < options.successors; ++j) {
+                std::swap(order[j], order[gen.randint(j, V)]);
+                const double w = -std::log(1.0 - gen.uniform());
+                P_[a * V + order[j]] = w;
+                total += w;
+            }
         }
         for (int64_t b = 0; b < V; ++b) P_[a * V + b] /= total;
     }
