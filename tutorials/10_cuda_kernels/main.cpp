@@ -1,0 +1,11 @@
+// Tutorial 10 — CUDA kernels: a thread, a block and a warp, then the GEMM ladder and the
+// attention kernel. Every kernel runs in the emulator (cuda/emu/), so this program needs no
+// GPU.
+//
+// Build and run from the repository root:
+//   tools/build && ./build/tutorials/tutorial_10_cuda_kernels
+#include "tutorials/10_cuda_kernels/parts.h"
+
+int main() {
+    tutorial::part_basics();
+}
