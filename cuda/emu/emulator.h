@@ -89,9 +89,13 @@ T* dynamic_shared() {
 int block_barrier(const char* op, int predicate, const std::source_location& site);
 
 // Every warp collective is one exchange: each lane of `mask` offers a 64-bit value and
-// receives the value of its source lane (shuffles), the warp's vote (ballot, all, any) or
-// the lanes that arrived (__activemask, whose mask is every lane still running).
-enum class WarpOp { sync, active, ballot, all, any, shfl, shfl_up, shfl_down, shfl_xor };  // shuffles last
+// receives the value of its source lane (shuffles), the warp's vote (ballot, all, any), the
+// lanes that arrived (__activemask, whose mask is every lane still running) or lane 0's value
+// (the wmma calls of wmma.h, so that each lane can check it passed the same arguments).
+enum class WarpOp {
+    sync, active, ballot, all, any, wmma_load, wmma_mma, wmma_store,
+    shfl, shfl_up, shfl_down, shfl_xor  // shuffles last
+};
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width,
                          const std::source_location& site);
 
@@ -265,3 +269,6 @@ inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z,
 inline int2 make_int2(int x, int y) { return {x, y}; }
 inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 inline double2 make_double2(double x, double y) { return {x, y}; }
+
+// Tensor cores (nvcuda::wmma) and bfloat16.
+#include "cuda/emu/wmma.h"

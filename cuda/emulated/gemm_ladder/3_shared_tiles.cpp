@@ -1,0 +1,2 @@
+// The emulator build of cuda/gemm_ladder/3_shared_tiles.cu (g++ against cuda/emu/emulator.h).
+#include "cuda/gemm_ladder/3_shared_tiles.cu"

@@ -1,0 +1,2 @@
+// The emulator build of cuda/gemm_ladder/4_register_1d.cu (g++ against cuda/emu/emulator.h).
+#include "cuda/gemm_ladder/4_register_1d.cu"

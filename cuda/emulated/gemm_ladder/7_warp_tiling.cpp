@@ -1,0 +1,2 @@
+// The emulator build of cuda/gemm_ladder/7_warp_tiling.cu (g++ against cuda/emu/emulator.h).
+#include "cuda/gemm_ladder/7_warp_tiling.cu"

@@ -1,0 +1,47 @@
+// gemm.h — what the GEMM kernels share beyond the table entry in cuda/kernels.h: the switch
+// between our kernel and cuBLAS on the GPU, the cuBLAS entry itself, and the epilogue every
+// GEMM kernel ends with (cuda/gemm.cu and the teaching ladder in cuda/gemm_ladder/).
+#pragma once
+#include <cstdint>
+
+#include "cuda/launch.h"
+#include "tensor/dtype.h"
+
+#ifdef __CUDACC__
+#include <cublas_v2.h>
+#endif
+
+namespace gg::cuda {
+
+// C = alpha·acc + beta·C for one element. With beta == 0, C is not read, as BLAS promises:
+// an output buffer fresh from the allocator may hold NaN, and 0·NaN would be NaN.
+template <class T>
+__device__ __forceinline__ void gemm_epilogue(T* c, T alpha, T acc, T beta) {
+    *c = beta == T(0) ? alpha * acc : alpha * acc + beta * *c;
+}
+
+// Which kernel gg::cuda::gpu::gemm runs. The emulated build has no cuBLAS and always runs ours.
+enum class GemmKernel { ours, cublas };
+
+#ifdef __CUDACC__
+// The cuBLAS handle of the current device, bound to current_stream(). Defined by the CUDA
+// runtime (cuda/runtime.cu), which creates it once and destroys it at exit.
+cublasHandle_t cublas_handle();
+#endif
+
+}  // namespace gg::cuda
+
+namespace gg::cuda::gpu {
+
+// The kernel gemm runs: GATEDGRAD_GEMM=ours|cublas in the environment at the first call
+// (ours when unset; another value throws), until set_gemm_kernel changes it.
+GemmKernel gemm_kernel();
+void set_gemm_kernel(GemmKernel kernel);
+
+// The same contract as gemm (cuda/kernels.h), computed by cuBLAS: the reference our kernels
+// are measured against, and the option GATEDGRAD_GEMM=cublas selects.
+void gemm_cublas(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                 double alpha, const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
+                 int64_t stride_b, double beta, void* C, int64_t ldc, int64_t stride_c);
+
+}  // namespace gg::cuda::gpu

@@ -1,0 +1,42 @@
+// rungs.h — what the rung files of the GEMM ladder share: the host function each one defines
+// (ladder.cu picks one by its Rung) and the small helpers more than one rung uses.
+#pragma once
+#include "cuda/gemm.h"  // gemm_epilogue: C = alpha·acc + beta·C, without reading C when beta == 0
+#include "cuda/gemm_ladder/ladder.h"
+#include "cuda/launch.h"
+
+// Before a loop with a constant trip count: nvcc unrolls it, so that the register arrays it
+// indexes stay in registers instead of local memory; g++ ignores it.
+#ifndef GG_UNROLL
+#ifdef __CUDACC__
+#define GG_UNROLL _Pragma("unroll")
+#else
+#define GG_UNROLL
+#endif
+#endif
+
+namespace gg::cuda::GG_CUDA_BUILD::ladder {
+
+// C = alpha·A·B + beta·C with A (M, K), B (K, N), C (M, N) row-major, M, N > 0, K ≥ 0.
+void naive(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+void coalesced(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+void shared_tiles(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+void register_1d(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+void register_2d(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+void vectorized(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+void warp_tiling(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+void tensor_core_tf32(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+void tensor_core_bf16(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+
+constexpr int kWarpSize = 32;  // warpSize, as a constant the compiler can fold
+
+constexpr unsigned ceil_div(int n, int d) { return unsigned((n + d - 1) / d); }
+
+// A shared-memory array aligned for vector loads (float4: 16 bytes) and WMMA (32 bytes):
+// GG_SHARED declares plain arrays, aligned only as their elements are.
+template <class T, int Rows, int Cols>
+struct alignas(32) SharedTile {
+    T at[Rows][Cols];
+};
+
+}  // namespace gg::cuda::GG_CUDA_BUILD::ladder

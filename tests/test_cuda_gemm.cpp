@@ -1,0 +1,228 @@
+// test_cuda_gemm.cpp — the CUDA GEMM (cuda/gemm.cu), run in the emulator, against the CPU's
+// (OpenBLAS) on the same inputs: every transpose combination, sizes that are not multiples of
+// the 64×64 tile, batches with padded and broadcast (stride 0) operands, leading dimensions
+// longer than a row, alpha and beta, and the BLAS promises about what is not read.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda/kernels.h"
+#include "tensor/backend.h"
+
+namespace {
+
+using gg::DType;
+
+// One GEMM call. Each stored row is `pad` elements longer than it needs to be; a batch
+// stride of -1 means tight (the matrix's stored rows × ld), 0 broadcasts the operand.
+struct Gemm {
+    int64_t batch = 1;
+    bool trans_a = false, trans_b = false;
+    int64_t M = 1, N = 1, K = 1;
+    double alpha = 1, beta = 0;
+    int64_t pad_a = 0, pad_b = 0, pad_c = 0;
+    int64_t stride_a = -1, stride_b = -1, stride_c = -1;
+};
+
+// One operand's memory: stored (rows, cols) matrices `ld` apart, `stride` apart over the batch.
+struct Operand {
+    int64_t rows, ld, stride, size;
+    Operand(int64_t batch, int64_t rows, int64_t cols, int64_t pad, int64_t stride_or_tight)
+        : rows(rows), ld(std::max<int64_t>(cols + pad, 1)),
+          stride(stride_or_tight < 0 ? rows * ld : stride_or_tight),
+          size(std::max<int64_t>((batch - 1) * stride + rows * ld, 1)) {}
+};
+
+struct Layout {
+    Operand a, b, c;
+    explicit Layout(const Gemm& g)
+        : a(g.batch, g.trans_a ? g.K : g.M, g.trans_a ? g.M : g.K, g.pad_a, g.stride_a),
+          b(g.batch, g.trans_b ? g.N : g.K, g.trans_b ? g.K : g.N, g.pad_b, g.stride_b),
+          c(g.batch, g.M, g.N, g.pad_c, g.stride_c) {}
+};
+
+template <class T>
+constexpr DType dtype_of = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+
+template <class T>
+std::vector<T> uniform(int64_t n, std::mt19937& rng) {
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<T> v(n);
+    for (T& x : v) x = T(u(rng));
+    return v;
+}
+
+template <class T>
+void run(const gg::Backend& be, const Gemm& g, const Layout& l, const T* A, const T* B, T* C) {
+    be.gemm(dtype_of<T>, g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, A, l.a.ld, l.a.stride, B, l.b.ld,
+            l.b.stride, g.beta, C, l.c.ld, l.c.stride);
+}
+
+void run_emulated(const Gemm& g, const Layout& l, DType dtype, const void* A, const void* B, void* C) {
+    gg::cuda::emulated::gemm(dtype, g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, A, l.a.ld, l.a.stride, B,
+                             l.b.ld, l.b.stride, g.beta, C, l.c.ld, l.c.stride);
+}
+
+template <class T>
+bool same_bits(T x, T y) {
+    return std::memcmp(&x, &y, sizeof(T)) == 0;
+}
+
+// "" when the emulated kernel's C matches the CPU's, else the first difference. Inside the
+// (batch, M, N) result the error may be tol × what the same sum of |terms| comes to (the
+// CPU's gemm on |A|, |B|, |C|), a scale that cancellation cannot shrink; every element
+// outside it (row padding, gaps between batches) must be left bit for bit as it was.
+// c_fill: C's initial value (NaN checks that beta = 0 reads nothing); else random.
+template <class T>
+std::string mismatch(const Gemm& g, double tol, T c_fill = T(2), T ab_fill = T(2)) {
+    const Layout l(g);
+    std::mt19937 rng(unsigned(g.M * 1000003 + g.N * 1009 + g.K + g.batch));
+    std::vector<T> A = uniform<T>(l.a.size, rng), B = uniform<T>(l.b.size, rng), C = uniform<T>(l.c.size, rng);
+    if (c_fill != T(2)) C.assign(C.size(), c_fill);
+    if (ab_fill != T(2)) A.assign(A.size(), ab_fill), B.assign(B.size(), ab_fill);
+    std::vector<T> expected = C, got = C;
+    const gg::Backend& cpu = gg::backend(gg::Device::CPU);
+    run(cpu, g, l, A.data(), B.data(), expected.data());
+    run_emulated(g, l, dtype_of<T>, A.data(), B.data(), got.data());
+
+    std::vector<T> absA(A.size()), absB(B.size()), scale(C.size());
+    for (size_t i = 0; i < A.size(); ++i) absA[i] = std::abs(A[i]);
+    for (size_t i = 0; i < B.size(); ++i) absB[i] = std::abs(B[i]);
+    for (size_t i = 0; i < C.size(); ++i) scale[i] = std::abs(C[i]);
+    Gemm magnitude = g;
+    magnitude.alpha = std::abs(g.alpha), magnitude.beta = std::abs(g.beta);
+    run(cpu, magnitude, l, absA.data(), absB.data(), scale.data());
+
+    std::vector<bool> inside(C.size(), false);
+    for (int64_t b = 0; b < g.batch; ++b)
+        for (int64_t m = 0; m < g.M; ++m)
+            for (int64_t n = 0; n < g.N; ++n) inside[b * l.c.stride + m * l.c.ld + n] = true;
+    for (size_t i = 0; i < C.size(); ++i) {
+        const bool ok = inside[i] ? std::abs(double(got[i]) - double(expected[i])) <= tol * double(scale[i])
+                                  : same_bits(got[i], C[i]) && same_bits(expected[i], C[i]);
+        if (!ok)
+            return "C[" + std::to_string(i) + "] (" + (inside[i] ? "inside" : "outside") + " the result) is " +
+                   std::to_string(got[i]) + ", the CPU gives " + std::to_string(expected[i]);
+    }
+    return "";
+}
+
+constexpr double kTolF32 = 1e-5, kTolF64 = 1e-12;
+
+// Calls f.template operator()<T>(tol) for float and double.
+template <class F>
+void for_float_and_double(F&& f) {
+    f.template operator()<float>(kTolF32);
+    f.template operator()<double>(kTolF64);
+}
+
+std::string describe(const Gemm& g) {
+    return "batch " + std::to_string(g.batch) + " trans_a " + std::to_string(g.trans_a) + " trans_b " +
+           std::to_string(g.trans_b) + " M " + std::to_string(g.M) + " N " + std::to_string(g.N) + " K " +
+           std::to_string(g.K) + " alpha " + std::to_string(g.alpha) + " beta " + std::to_string(g.beta);
+}
+
+}  // namespace
+
+TEST_CASE("gemm matches the CPU for every transpose combination and sizes off the tile grid") {
+    const int64_t shapes[][3] = {{1, 1, 1}, {7, 33, 65}, {33, 65, 7}, {65, 7, 33}, {64, 64, 16}, {96, 1, 65}, {1, 96, 17}};
+    for_float_and_double([&]<class T>(double tol) {
+        int variant = 0;
+        for (bool trans_a : {false, true})
+            for (bool trans_b : {false, true})
+                for (const auto& s : shapes) {
+                    Gemm g{.trans_a = trans_a, .trans_b = trans_b, .M = s[0], .N = s[1], .K = s[2]};
+                    if (variant++ % 2) g.alpha = -0.75, g.beta = 1.5;  // half the cases accumulate into C
+                    CAPTURE(describe(g));
+                    CHECK(mismatch<T>(g, tol) == "");
+                }
+    });
+}
+
+TEST_CASE("batched gemm: padded leading dimensions, gaps between batches, a broadcast operand") {
+    for_float_and_double([&]<class T>(double tol) {
+        for (bool trans_a : {false, true})
+            for (bool trans_b : {false, true}) {
+                Gemm padded{.batch = 3, .trans_a = trans_a, .trans_b = trans_b, .M = 33, .N = 7, .K = 65,
+                            .alpha = 0.5, .beta = -1.25, .pad_a = 3, .pad_b = 1, .pad_c = 5};
+                Layout tight(padded);
+                padded.stride_a = tight.a.stride + 11, padded.stride_b = tight.b.stride + 2,
+                padded.stride_c = tight.c.stride + 7;
+                Gemm broadcast_a{.batch = 4, .trans_a = trans_a, .trans_b = trans_b, .M = 7, .N = 65, .K = 33,
+                                 .beta = 1, .stride_a = 0};
+                Gemm broadcast_b{.batch = 2, .trans_a = trans_a, .trans_b = trans_b, .M = 65, .N = 33, .K = 7,
+                                 .alpha = 2, .stride_b = 0};
+                for (const Gemm& g : {padded, broadcast_a, broadcast_b}) {
+                    CAPTURE(describe(g));
+                    CHECK(mismatch<T>(g, tol) == "");
+                }
+            }
+    });
+}
+
+TEST_CASE("beta = 0 never reads C and alpha = 0 never reads A or B (they may hold NaN)") {
+    for_float_and_double([&]<class T>(double tol) {
+        const T nan = std::numeric_limits<T>::quiet_NaN();
+        for (bool trans_a : {false, true}) {
+            const Gemm overwrite{.batch = 2, .trans_a = trans_a, .trans_b = !trans_a, .M = 33, .N = 65, .K = 7,
+                                 .alpha = 1.5, .beta = 0, .pad_c = 2};
+            CAPTURE(describe(overwrite));
+            CHECK(mismatch<T>(overwrite, tol, nan) == "");
+            const Gemm scale_only{.trans_a = trans_a, .M = 7, .N = 33, .K = 65, .alpha = 0, .beta = -2};
+            CAPTURE(describe(scale_only));
+            CHECK(mismatch<T>(scale_only, tol, T(2), nan) == "");
+        }
+    });
+}
+
+TEST_CASE("K = 0 scales C by beta; an empty M, N or batch writes nothing") {
+    for_float_and_double([&]<class T>(double tol) {
+        for (const Gemm& g : {Gemm{.M = 7, .N = 33, .K = 0, .beta = 0.5}, Gemm{.batch = 2, .M = 33, .N = 7, .K = 0},
+                              Gemm{.M = 0, .N = 7, .K = 5, .beta = 3}, Gemm{.M = 7, .N = 0, .K = 5, .beta = 3},
+                              Gemm{.batch = 0, .M = 7, .N = 5, .K = 3, .beta = 3}}) {
+            CAPTURE(describe(g));
+            CHECK(mismatch<T>(g, tol) == "");
+        }
+    });
+}
+
+TEST_CASE("int64 and leading dimensions shorter than a row are errors, as on the CPU") {
+    std::vector<int64_t> a(16), b(16), c(16);
+    const Gemm g{.M = 2, .N = 2, .K = 2};
+    CHECK_THROWS_WITH_AS(run_emulated(g, Layout(g), DType::i64, a.data(), b.data(), c.data()),
+                         "gemm: no kernel for int64", std::invalid_argument);
+    CHECK_THROWS_AS(gg::backend(gg::Device::CPU).gemm(DType::i64, 1, false, false, 2, 2, 2, 1, a.data(), 2, 0,
+                                                      b.data(), 2, 0, 0, c.data(), 2, 0),
+                    std::invalid_argument);
+    std::vector<float> x(64);
+    CHECK_THROWS_WITH_AS(gg::cuda::emulated::gemm(DType::f32, 1, false, true, 4, 3, 5, 1, x.data(), 5, 0, x.data(), 4,
+                                                  0, 0, x.data(), 3, 0),
+                         "gemm: ldb 4 is shorter than a stored row of 5 (batch 1, M 4, N 3, K 5, trans_a 0, trans_b 1)",
+                         std::invalid_argument);
+}
+
+TEST_CASE("two runs are bitwise identical") {
+    const Gemm g{.batch = 2, .trans_b = true, .M = 65, .N = 33, .K = 96, .alpha = 0.3, .beta = 0.7};
+    const Layout l(g);
+    std::mt19937 rng(7);
+    const std::vector<float> A = uniform<float>(l.a.size, rng), B = uniform<float>(l.b.size, rng),
+                             C = uniform<float>(l.c.size, rng);
+    std::vector<float> first = C, second = C;
+    run_emulated(g, l, DType::f32, A.data(), B.data(), first.data());
+    run_emulated(g, l, DType::f32, A.data(), B.data(), second.data());
+    CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("more batches than grid.z's 65535 take several launches") {
+    // 1×1 matrices and K = 0 (C = beta·C): one block per batch, each thread through once, the
+    // least the emulator can do per block. The operands' batch offsets are the same sums as C's.
+    const Gemm g{.batch = 65537, .M = 1, .N = 1, .K = 0, .beta = -1};
+    CHECK(mismatch<float>(g, kTolF32) == "");
+}
