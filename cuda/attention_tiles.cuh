@@ -33,16 +33,6 @@
 #include "cuda/launch.h"
 #include "tensor/backend.h"
 
-// The loops over a warp's rows and a lane's columns must be unrolled by nvcc, so that the
-// accumulator arrays they index stay in registers instead of local memory; g++ ignores it.
-#ifndef GG_UNROLL
-#ifdef __CUDACC__
-#define GG_UNROLL _Pragma("unroll")
-#else
-#define GG_UNROLL
-#endif
-#endif
-
 namespace gg::cuda::GG_CUDA_BUILD::attention {
 
 constexpr int kTile = 32;  // rows of a query tile, keys of a key tile, lanes of a warp

@@ -29,6 +29,14 @@
 #define GG_CUDA_BUILD emulated
 #endif
 
+// Unrolls the loop that follows under nvcc, so that the per-thread arrays it indexes stay in
+// registers instead of local memory; g++ decides on its own.
+#ifdef __CUDACC__
+#define GG_UNROLL _Pragma("unroll")
+#else
+#define GG_UNROLL
+#endif
+
 namespace gg::cuda {
 
 // Lets an array type be written where a declaration wants `type name`.

@@ -5,16 +5,6 @@
 #include "cuda/gemm_ladder/ladder.h"
 #include "cuda/launch.h"
 
-// Before a loop with a constant trip count: nvcc unrolls it, so that the register arrays it
-// indexes stay in registers instead of local memory; g++ ignores it.
-#ifndef GG_UNROLL
-#ifdef __CUDACC__
-#define GG_UNROLL _Pragma("unroll")
-#else
-#define GG_UNROLL
-#endif
-#endif
-
 namespace gg::cuda::GG_CUDA_BUILD::ladder {
 
 // C = alpha·A·B + beta·C with A (M, K), B (K, N), C (M, N) row-major, M, N > 0, K ≥ 0.
