@@ -1,0 +1,2 @@
+// The emulator build of cuda/rms_norm.cu (g++ against cuda/emu/emulator.h).
+#include "cuda/rms_norm.cu"

@@ -1,0 +1,92 @@
+// rms_norm.cu — RMSNorm over the rows of a contiguous (rows, cols) x with weight w (cols).
+//
+//   forward:   rstd_r = 1 / √(mean_c x_rc² + ε),   y_rc = x_rc · rstd_r · w_c
+//   backward:  dx_rc = rstd_r (w_c dy_rc − x_rc rstd_r² · mean_c(w_c dy_rc x_rc))
+//              dw_c  = Σ_r dy_rc x_rc rstd_r
+//
+// forward and dx: one warp per row (cols ≤ 1024, eight rows per block) or one block of 256
+// threads per row (cuda/row_reduce.h); the row group sums x² (or w·dy·x) in double, as the
+// CPU does, then each thread writes its columns. The first thread of a row keeps rstd.
+// dw: column-wise, a (32, min(rows, 16)) block per 32 neighbouring columns; thread (x, y)
+// sums rows y, y + 16, ... of its column in double and the 16 partials meet in a fixed order,
+// so dw is written (never added to), needs no scratch memory and no atomics, and does not
+// depend on timing. With no rows at all, dw is zero, as on the CPU.
+#include "cuda/dispatch_floating.h"
+#include "cuda/kernels.h"
+#include "cuda/row_reduce.h"
+
+namespace gg::cuda::GG_CUDA_BUILD {
+
+namespace {
+
+// x, y: (rows, cols), w: (cols) → y, rstd: (rows).
+template <class T>
+__global__ void rms_norm_forward_rows(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64_t cols, double eps) {
+    for (int64_t r = first_row(); r < rows; r += row_step()) {
+        const T* xr = x + r * cols;  // (cols)
+        T* yr = y + r * cols;        // (cols)
+        double sum_sq = 0;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum_sq += double(xr[c]) * double(xr[c]);
+        sum_sq = row_reduce(sum_sq, Add{});
+        const T rs = T(1 / sqrt(sum_sq / double(cols) + eps));
+        if (threadIdx.x == 0) rstd[r] = rs;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = xr[c] * rs * w[c];
+    }
+}
+
+// dy, x: (rows, cols), w: (cols), rstd: (rows) → dx: (rows, cols).
+template <class T>
+__global__ void rms_norm_dx_rows(T* dx, const T* dy, const T* x, const T* w, const T* rstd, int64_t rows,
+                                 int64_t cols) {
+    for (int64_t r = first_row(); r < rows; r += row_step()) {
+        const T *xr = x + r * cols, *gr = dy + r * cols;  // (cols) each
+        T* dxr = dx + r * cols;                           // (cols)
+        double dot = 0;                                   // Σ_c w_c dy_c x_c
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dot += double(w[c]) * double(gr[c]) * double(xr[c]);
+        dot = row_reduce(dot, Add{});
+        const T rs = rstd[r], correction = T(dot / double(cols)) * rs * rs;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dxr[c] = rs * (w[c] * gr[c] - xr[c] * correction);
+    }
+}
+
+// dy, x: (rows, cols), rstd: (rows) → dw: (cols); grid (cols / 32), block (32, Y).
+template <class T>
+__global__ void rms_norm_dw_columns(T* dw, const T* dy, const T* x, const T* rstd, int64_t rows, int64_t cols) {
+    const int64_t c = int64_t(blockIdx.x) * kWarpSize + threadIdx.x;
+    const double total = column_reduce(
+        c < cols, rows, 0.0,
+        [&](int64_t r) { return double(dy[r * cols + c]) * double(x[r * cols + c]) * double(rstd[r]); }, Add{});
+    if (threadIdx.y == 0 && c < cols) dw[c] = T(total);
+}
+
+}  // namespace
+
+void rms_norm_forward(const View& y, const View& rstd, const View& x, const View& weight, int64_t rows, int64_t cols,
+                      double eps) {
+    if (rows == 0) return;
+    const LaunchShape shape = row_launch(rows, cols);
+    dispatch_floating(x.dtype, [&]<class T>() {
+        launch("rms_norm_forward_rows", rms_norm_forward_rows<T>, shape.grid, shape.block, 0, static_cast<T*>(y.data),
+               static_cast<T*>(rstd.data), static_cast<const T*>(x.data), static_cast<const T*>(weight.data), rows,
+               cols, eps);
+    });
+}
+
+void rms_norm_backward(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
+                       const View& rstd, int64_t rows, int64_t cols) {
+    if (cols == 0) return;
+    dispatch_floating(x.dtype, [&]<class T>() {
+        T* d = static_cast<T*>(dx.data);
+        const T *g = static_cast<const T*>(dy.data), *xp = static_cast<const T*>(x.data);
+        const T *w = static_cast<const T*>(weight.data), *rs = static_cast<const T*>(rstd.data);
+        if (rows > 0) {
+            const LaunchShape shape = row_launch(rows, cols);
+            launch("rms_norm_dx_rows", rms_norm_dx_rows<T>, shape.grid, shape.block, 0, d, g, xp, w, rs, rows, cols);
+        }
+        const LaunchShape shape = column_launch(1, rows, cols);
+        launch("rms_norm_dw_columns", rms_norm_dw_columns<T>, shape.grid, shape.block, 0, static_cast<T*>(dweight.data),
+               g, xp, rs, rows, cols);
+    });
+}
+
+}  // namespace gg::cuda::GG_CUDA_BUILD

@@ -1,0 +1,140 @@
+// row_reduce.h — how the row-wise kernels (reduce, softmax, cross_entropy, rms_norm, topk,
+// sum_squares) spread a row over threads and combine what the threads found, and how the
+// column-wise ones (reduce over a leading axis, RMSNorm's dweight) do the same down columns.
+//
+// Rows. A row of `cols` elements belongs to a group of threads that stride over its columns
+// (coalesced: neighbouring threads read neighbouring elements), then combine their partials:
+//   - short rows (cols ≤ 1024): one warp per row, block = (32, 8), eight rows per block; the
+//     warp combines with five shuffles and no barrier;
+//   - long rows: one block of 256 threads per row, block = (256, 1); each warp combines with
+//     shuffles, then the eight warp results meet in shared memory.
+// In both, threadIdx.x is a thread's place in its row group and blockDim.x the group's size;
+// the group's rows are blockIdx.x · blockDim.y + threadIdx.y, then every gridDim.x · blockDim.y.
+//
+// Columns. For a (R, C) block reduced over R, a (32, Y) block owns 32 neighbouring columns:
+// thread (x, y) takes rows y, y + Y, ... of column x (a warp reads 32 contiguous elements),
+// and the Y partials of each column meet in shared memory.
+//
+// Every combination runs in a fixed order (a tree over lanes, then warps or row groups in
+// order), never through atomics, so two runs give bitwise identical results.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "cuda/launch.h"
+
+namespace gg::cuda {
+
+constexpr unsigned kWarpSize = 32;  // warpSize is a device variable; launch shapes need it on the host
+constexpr unsigned kFullWarp = 0xffffffffu;
+constexpr int64_t kWarpRowMaxCols = 1024;  // rows up to this long go to one warp
+constexpr unsigned kWarpRowsPerBlock = 8;
+constexpr unsigned kRowBlockThreads = 256;  // threads of a block that owns one long row
+constexpr unsigned kColumnGroups = 16;      // Y of a column block: rows read side by side
+constexpr int64_t kMaxBlocks = 65535;       // grids stay within every dim's limit; kernels grid-stride
+constexpr int64_t kMaxGridX = 2147483647;   // grid.x's own limit, for grids that must cover every column
+
+// −∞ for floats, the smallest value for integers: the start of a max, nothing below it.
+template <class T>
+constexpr T kLowest = std::is_floating_point_v<T> ? -std::numeric_limits<T>::infinity()
+                                                  : std::numeric_limits<T>::lowest();
+template <class T>
+constexpr T kHighest = std::is_floating_point_v<T> ? std::numeric_limits<T>::infinity()
+                                                   : std::numeric_limits<T>::max();
+
+template <class T>
+__device__ inline bool is_nan(T x) {
+    if constexpr (std::is_floating_point_v<T>) return x != x;  // only NaN differs from itself
+    else return false;
+}
+
+// The launch shape of a row-wise kernel over (rows, cols): warps for short rows, blocks for long ones.
+struct LaunchShape {
+    dim3 grid, block;
+};
+inline LaunchShape row_launch(int64_t rows, int64_t cols) {
+    if (cols <= kWarpRowMaxCols) {
+        const int64_t blocks = (rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
+        return {dim3(unsigned(std::clamp<int64_t>(blocks, 1, kMaxBlocks))), dim3(kWarpSize, kWarpRowsPerBlock)};
+    }
+    return {dim3(unsigned(std::clamp<int64_t>(rows, 1, kMaxBlocks))), dim3(kRowBlockThreads)};
+}
+
+// The first row of this thread's group, and the step to its next one.
+__device__ inline int64_t first_row() { return int64_t(blockIdx.x) * blockDim.y + threadIdx.y; }
+__device__ inline int64_t row_step() { return int64_t(gridDim.x) * blockDim.y; }
+
+// Combines one value per thread of the row group and gives the result to every thread of
+// the group. Lane 0 of a warp folds the others in a tree (v0 ⊕ v16, then ⊕ (v8 ⊕ v24), ...);
+// a block then folds its warps' results in order. Every thread of the group must call it.
+template <class T, class Combine>
+__device__ T row_reduce(T v, Combine combine) {
+    for (unsigned delta = kWarpSize / 2; delta > 0; delta /= 2) v = combine(v, __shfl_down_sync(kFullWarp, v, delta));
+    if (blockDim.x == kWarpSize) return __shfl_sync(kFullWarp, v, 0);
+    GG_SHARED(T[kRowBlockThreads / kWarpSize], warp_results);
+    const unsigned lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    if (lane == 0) warp_results[warp] = v;
+    __syncthreads();
+    T total = warp_results[0];
+    for (unsigned w = 1; w < blockDim.x / kWarpSize; ++w) total = combine(total, warp_results[w]);
+    __syncthreads();  // the next call writes warp_results again
+    return total;
+}
+
+struct Add {
+    template <class T>
+    __device__ T operator()(T a, T b) const { return a + b; }
+};
+// The larger, ignoring NaN as std::max_element does; enough where a NaN poisons the result anyway.
+struct Larger {
+    template <class T>
+    __device__ T operator()(T a, T b) const { return b > a ? b : a; }
+};
+
+// The max of xr[0, cols) and Σ exp(x − max) in double, as the CPU's softmax and
+// cross-entropy compute them; every thread of the row group gets both.
+template <class T>
+struct MaxSumExp {
+    T max;
+    double sum;
+};
+template <class T>
+__device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {  // xr: (cols)
+    T m = kLowest<T>;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = Larger{}(m, xr[c]);
+    m = row_reduce(m, Larger{});
+    double z = 0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) z += exp(double(xr[c] - m));
+    return {m, row_reduce(z, Add{})};
+}
+
+// The launch shape of a column-wise kernel: 32 columns per block along x (every column has
+// its block), `outer` (grid-strided beyond 65535) along y, Y = min(R, 16) row groups per block.
+inline LaunchShape column_launch(int64_t outer, int64_t R, int64_t cols) {
+    const int64_t column_blocks = (cols + kWarpSize - 1) / kWarpSize;
+    return {dim3(unsigned(std::clamp<int64_t>(column_blocks, 1, kMaxGridX)),
+                 unsigned(std::clamp<int64_t>(outer, 1, kMaxBlocks))),
+            dim3(kWarpSize, unsigned(std::clamp<int64_t>(R, 1, kColumnGroups)))};
+}
+
+// Folds value(r) for r < R into `identity` down this thread's column, the rows split over the
+// block's y groups; every thread gets its column's total. `active` is false for the threads
+// whose column lies past the end: they only take part in the barriers.
+template <class Acc, class Value, class Combine>
+__device__ Acc column_reduce(bool active, int64_t R, Acc identity, Value value, Combine combine) {
+    GG_SHARED(Acc[kColumnGroups][kWarpSize], partials);
+    Acc acc = identity;
+    if (active)
+        for (int64_t r = threadIdx.y; r < R; r += blockDim.y) acc = combine(acc, value(r));
+    partials[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    Acc total = partials[0][threadIdx.x];
+    for (unsigned y = 1; y < blockDim.y; ++y) total = combine(total, partials[y][threadIdx.x]);
+    __syncthreads();  // the next call writes partials again
+    return total;
+}
+
+}  // namespace gg::cuda

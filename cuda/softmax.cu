@@ -1,0 +1,75 @@
+// softmax.cu — row-wise softmax and log_softmax of a contiguous (rows, cols) matrix, and
+// their backward.
+//
+//   softmax:      y_c = exp(x_c − m) / z,       m = max_c x_c,  z = Σ_c exp(x_c − m)
+//   log_softmax:  y_c = x_c − m − log z
+//   backward:     softmax      dx = y ⊙ (dy − Σ_c dy_c y_c)
+//                 log_softmax  dx = dy − exp(y) Σ_c dy_c
+//
+// One warp per row (cols ≤ 1024, eight rows per block) or one block of 256 threads per row
+// (cuda/row_reduce.h): the threads stride over the row's columns, combine the max, then the
+// sum, in a fixed-order tree, and write their own columns.
+//
+// Numerics follow the CPU exactly, for f32 too: x − m in T, exp in double, z and the backward
+// dot product summed in double. Summing f32 exps in float would round log2(cols) times along
+// the tree, up to ~1e-6 relative for a vocabulary-sized row, which is the whole tolerance;
+// in double the only difference from the CPU is the order of the additions, invisible once
+// rounded to float. The cost is small: the kernel is bound by memory traffic, and an H100/H200
+// runs double arithmetic at half its float rate.
+#include "cuda/dispatch_floating.h"
+#include "cuda/kernels.h"
+#include "cuda/row_reduce.h"
+
+namespace gg::cuda::GG_CUDA_BUILD {
+
+namespace {
+
+// x, y: (rows, cols).
+template <class T>
+__global__ void softmax_rows(T* y, const T* x, int64_t rows, int64_t cols, bool log_softmax) {
+    for (int64_t r = first_row(); r < rows; r += row_step()) {
+        const T* xr = x + r * cols;  // (cols)
+        T* yr = y + r * cols;        // (cols)
+        const MaxSumExp<T> s = row_max_sum_exp(xr, cols);
+        const double log_z = log(s.sum);
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+            yr[c] = log_softmax ? T(xr[c] - s.max - log_z) : T(exp(double(xr[c] - s.max)) / s.sum);
+    }
+}
+
+// y, dy, dx: (rows, cols).
+template <class T>
+__global__ void softmax_backward_rows(T* dx, const T* y, const T* dy, int64_t rows, int64_t cols, bool log_softmax) {
+    for (int64_t r = first_row(); r < rows; r += row_step()) {
+        const T *yr = y + r * cols, *gr = dy + r * cols;  // (cols) each
+        T* dxr = dx + r * cols;                           // (cols)
+        double dot = 0;  // Σ dy ⊙ y, or Σ dy for log_softmax
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+            dot += log_softmax ? double(gr[c]) : double(gr[c]) * yr[c];
+        dot = row_reduce(dot, Add{});
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+            dxr[c] = log_softmax ? T(gr[c] - exp(double(yr[c])) * dot) : T(yr[c] * (gr[c] - dot));
+    }
+}
+
+}  // namespace
+
+void softmax(const View& out, const View& in, int64_t rows, int64_t cols, bool log) {
+    if (rows * cols == 0) return;
+    const LaunchShape shape = row_launch(rows, cols);
+    dispatch_floating(in.dtype, [&]<class T>() {
+        launch("softmax_rows", softmax_rows<T>, shape.grid, shape.block, 0, static_cast<T*>(out.data),
+               static_cast<const T*>(in.data), rows, cols, log);
+    });
+}
+
+void softmax_backward(const View& dx, const View& y, const View& dy, int64_t rows, int64_t cols, bool log) {
+    if (rows * cols == 0) return;
+    const LaunchShape shape = row_launch(rows, cols);
+    dispatch_floating(y.dtype, [&]<class T>() {
+        launch("softmax_backward_rows", softmax_backward_rows<T>, shape.grid, shape.block, 0, static_cast<T*>(dx.data),
+               static_cast<const T*>(y.data), static_cast<const T*>(dy.data), rows, cols, log);
+    });
+}
+
+}  // namespace gg::cuda::GG_CUDA_BUILD

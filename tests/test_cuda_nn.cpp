@@ -1,0 +1,419 @@
+// test_cuda_nn.cpp — the CUDA kernels of the nn families (reduce, softmax, cross_entropy,
+// embedding, routing, rms_norm, optim) run in the emulator (cuda/emu/) against the CPU
+// backend on the same inputs: odd sizes, sizes off the warp and block shapes, empty dims,
+// f32 and f64 (and int64 where the entry takes it), reruns that must be bitwise identical,
+// and index errors that must read as the CPU's.
+//
+// The emulator's device memory is host memory, so both backends read and write the same
+// std::vectors through Views.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cuda/device_error.h"
+#include "cuda/kernels.h"
+#include "tensor/backend.h"
+
+namespace emulated = gg::cuda::emulated;
+using gg::DType;
+using gg::ReduceOp;
+using gg::Shape;
+using gg::View;
+
+namespace {
+
+const gg::Backend& cpu() { return gg::backend(gg::Device::CPU); }
+
+template <class T>
+constexpr DType kDType = std::is_same_v<T, float> ? DType::f32 : std::is_same_v<T, double> ? DType::f64 : DType::i64;
+
+// Relative above 1, absolute below: the brief's tolerances; integers must be exact.
+template <class T>
+constexpr double kTol = std::is_same_v<T, float> ? 1e-5 : std::is_same_v<T, double> ? 1e-12 : 0;
+
+// A host array with a shape.
+template <class T>
+struct Array {
+    Shape shape;
+    std::vector<T> data;
+    View view() { return gg::make_view(data.data(), kDType<T>, shape, gg::contiguous_strides(shape)); }
+};
+
+std::mt19937_64& rng() {
+    static std::mt19937_64 generator(2505);
+    return generator;
+}
+
+// Uniform: reals in [lo, hi) for floating T, integers in [lo, hi] for int64.
+template <class T>
+Array<T> random_array(const Shape& shape, double lo = -3, double hi = 3) {
+    Array<T> a{shape, std::vector<T>(gg::shape_numel(shape))};
+    std::uniform_int_distribution<int64_t> integer{int64_t(lo), int64_t(hi)};
+    std::uniform_real_distribution<double> real(lo, hi);
+    for (T& x : a.data) x = std::is_integral_v<T> ? T(integer(rng())) : T(real(rng()));
+    return a;
+}
+
+// Outputs start at a value no kernel writes, so that an element left unwritten shows.
+template <class T>
+Array<T> filled(const Shape& shape, T value = T(7)) {
+    return {shape, std::vector<T>(gg::shape_numel(shape), value)};
+}
+
+// Ids in [0, limit).
+Array<int64_t> random_ids(const Shape& shape, int64_t limit) {
+    return random_array<int64_t>(shape, 0, double(limit - 1));
+}
+
+// "" when got holds expected within tol (NaN matches NaN), else the first difference.
+template <class T>
+std::string mismatch(const std::vector<T>& got, const std::vector<T>& expected, double tol = kTol<T>) {
+    if (got.size() != expected.size()) return "sizes differ";
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double g = double(got[i]), e = double(expected[i]);
+        if (g == e || (std::isnan(g) && std::isnan(e))) continue;
+        if (!(std::abs(g - e) <= tol * std::max(1.0, std::abs(e))))
+            return "element " + std::to_string(i) + " is " + std::to_string(g) + ", expected " + std::to_string(e);
+    }
+    return "";
+}
+
+template <class T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// The message of the std::out_of_range that `call` raised, at once (the CPU) or at the next
+// check of the device error record (the emulator); "" when there was none.
+template <class F>
+std::string out_of_range_message(F&& call) {
+    try {
+        call();
+        emulated::check_device_error();
+    } catch (const std::out_of_range& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// ---- reduce, sum_squares --------------------------------------------------------------------
+
+struct ReduceShape {
+    int64_t outer, R, inner;
+};
+
+TEST_CASE_TEMPLATE("reduce: sum, max and min over the middle axis match the CPU, bitwise on a rerun", T, float, double,
+                   int64_t) {
+    // Warp rows, a block row (R > 1024), strided rows (inner < 32), column blocks (inner ≥ 32,
+    // off multiples of 32, R above and below 16), an empty reduced dim, empty outputs.
+    for (const auto& [outer, R, inner] : {ReduceShape{3, 5, 1}, {2, 37, 1}, {1, 1500, 1}, {4, 7, 3}, {2, 5, 33},
+                                          {3, 40, 70}, {2, 0, 4}, {2, 0, 40}, {0, 4, 3}, {3, 4, 0}})
+        for (const ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+            if (op != ReduceOp::sum && R == 0) continue;
+            CAPTURE(outer); CAPTURE(R); CAPTURE(inner); CAPTURE(int(op));
+            Array<T> in = random_array<T>({outer, R, inner}, -50, 50);
+            Array<T> want = filled<T>({outer, inner}), got = want, again = want;
+            cpu().reduce(op, want.view(), in.view(), outer, R, inner);
+            emulated::reduce(op, got.view(), in.view(), outer, R, inner);
+            emulated::reduce(op, again.view(), in.view(), outer, R, inner);
+            CHECK(mismatch(got.data, want.data) == "");
+            CHECK(bitwise_equal(got.data, again.data));
+        }
+}
+
+TEST_CASE("reduce: max and min propagate NaN as the CPU does; over an empty dim they are an error") {
+    for (const auto& [outer, R, inner] : {ReduceShape{3, 40, 1}, {2, 6, 35}})
+        for (const ReduceOp op : {ReduceOp::max, ReduceOp::min}) {
+            Array<float> in = random_array<float>({outer, R, inner});
+            in.data[R * inner + 5 * inner] = NAN;  // outer 1, r = 5, j = 0
+            in.data[2 * inner + inner - 1] = NAN;  // outer 0, r = 2, j = inner − 1
+            Array<float> want = filled<float>({outer, inner}), got = want;
+            cpu().reduce(op, want.view(), in.view(), outer, R, inner);
+            emulated::reduce(op, got.view(), in.view(), outer, R, inner);
+            CHECK(std::isnan(got.data[inner]));
+            CHECK(mismatch(got.data, want.data) == "");
+        }
+    Array<float> in = filled<float>({2, 0, 3}), out = filled<float>({2, 3});
+    CHECK_THROWS_WITH_AS(emulated::reduce(ReduceOp::max, out.view(), in.view(), 2, 0, 3),
+                         "reduce: max/min over an empty dim", std::invalid_argument);
+}
+
+TEST_CASE_TEMPLATE("sum_squares adds Σ x² to a float64 accumulator like the CPU, the same on every run", T, float,
+                   double) {
+    for (const int64_t n : {0, 1, 300, 70000}) {  // no block, one partial block, ~274 blocks
+        CAPTURE(n);
+        Array<T> x = random_array<T>({n});
+        Array<double> want{{}, {1.5}}, got = want, again = want;
+        cpu().sum_squares(want.view(), x.view());
+        emulated::sum_squares(got.view(), x.view());
+        emulated::sum_squares(again.view(), x.view());
+        CHECK(mismatch(got.data, want.data, 1e-12) == "");
+        CHECK(bitwise_equal(got.data, again.data));
+    }
+}
+
+// ---- softmax, cross_entropy -----------------------------------------------------------------
+
+struct RowShape {
+    int64_t rows, cols;
+};
+// Warp rows (8 per block; 9 rows leave a block part-empty), block rows (cols > 1024), empty.
+constexpr RowShape kRowShapes[] = {{5, 7}, {9, 33}, {3, 1025}, {2, 2000}, {0, 5}};
+
+TEST_CASE_TEMPLATE("softmax and log_softmax, forward and backward, match the CPU", T, float, double) {
+    for (const auto& [rows, cols] : kRowShapes)
+        for (const bool log : {false, true}) {
+            CAPTURE(rows); CAPTURE(cols); CAPTURE(log);
+            Array<T> x = random_array<T>({rows, cols}, -5, 5);
+            if (rows * cols > 1) x.data[1] = -INFINITY;  // a masked position
+            Array<T> want = filled<T>({rows, cols}), got = want, again = want;
+            cpu().softmax(want.view(), x.view(), rows, cols, log);
+            emulated::softmax(got.view(), x.view(), rows, cols, log);
+            emulated::softmax(again.view(), x.view(), rows, cols, log);
+            CHECK(mismatch(got.data, want.data) == "");
+            CHECK(bitwise_equal(got.data, again.data));
+
+            Array<T> dy = random_array<T>({rows, cols});
+            Array<T> dx_want = filled<T>({rows, cols}), dx_got = dx_want;
+            cpu().softmax_backward(dx_want.view(), want.view(), dy.view(), rows, cols, log);
+            emulated::softmax_backward(dx_got.view(), want.view(), dy.view(), rows, cols, log);
+            CHECK(mismatch(dx_got.data, dx_want.data) == "");
+        }
+}
+
+TEST_CASE_TEMPLATE("cross_entropy and its backward match the CPU, ignored rows included", T, float, double) {
+    for (const auto& [N, V] : {RowShape{6, 10}, {11, 37}, {3, 1500}, {0, 5}})
+        for (const int64_t ignore_index : {int64_t(-100), int64_t(2)}) {  // outside and inside [0, V)
+            CAPTURE(N); CAPTURE(V); CAPTURE(ignore_index);
+            Array<T> logits = random_array<T>({N, V}, -6, 6);
+            Array<int64_t> targets = random_ids({N}, V);
+            Array<T> row_scale = random_array<T>({N}, 0.5, 1.5);
+            if (N > 1) targets.data[1] = ignore_index, row_scale.data[1] = 0;
+            Array<T> want = filled<T>({N}), got = want, again = want;
+            cpu().cross_entropy(want.view(), logits.view(), targets.view(), ignore_index);
+            emulated::cross_entropy(got.view(), logits.view(), targets.view(), ignore_index);
+            emulated::cross_entropy(again.view(), logits.view(), targets.view(), ignore_index);
+            CHECK(mismatch(got.data, want.data) == "");
+            CHECK(bitwise_equal(got.data, again.data));
+
+            Array<T> dx_want = filled<T>({N, V}), dx_got = dx_want;
+            cpu().cross_entropy_backward(dx_want.view(), logits.view(), targets.view(), row_scale.view());
+            emulated::cross_entropy_backward(dx_got.view(), logits.view(), targets.view(), row_scale.view());
+            CHECK(mismatch(dx_got.data, dx_want.data) == "");
+        }
+}
+
+// ---- embedding ------------------------------------------------------------------------------
+
+struct TableShape {
+    int64_t V, D, N;
+};
+
+TEST_CASE_TEMPLATE("index_select_rows gathers the CPU's rows", T, float, double, int64_t) {
+    for (const auto& [V, D, N] : {TableShape{11, 5, 17}, {4, 300, 9}, {3, 2, 0}}) {
+        CAPTURE(V); CAPTURE(D); CAPTURE(N);
+        Array<T> table = random_array<T>({V, D});
+        Array<int64_t> ids = random_ids({N}, V);
+        Array<T> want = filled<T>({N, D}), got = want;
+        cpu().index_select_rows(want.view(), table.view(), ids.view());
+        emulated::index_select_rows(got.view(), table.view(), ids.view());
+        CHECK(bitwise_equal(got.data, want.data));
+    }
+}
+
+TEST_CASE_TEMPLATE("index_add_rows adds repeated ids in position order: bitwise the CPU's, on every run", T, float,
+                   double, int64_t) {
+    // 300 positions over 7 ids: every id repeats across several 256-position chunks; 300
+    // columns make two column tiles.
+    for (const auto& [V, D, N] : {TableShape{11, 5, 17}, {7, 300, 300}, {5, 3, 0}}) {
+        CAPTURE(V); CAPTURE(D); CAPTURE(N);
+        Array<T> src = random_array<T>({N, D});
+        Array<int64_t> ids = random_ids({N}, V);
+        Array<T> want = random_array<T>({V, D}), got = want, again = want;
+        cpu().index_add_rows(want.view(), ids.view(), src.view());
+        emulated::index_add_rows(got.view(), ids.view(), src.view());
+        emulated::index_add_rows(again.view(), ids.view(), src.view());
+        CHECK(bitwise_equal(got.data, want.data));
+        CHECK(bitwise_equal(again.data, want.data));
+    }
+}
+
+// ---- routing --------------------------------------------------------------------------------
+
+struct RoutingShape {
+    int64_t rows, C, k;
+};
+
+TEST_CASE_TEMPLATE("gather_last and scatter_add_last match the CPU; repeated indices add up in order", T, float,
+                   double, int64_t) {
+    for (const auto& [rows, C, k] : {RoutingShape{7, 9, 4}, {300, 5, 6}, {0, 4, 2}}) {
+        CAPTURE(rows); CAPTURE(C); CAPTURE(k);
+        Array<T> in = random_array<T>({rows, C});
+        Array<int64_t> idx = random_ids({rows, k}, C);  // k = 6 > C = 5: repeats in every row
+        Array<T> want = filled<T>({rows, k}), got = want;
+        cpu().gather_last(want.view(), in.view(), idx.view());
+        emulated::gather_last(got.view(), in.view(), idx.view());
+        CHECK(bitwise_equal(got.data, want.data));
+
+        Array<T> src = random_array<T>({rows, k});
+        Array<T> sum_want = random_array<T>({rows, C}), sum_got = sum_want;
+        cpu().scatter_add_last(sum_want.view(), idx.view(), src.view());
+        emulated::scatter_add_last(sum_got.view(), idx.view(), src.view());
+        CHECK(bitwise_equal(sum_got.data, sum_want.data));
+    }
+}
+
+TEST_CASE_TEMPLATE("topk_last picks the CPU's values and indices, ties by lower index first", T, float, double,
+                   int64_t) {
+    // Warp rows (C ≤ 1024, 10 rows fill one block and part of another), a full sort (k = C),
+    // block rows (C > 1024), k = 0, no rows, a single column.
+    for (const auto& [rows, C, k] :
+         {RoutingShape{10, 9, 3}, {9, 40, 40}, {3, 1500, 5}, {5, 8, 0}, {0, 4, 2}, {4, 1, 1}})
+        for (const double spread : {2.0, 1e3}) {  // integers in [−2, 2] tie often; in [−1000, 1000] rarely
+            CAPTURE(rows); CAPTURE(C); CAPTURE(k); CAPTURE(spread);
+            Array<T> in = random_array<T>({rows, C}, -spread, spread);
+            for (T& x : in.data) x = T(std::round(double(x)));
+            Array<T> values_want = filled<T>({rows, k}), values_got = values_want;
+            Array<int64_t> indices_want = filled<int64_t>({rows, k}), indices_got = indices_want;
+            cpu().topk_last(values_want.view(), indices_want.view(), in.view(), k);
+            emulated::topk_last(values_got.view(), indices_got.view(), in.view(), k);
+            CHECK(bitwise_equal(values_got.data, values_want.data));
+            CHECK(indices_got.data == indices_want.data);
+        }
+}
+
+TEST_CASE("topk_last: -0.0 and 0.0 tie (lower index first); NaN ranks above +inf") {
+    Array<float> in{{1, 5}, {0.0f, -0.0f, NAN, INFINITY, -0.0f}};
+    Array<float> values = filled<float>({1, 5});
+    Array<int64_t> indices = filled<int64_t>({1, 5});
+    emulated::topk_last(values.view(), indices.view(), in.view(), 5);
+    CHECK(indices.data == std::vector<int64_t>{2, 3, 0, 1, 4});
+    CHECK(std::isnan(values.data[0]));
+    CHECK(!std::signbit(values.data[2]));
+    CHECK(std::signbit(values.data[3]));
+}
+
+// ---- index errors ---------------------------------------------------------------------------
+
+TEST_CASE("an index out of range is reported with the CPU's message, and the record is cleared") {
+    Array<float> table = random_array<float>({11, 4}), rows = filled<float>({4, 4});
+    Array<int64_t> ids{{4}, {0, 3, 11, 1}};
+    const std::string embedding = "embedding: index 11 at position 2 is out of range [0, 11)";
+    CHECK(out_of_range_message([&] { cpu().index_select_rows(rows.view(), table.view(), ids.view()); }) == embedding);
+    CHECK(out_of_range_message([&] { emulated::index_select_rows(rows.view(), table.view(), ids.view()); }) ==
+          embedding);
+    CHECK(rows.data[2 * 4] == 7.0f);  // the bad id's row is skipped
+    CHECK_NOTHROW(emulated::check_device_error());
+
+    ids.data = {2, -1, 2, 0};
+    const std::string index_add = "index_add: index -1 at position 1 is out of range [0, 11)";
+    CHECK(out_of_range_message([&] { cpu().index_add_rows(table.view(), ids.view(), rows.view()); }) == index_add);
+    CHECK(out_of_range_message([&] { emulated::index_add_rows(table.view(), ids.view(), rows.view()); }) == index_add);
+
+    Array<float> in = random_array<float>({2, 5}), picked = filled<float>({2, 3});
+    Array<int64_t> idx{{2, 3}, {0, 4, 1, 2, 5, 3}};
+    const std::string gather = "gather: index 5 at position 4 is out of range [0, 5)";
+    CHECK(out_of_range_message([&] { cpu().gather_last(picked.view(), in.view(), idx.view()); }) == gather);
+    CHECK(out_of_range_message([&] { emulated::gather_last(picked.view(), in.view(), idx.view()); }) == gather);
+    const std::string scatter_add = "scatter_add: index 5 at position 4 is out of range [0, 5)";
+    CHECK(out_of_range_message([&] { cpu().scatter_add_last(in.view(), idx.view(), picked.view()); }) == scatter_add);
+    CHECK(out_of_range_message([&] { emulated::scatter_add_last(in.view(), idx.view(), picked.view()); }) ==
+          scatter_add);
+
+    Array<float> logits = random_array<float>({3, 10}), loss = filled<float>({3}), scale = filled<float>({3}, 1.0f);
+    Array<int64_t> targets{{3}, {4, -100, 10}};
+    const std::string cross_entropy = "cross_entropy: index 10 at position 2 is out of range [0, 10)";
+    CHECK(out_of_range_message([&] { cpu().cross_entropy(loss.view(), logits.view(), targets.view(), -100); }) ==
+          cross_entropy);
+    CHECK(out_of_range_message([&] { emulated::cross_entropy(loss.view(), logits.view(), targets.view(), -100); }) ==
+          cross_entropy);
+    // The CPU's backward trusts the targets its forward checked; the kernel checks them anyway.
+    Array<float> dlogits = filled<float>({3, 10});
+    scale.data[1] = 0;
+    CHECK(out_of_range_message([&] {
+              emulated::cross_entropy_backward(dlogits.view(), logits.view(), targets.view(), scale.view());
+          }) == cross_entropy);
+    CHECK_NOTHROW(emulated::check_device_error());
+}
+
+// ---- rms_norm -------------------------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("rms_norm forward and backward match the CPU; dweight is the same on every run", T, float, double) {
+    // Warp rows, column blocks with rows above 16, block rows (cols > 1024); no rows: dw = 0.
+    for (const auto& [rows, cols] : {RowShape{5, 7}, {9, 40}, {33, 70}, {3, 1100}, {0, 6}}) {
+        CAPTURE(rows); CAPTURE(cols);
+        Array<T> x = random_array<T>({rows, cols}), w = random_array<T>({cols}, 0.5, 1.5);
+        Array<T> y_want = filled<T>({rows, cols}), y_got = y_want;
+        Array<T> rstd_want = filled<T>({rows}), rstd_got = rstd_want;
+        cpu().rms_norm_forward(y_want.view(), rstd_want.view(), x.view(), w.view(), rows, cols, 1e-5);
+        emulated::rms_norm_forward(y_got.view(), rstd_got.view(), x.view(), w.view(), rows, cols, 1e-5);
+        CHECK(mismatch(y_got.data, y_want.data) == "");
+        CHECK(mismatch(rstd_got.data, rstd_want.data) == "");
+
+        Array<T> dy = random_array<T>({rows, cols});
+        Array<T> dx_want = filled<T>({rows, cols}), dx_got = dx_want;
+        Array<T> dw_want = filled<T>({cols}), dw_got = dw_want, dw_again = dw_want;
+        cpu().rms_norm_backward(dx_want.view(), dw_want.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
+                                rows, cols);
+        emulated::rms_norm_backward(dx_got.view(), dw_got.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
+                                    rows, cols);
+        emulated::rms_norm_backward(dx_got.view(), dw_again.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
+                                    rows, cols);
+        CHECK(mismatch(dx_got.data, dx_want.data) == "");
+        CHECK(mismatch(dw_got.data, dw_want.data) == "");
+        CHECK(bitwise_equal(dw_got.data, dw_again.data));
+    }
+}
+
+// ---- optim ----------------------------------------------------------------------------------
+
+// Within a few ulps: the same operations in the same order as the CPU.
+template <class T>
+constexpr double kUlps = 4 * std::numeric_limits<T>::epsilon();
+
+TEST_CASE_TEMPLATE("adamw_step and sgd_step follow the CPU's arithmetic over several steps", T, float, double) {
+    // 1001 floats: the float4 path and a scalar tail; an offset of one element: misaligned,
+    // scalar only; 7 elements; none.
+    for (const auto& [n, offset] : {std::pair<int64_t, int64_t>{1001, 0}, {1001, 1}, {7, 0}, {0, 0}}) {
+        CAPTURE(n); CAPTURE(offset);
+        const Shape shape{n + offset};
+        Array<T> p = random_array<T>(shape), m = filled<T>(shape, T(0)), v = m;
+        Array<T> p_cpu = p, m_cpu = m, v_cpu = v;
+        auto at = [&](Array<T>& a) { return gg::make_view(a.data.data() + offset, kDType<T>, {n}, {1}); };
+        for (int t = 1; t <= 3; ++t) {
+            Array<T> g = random_array<T>(shape);
+            const gg::AdamWStep step{1e-2, 0.9, 0.999, 1e-8, 0.1, 1 - std::pow(0.9, t), 1 - std::pow(0.999, t)};
+            cpu().adamw_step(step, at(p_cpu), at(g), at(m_cpu), at(v_cpu));
+            emulated::adamw_step(step, at(p), at(g), at(m), at(v));
+        }
+        CHECK(mismatch(p.data, p_cpu.data, kUlps<T>) == "");
+        CHECK(mismatch(m.data, m_cpu.data, kUlps<T>) == "");
+        CHECK(mismatch(v.data, v_cpu.data, kUlps<T>) == "");
+
+        for (const double momentum : {0.0, 0.9}) {
+            CAPTURE(momentum);
+            Array<T> q = random_array<T>(shape), buf = filled<T>(shape, T(0));
+            Array<T> q_cpu = q, buf_cpu = buf;
+            // Without momentum there is no buffer: its data pointer is null.
+            auto buffer = [&](Array<T>& b) { return momentum == 0 ? View{} : at(b); };
+            for (int t = 0; t < 3; ++t) {
+                Array<T> g = random_array<T>(shape);
+                const gg::SGDStep step{0.05, momentum, 0.01};
+                cpu().sgd_step(step, at(q_cpu), at(g), buffer(buf_cpu));
+                emulated::sgd_step(step, at(q), at(g), buffer(buf));
+            }
+            CHECK(mismatch(q.data, q_cpu.data, kUlps<T>) == "");
+            CHECK(mismatch(buf.data, buf_cpu.data, kUlps<T>) == "");
+        }
+    }
+}
+
+}  // namespace
