@@ -216,9 +216,12 @@ void cpu_where(const View& out, const View& cond, const View& a, const View& b) 
 void cpu_reduce(ReduceOp op, const View& out, const View& in, int64_t outer, int64_t R, int64_t inner) {
     dispatch(out.dtype, [&]<class T>() {
         using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-        const Acc init = op == ReduceOp::sum   ? Acc(0)
-                         : op == ReduceOp::max ? std::numeric_limits<Acc>::lowest()
-                                               : std::numeric_limits<Acc>::max();
+        // max starts below every value: −∞ for floats (so a run of −∞ gives −∞), the lowest
+        // integer for int64; min likewise from above.
+        constexpr bool floating = std::is_floating_point_v<T>;
+        const Acc lowest = floating ? -std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::lowest();
+        const Acc highest = floating ? std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::max();
+        const Acc init = op == ReduceOp::sum ? Acc(0) : op == ReduceOp::max ? lowest : highest;
         auto combine = [op](Acc acc, T x) -> Acc {
             if (op == ReduceOp::sum) return acc + x;
             if (op == ReduceOp::max) return std::isnan(double(x)) || x > acc ? Acc(x) : acc;

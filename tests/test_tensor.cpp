@@ -448,6 +448,10 @@ TEST_CASE("tensor: sum, mean, amax, amin over any dims, with and without keepdim
     CHECK(x.mean({0}, true).shape() == Shape{1, 3, 4, 5});
     // Integer sums stay exact.
     CHECK(gg::sum(gg::arange(101)).item() == 5050);
+    // Over a run of infinities, max and min are infinite, as in torch (not the largest finite value).
+    const Tensor infs = gg::full({3}, -INFINITY, gg::DType::f64);
+    CHECK(gg::amax(infs).item() == -INFINITY);
+    CHECK(gg::amin(-infs).item() == INFINITY);
     CHECK_THROWS_WITH_AS(gg::sum(x, {4}), doctest::Contains("sum: dim 4 out of range for a tensor of 4 dims"),
                          std::out_of_range);
 }
