@@ -1,44 +1,42 @@
 // Tutorial 07 — learning-rate stability (the article's 4.3, the paper's Table 4 / Figure 1).
 //
-// Sweeps the peak learning rate for a standard attention LM and the same LM with the G1
-// gate (σ(x W_g) ⊙ SDPA output), on the same data, schedule, steps and seeds, and reports
-// for every run its final validation loss, largest gradient norm, loss spikes and whether
-// it diverged. A deep, narrow model (8 layers of width 64) makes stability the bottleneck.
+// Does the G1 gate (σ(x W_g) ⊙ SDPA output) let a model train at larger learning rates?
+// We sweep the peak learning rate for a standard attention LM and the same LM with the
+// gate, on the same data, schedule, steps and seeds, and report for every run its final
+// validation loss, largest gradient norm, loss spikes and whether it diverged. A deep,
+// narrow model (8 layers of width 64) makes stability the bottleneck.
 //
-// Build and run from the repository root (two runs at a time, one thread each):
-//   meson setup build && meson compile -C build
+// Run from the repository root (two runs at a time, one thread each; about 15 minutes):
 //   OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive ./build/tutorials/tutorial_07_learning_rate
-// Writes tutorials/07_learning_rate/results/{runs.csv,steps.csv,summary.json,final_loss_vs_lr.svg,
-// loss_curves.svg}; --quick (about a minute) writes to build/tutorials/07_quick/ instead.
+// --quick is a one-minute version; --out DIR writes the results there (the committed ones:
+// --out tutorials/07_learning_rate/results).
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "nn/train/data.h"
-#include "nn/analysis/plot.h"
-#include "nn/train/trainer.h"
-#include "run_pool.h"
+#include "common/options.h"
+#include "common/processes.h"
+#include "common/results.h"
+#include "common/timing.h"
+#include "gatedgrad.h"
 
 using namespace gg::nn;
-namespace fs = std::filesystem;
+using namespace tutorial;
 
 namespace {
 
+// 1. The sweep: every rate × seed × {baseline, G1}. A seed fixes the initial weights and
+//    the batch order, the same for both models.
 struct Sweep {
     std::vector<double> lrs{3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0};
     int64_t seeds = 2;  // seeds 1 … seeds at every rate
     int64_t steps = 300, warmup = 10, batch = 8, seq_len = 64;
     double clip = 1.0;  // gradient-norm clipping; 0: none
     int64_t layers = 8, d_model = 64, heads = 4;
-    int jobs = 2;
-    std::string out = "tutorials/07_learning_rate/results";
 };
 
 struct Run {
@@ -48,9 +46,20 @@ struct Run {
     std::string model() const { return gated ? "G1" : "baseline"; }
 };
 
-// A loss spike (our definition, stated in the README): a step whose training loss exceeds
-// the minimum of the previous 20 steps' losses by more than 1 nat. Consecutive such steps
-// are one spike. Hard batches alone (the same ones in every run of a seed) reach 0.85.
+TrainConfig train_config(const Sweep& s, const Run& r) {
+    TrainConfig c;
+    c.model.n_layers = s.layers, c.model.d_model = s.d_model, c.model.attn.n_heads = s.heads;
+    c.model.attn.gate = r.gated ? GatePosition::sdpa_output : GatePosition::none;
+    c.model.max_len = c.seq_len = s.seq_len;
+    c.batch_size = s.batch, c.steps = s.steps, c.warmup = s.warmup, c.lr = r.lr, c.seed = r.seed;
+    c.grad_clip = s.clip;
+    c.eval_every = 0;  // validate once, at the end
+    return c;
+}
+
+// 2. A loss spike (our definition, stated in the README): a step whose training loss exceeds
+//    the minimum of the previous 20 steps' losses by more than 1 nat. Consecutive such steps
+//    are one spike. Hard batches alone (the same ones in every run of a seed) reach 0.85.
 constexpr int64_t kSpikeWindow = 20;
 constexpr double kSpikeNats = 1.0;
 
@@ -67,18 +76,7 @@ int64_t count_spikes(const std::vector<double>& loss) {
     return spikes;
 }
 
-TrainConfig train_config(const Sweep& s, const Run& r) {
-    TrainConfig c;
-    c.model.n_layers = s.layers, c.model.d_model = s.d_model, c.model.attn.n_heads = s.heads;
-    c.model.attn.gate = r.gated ? GatePosition::sdpa_output : GatePosition::none;
-    c.model.max_len = c.seq_len = s.seq_len;
-    c.batch_size = s.batch, c.steps = s.steps, c.warmup = s.warmup, c.lr = r.lr, c.seed = r.seed;
-    c.grad_clip = s.clip;
-    c.eval_every = 0;  // validate once, at the end
-    return c;
-}
-
-// One training run, in a child process: its summary and per-step log as JSON.
+// 3. One training run, in a child process: its summary and per-step log as JSON.
 std::string train_one(const Sweep& s, const Run& r, const std::shared_ptr<const TextDataset>& data, double unigram) {
     Trainer trainer(train_config(s, r), data);
     const TrainResult result = trainer.run(/*quiet=*/true);
@@ -90,7 +88,7 @@ std::string train_one(const Sweep& s, const Run& r, const std::shared_ptr<const 
     const auto after_warmup = grad_norm.begin() + std::min<int64_t>(warmup, std::ssize(grad_norm));
     const double max_grad = after_warmup == grad_norm.end() ? NAN : *std::max_element(after_warmup, grad_norm.end());
     const int64_t spikes = count_spikes(loss);
-    const bool diverged = result.diverged || !(val < unigram);
+    const bool diverged = result.diverged || !(val < unigram);  // worse than ignoring the context
     std::printf("  %-8s lr %.1e seed %llu: val loss %.4f, max |g| %6.2f, spikes %lld, %s (%.0f s)\n", r.model().c_str(),
                 r.lr, static_cast<unsigned long long>(r.seed), val, max_grad, static_cast<long long>(spikes),
                 diverged ? "DIVERGED" : "ok", result.seconds);
@@ -99,50 +97,129 @@ std::string train_one(const Sweep& s, const Run& r, const std::shared_ptr<const 
     return j.dump();
 }
 
-// JSON has no NaN or infinity: nlohmann writes them as null, and we read null back as NaN.
-double number(const nlohmann::json& j) { return j.is_null() ? NAN : j.get<double>(); }
-std::vector<double> numbers(const nlohmann::json& j) {
-    std::vector<double> out;
-    for (const nlohmann::json& x : j) out.push_back(number(x));
-    return out;
+// 4. The table, per model and rate (over seeds: each loss, the worst gradient, all spikes).
+//    A rate is stable for a model when every seed finished below the unigram baseline
+//    without a loss spike. Returns the summary; `mean_loss` gets each model's line.
+json summarise(const Sweep& s, const std::vector<Run>& runs, const std::vector<nlohmann::json>& results,
+               double unigram, std::vector<Series>& mean_loss) {
+    std::printf("\n%-8s  %8s  %5s  %-15s  %11s  %6s  %s\n", "model", "peak lr", "seeds", "final val loss",
+                "max |grad|*", "spikes", "diverged");
+    json summary = {{"unigram_entropy", unigram}, {"steps", s.steps}, {"warmup", s.warmup}, {"layers", s.layers},
+                    {"d_model", s.d_model},       {"heads", s.heads}, {"batch", s.batch},   {"seq_len", s.seq_len},
+                    {"models", json::object()}};
+    for (bool gated : {false, true}) {
+        const std::string model = gated ? "G1" : "baseline";
+        std::vector<double> means;
+        double largest_stable = NAN;
+        json rows = json::array();
+        for (double lr : s.lrs) {
+            std::vector<double> vals;
+            double max_grad = 0;
+            int64_t spikes = 0, diverged = 0, n = 0;
+            std::string each;
+            for (size_t i = 0; i < runs.size(); ++i) {
+                if (runs[i].gated != gated || runs[i].lr != lr) continue;
+                const nlohmann::json& j = results[i];
+                vals.push_back(json_number(j["val_loss"]));
+                max_grad = std::max(max_grad, json_number(j["max_grad_norm"]));
+                spikes += j["spikes"].get<int64_t>();
+                diverged += j["diverged"].get<bool>();
+                ++n;
+                char v[32];
+                std::snprintf(v, sizeof v, "%s%.3f", each.empty() ? "" : "/", vals.back());
+                each += v;
+            }
+            means.push_back(average(vals));
+            const bool stable = diverged == 0 && spikes == 0;
+            if (stable) largest_stable = lr;
+            std::printf("%-8s  %8.1e  %5lld  %-15s  %11.2f  %6lld  %lld of %lld\n", model.c_str(), lr, (long long)n,
+                        each.c_str(), max_grad, (long long)spikes, (long long)diverged, (long long)n);
+            rows.push_back({{"lr", lr}, {"seeds", n}, {"val_loss", vals}, {"max_grad_norm", max_grad}, {"spikes", spikes},
+                            {"diverged_runs", diverged}, {"stable", stable}});
+        }
+        summary["models"][model] = {{"largest_stable_lr", largest_stable}, {"rates", rows}};
+        mean_loss.push_back({model + " (mean over seeds)", s.lrs, means, gated ? "#d62728" : "#1f77b4"});
+    }
+    const double stable_base = summary["models"]["baseline"]["largest_stable_lr"].get<double>();
+    const double stable_g1 = summary["models"]["G1"]["largest_stable_lr"].get<double>();
+    std::printf("* largest gradient norm (before clipping) after the warmup, over seeds\n");
+    std::printf("\nlargest stable peak lr (no divergence, no spike, every seed): baseline %.1e, G1 %.1e, ratio %.1f\n",
+                stable_base, stable_g1, stable_g1 / stable_base);
+    summary["stable_lr_ratio"] = stable_g1 / stable_base;
+    return summary;
 }
 
-double mean_of(const std::vector<double>& v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return v.empty() ? NAN : sum / double(v.size());
+// 5. The files: per-run and per-step CSVs, the summary, two pictures.
+void write_results(const std::filesystem::path& dir, const Sweep& s, const std::vector<Run>& runs,
+                   const std::vector<nlohmann::json>& results, double unigram, const json& summary,
+                   std::vector<Series> curves) {
+    std::filesystem::create_directories(dir);
+    std::vector<std::vector<double>> run_rows, step_rows;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const nlohmann::json& j = results[i];
+        run_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), json_number(j["val_loss"]),
+                            json_number(j["max_grad_norm"]), double(j["spikes"].get<int64_t>()),
+                            double(j["diverged"].get<bool>()), j["seconds"].get<double>()});
+        const auto loss = json_numbers(j["loss"]), grad = json_numbers(j["grad_norm"]);
+        for (size_t t = 0; t < loss.size(); ++t)
+            step_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), double(t + 1), loss[t], grad[t]});
+    }
+    write_text_file(dir / "runs.csv", csv_table({"gated", "lr", "seed", "val_loss", "max_grad_norm", "spikes", "diverged",
+                                                 "seconds"}, run_rows));
+    write_text_file(dir / "steps.csv", csv_table({"gated", "lr", "seed", "step", "loss", "grad_norm"}, step_rows));
+    write_json(dir / "summary.json", summary);
+
+    for (bool gated : {false, true})  // every seed as a point under the mean curve
+        for (size_t i = 0; i < runs.size(); ++i)
+            if (runs[i].gated == gated)
+                curves.push_back({"", {runs[i].lr}, {json_number(results[i]["val_loss"])}, gated ? "#d62728" : "#1f77b4",
+                                  true, 0.6});
+    ChartOptions chart =
+        chart_options("Final validation loss after " + std::to_string(s.steps) + " steps, " + std::to_string(s.layers) +
+                          "-layer LM",
+                      "peak learning rate", "validation loss (nats/byte)", unigram, "unigram entropy (diverged above)");
+    chart.log_x = true;
+    write_text_file(dir / "final_loss_vs_lr.svg", svg_line_chart(curves, chart));
+
+    // Training-loss curves (smoothed) of seed 1 at the two largest rates: where spikes show.
+    std::vector<Series> lines;
+    for (size_t k = s.lrs.size() >= 2 ? s.lrs.size() - 2 : 0; k < s.lrs.size(); ++k)
+        for (size_t i = 0; i < runs.size(); ++i) {
+            if (runs[i].lr != s.lrs[k] || runs[i].seed != 1) continue;
+            const auto loss = json_numbers(results[i]["loss"]);
+            std::vector<double> steps(loss.size());
+            for (size_t t = 0; t < loss.size(); ++t) steps[t] = double(t + 1);
+            char label[64];
+            std::snprintf(label, sizeof label, "%s, lr %.1e", runs[i].model().c_str(), runs[i].lr);
+            lines.push_back(line(label, steps, smooth(loss, 0.8), chart_color(lines.size())));
+        }
+    chart = chart_options("Training loss (EMA 0.8), seed 1, two largest rates", "step", "training loss (nats/byte)",
+                          unigram, "unigram entropy");
+    write_text_file(dir / "loss_curves.svg", svg_line_chart(lines, chart));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     Sweep s;
-    bool quick = false;
-    std::string out;
+    ExperimentOptions options;
     CLI::App app{"Tutorial 07: final loss, gradient norms and loss spikes over a learning-rate sweep, baseline vs G1"};
-    app.add_flag("--quick", quick, "a one-minute version: 3 rates, 4 layers, 60 steps");
-    app.add_option("--jobs", s.jobs, "runs trained at the same time (one process each)")->check(CLI::PositiveNumber);
-    app.add_option("--out", out, "output folder (default: tutorials/07_learning_rate/results)");
+    add_quick_and_out(app, options, "a one-minute version: 3 rates, 4 layers, 60 steps", "tutorials/07_learning_rate/results");
+    add_sweep_options(app, options, s.steps, s.seeds);
     app.add_option("--lrs", s.lrs, "peak learning rates");
-    app.add_option("--steps", s.steps, "training steps per run")->check(CLI::PositiveNumber);
-    app.add_option("--seeds", s.seeds, "seeds at every rate")->check(CLI::PositiveNumber);
     app.add_option("--clip", s.clip, "clip the gradient norm to this (0: no clipping)")->check(CLI::NonNegativeNumber);
     CLI11_PARSE(app, argc, argv);
-    if (quick) {  // smaller defaults; options given on the command line still win
+    if (options.quick) {  // smaller defaults; options given on the command line still win
         if (!app.count("--lrs")) s.lrs = {1e-2, 1e-1, 1.0};
         if (!app.count("--steps")) s.steps = 60;
         if (!app.count("--seeds")) s.seeds = 1;
         s.layers = 4;
-        s.out = "build/tutorials/07_quick";
     }
-    if (!out.empty()) s.out = out;
     std::sort(s.lrs.begin(), s.lrs.end());
 
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     const auto data = std::make_shared<const TextDataset>(load_documents({kDefaultCorpus}));
     const double unigram = data->unigram_entropy();
-    // Every rate with seeds 1 … s.seeds; a seed fixes the initial weights and the batch order,
-    // the same for both models.
     std::vector<Run> runs;
     for (double lr : s.lrs)
         for (int64_t seed = 1; seed <= s.seeds; ++seed)
@@ -155,117 +232,21 @@ int main(int argc, char** argv) {
                 "%s\n",
                 (long long)s.steps, (long long)s.warmup, clip);
     std::printf("unigram entropy of the training bytes: %.4f nats (a run that ends above it diverged)\n", unigram);
-    std::printf("%zu runs, %d at a time:\n", runs.size(), s.jobs);
+    std::printf("%zu runs, %d at a time:\n", runs.size(), options.jobs);
 
-    const std::vector<std::string> texts = tutorial::run_in_processes(
-        static_cast<int64_t>(runs.size()), s.jobs, [&](int64_t i) { return train_one(s, runs[i], data, unigram); });
     std::vector<nlohmann::json> results;
-    for (const std::string& t : texts) results.push_back(nlohmann::json::parse(t));
-    auto val_of = [](const nlohmann::json& j) { return number(j["val_loss"]); };
+    for (const std::string& text : run_in_processes(std::ssize(runs), options.jobs,
+                                                    [&](int64_t i) { return train_one(s, runs[i], data, unigram); }))
+        results.push_back(nlohmann::json::parse(text));
 
-    // ---- the table, per model and rate (over seeds: mean loss, worst gradient, all spikes)
-    fs::create_directories(s.out);
-    std::printf("\n%-8s  %8s  %5s  %-15s  %11s  %6s  %s\n", "model", "peak lr", "seeds", "final val loss",
-                "max |grad|*", "spikes", "diverged");
-    nlohmann::ordered_json summary = {{"unigram_entropy", unigram}, {"steps", s.steps}, {"warmup", s.warmup},
-                                      {"layers", s.layers}, {"d_model", s.d_model}, {"heads", s.heads},
-                                      {"batch", s.batch}, {"seq_len", s.seq_len}, {"models", nlohmann::ordered_json::object()}};
     std::vector<Series> curves;
-    for (bool gated : {false, true}) {
-        const std::string model = gated ? "G1" : "baseline";
-        std::vector<double> mean_loss;
-        double largest_stable = NAN;
-        nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-        for (double lr : s.lrs) {
-            std::vector<double> vals;
-            double max_grad = 0;
-            int64_t spikes = 0, diverged = 0, n = 0;
-            std::string each;
-            for (size_t i = 0; i < runs.size(); ++i) {
-                if (runs[i].gated != gated || runs[i].lr != lr) continue;
-                const nlohmann::json& j = results[i];
-                vals.push_back(val_of(j));
-                max_grad = std::max(max_grad, number(j["max_grad_norm"]));
-                spikes += j["spikes"].get<int64_t>();
-                diverged += j["diverged"].get<bool>();
-                ++n;
-                char v[32];
-                std::snprintf(v, sizeof v, "%s%.3f", each.empty() ? "" : "/", val_of(j));
-                each += v;
-            }
-            mean_loss.push_back(mean_of(vals));
-            // Stable: every seed finished below the unigram baseline without a loss spike.
-            const bool stable = diverged == 0 && spikes == 0;
-            if (stable) largest_stable = lr;
-            std::printf("%-8s  %8.1e  %5lld  %-15s  %11.2f  %6lld  %lld of %lld\n", model.c_str(), lr, (long long)n,
-                        each.c_str(), max_grad, (long long)spikes, (long long)diverged, (long long)n);
-            rows.push_back({{"lr", lr}, {"seeds", n}, {"val_loss", vals}, {"max_grad_norm", max_grad}, {"spikes", spikes},
-                            {"diverged_runs", diverged}, {"stable", stable}});
-        }
-        summary["models"][model] = {{"largest_stable_lr", largest_stable}, {"rates", rows}};
-        curves.push_back({model + " (mean over seeds)", s.lrs, mean_loss, gated ? "#d62728" : "#1f77b4"});
+    const json summary = summarise(s, runs, results, unigram, curves);
+    if (options.out.empty()) {
+        std::printf("in %s\n", minutes_and_cpu_minutes(start).c_str());
+        return 0;
     }
-    const double stable_base = summary["models"]["baseline"]["largest_stable_lr"].get<double>();
-    const double stable_g1 = summary["models"]["G1"]["largest_stable_lr"].get<double>();
-    std::printf("* largest gradient norm (before clipping) after the warmup, over seeds\n");
-    std::printf("\nlargest stable peak lr (no divergence, no spike, every seed): baseline %.1e, G1 %.1e, ratio %.1f\n",
-                stable_base, stable_g1, stable_g1 / stable_base);
-    summary["stable_lr_ratio"] = stable_g1 / stable_base;
-
-    // ---- files: per-run and per-step CSVs, the summary, two pictures
-    std::vector<std::vector<double>> run_rows, step_rows;
-    for (size_t i = 0; i < runs.size(); ++i) {
-        const nlohmann::json& j = results[i];
-        run_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), val_of(j), number(j["max_grad_norm"]),
-                            double(j["spikes"].get<int64_t>()), double(j["diverged"].get<bool>()), j["seconds"].get<double>()});
-        const auto loss = numbers(j["loss"]), grad = numbers(j["grad_norm"]);
-        for (size_t t = 0; t < loss.size(); ++t)
-            step_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), double(t + 1), loss[t], grad[t]});
-    }
-    const fs::path dir = s.out;
-    write_text_file(dir / "runs.csv", csv_table({"gated", "lr", "seed", "val_loss", "max_grad_norm", "spikes", "diverged",
-                                                 "seconds"}, run_rows));
-    write_text_file(dir / "steps.csv", csv_table({"gated", "lr", "seed", "step", "loss", "grad_norm"}, step_rows));
-    write_text_file(dir / "summary.json", summary.dump(2) + "\n");
-
-    ChartOptions chart;
-    chart.title = "Final validation loss after " + std::to_string(s.steps) + " steps, " + std::to_string(s.layers) +
-                  "-layer LM";
-    chart.x_label = "peak learning rate";
-    chart.y_label = "validation loss (nats/byte)";
-    chart.log_x = true;
-    chart.reference_y = unigram;
-    chart.reference_label = "unigram entropy (diverged above)";
-    for (bool gated : {false, true})  // every seed as a point under the mean curve
-        for (size_t i = 0; i < runs.size(); ++i)
-            if (runs[i].gated == gated)
-                curves.push_back({"", {runs[i].lr}, {val_of(results[i])}, gated ? "#d62728" : "#1f77b4", true, 0.6});
-    write_text_file(dir / "final_loss_vs_lr.svg", svg_line_chart(curves, chart));
-
-    // Training-loss curves (smoothed) of seed 1 at the two largest rates: where spikes show.
-    std::vector<Series> lines;
-    for (size_t k = s.lrs.size() >= 2 ? s.lrs.size() - 2 : 0; k < s.lrs.size(); ++k)
-        for (size_t i = 0; i < runs.size(); ++i) {
-            if (runs[i].lr != s.lrs[k] || runs[i].seed != 1) continue;
-            const auto loss = numbers(results[i]["loss"]);
-            std::vector<double> steps(loss.size());
-            for (size_t t = 0; t < loss.size(); ++t) steps[t] = double(t + 1);
-            char label[64];
-            std::snprintf(label, sizeof label, "%s, lr %.1e", runs[i].model().c_str(), runs[i].lr);
-            lines.push_back({.label = label, .x = steps, .y = smooth(loss, 0.8), .color = chart_color(lines.size())});
-        }
-    ChartOptions loss_chart;
-    loss_chart.title = "Training loss (EMA 0.8), seed 1, two largest rates";
-    loss_chart.x_label = "step";
-    loss_chart.y_label = "training loss (nats/byte)";
-    loss_chart.reference_y = unigram;
-    loss_chart.reference_label = "unigram entropy";
-    write_text_file(dir / "loss_curves.svg", svg_line_chart(lines, loss_chart));
-
-    const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60;
-    const double cpu_minutes = tutorial::children_cpu_seconds() / 60;
-    std::printf("wrote %s/{runs.csv, steps.csv, summary.json, final_loss_vs_lr.svg, loss_curves.svg}\n"
-                "in %.1f min (%.1f CPU-min)\n",
-                s.out.c_str(), minutes, cpu_minutes);
+    write_results(options.out, s, runs, results, unigram, summary, curves);
+    std::printf("wrote %s/{runs.csv, steps.csv, summary.json, final_loss_vs_lr.svg, loss_curves.svg}\nin %s\n",
+                options.out.c_str(), minutes_and_cpu_minutes(start).c_str());
     return 0;
 }

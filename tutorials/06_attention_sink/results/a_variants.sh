@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The 1-layer 1-head runs behind part (a2)'s choices (README, "How we got to (a2)"): each line
+# The 1-layer 1-head runs behind part (a2)'s choices (results/README.md, "How we got to (a2)"): each line
 # trains a baseline/G1 pair of one variant. Output: a_variants.txt. About 10 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."

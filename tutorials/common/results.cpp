@@ -1,0 +1,81 @@
+// results.cpp — the helpers of results.h.
+#include "common/results.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace tutorial {
+
+void write_json(const std::filesystem::path& path, const json& j, int indent) {
+    gg::nn::write_text_file(path.string(), j.dump(indent) + "\n");
+}
+
+std::string csv_line(const std::vector<std::string>& fields) {
+    std::string line;
+    for (size_t i = 0; i < fields.size(); ++i) {
+        if (i) line.push_back(',');
+        const std::string& f = fields[i];
+        if (f.find_first_of(",\"") == std::string::npos) {
+            line.append(f);
+            continue;
+        }
+        line.push_back('"');
+        for (char c : f) {
+            if (c == '"') line.push_back('"');  // a quote inside a quoted field is doubled
+            line.push_back(c);
+        }
+        line.push_back('"');
+    }
+    return line + "\n";
+}
+
+std::string format_or_dash(const char* format, double x) {
+    if (std::isnan(x)) return "-";
+    char text[64];
+    std::snprintf(text, sizeof text, format, x);
+    return text;
+}
+
+double json_number(const nlohmann::json& j) { return j.is_null() ? NAN : j.get<double>(); }
+
+std::vector<double> json_numbers(const nlohmann::json& j) {
+    std::vector<double> out;
+    for (const nlohmann::json& x : j) out.push_back(json_number(x));
+    return out;
+}
+
+double mean_range(const std::vector<double>& v, int64_t from, int64_t to) {
+    double s = 0;
+    for (int64_t t = from; t < to; ++t) s += v[t];
+    return s / double(to - from);
+}
+
+double average(const std::vector<double>& v) { return v.empty() ? NAN : mean_range(v, 0, std::ssize(v)); }
+
+Spread spread(const std::vector<double>& v) {
+    if (v.empty()) return {};
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return {average(v), (*hi - *lo) / 2};
+}
+
+std::string pair_color(size_t i, bool light) {
+    static const char* dark[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"};
+    static const char* pale[] = {"#9ecae1", "#f4a582", "#a1d99b", "#fdd0a2"};
+    return light ? pale[i % 4] : dark[i % 4];
+}
+
+gg::nn::ChartOptions chart_options(const std::string& title, const std::string& x_label, const std::string& y_label,
+                                   double reference_y, const std::string& reference_label) {
+    gg::nn::ChartOptions options;
+    options.title = title, options.x_label = x_label, options.y_label = y_label;
+    options.reference_y = reference_y, options.reference_label = reference_label;
+    return options;
+}
+
+gg::nn::Series line(const std::string& label, const std::vector<double>& x, const std::vector<double>& y,
+                    const std::string& color) {
+    return {label, x, y, color, false, 1.0};
+}
+
+}  // namespace tutorial
