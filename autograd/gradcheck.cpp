@@ -1,3 +1,4 @@
+// gradcheck.cpp — backward() against central finite differences, on any device.
 #include "autograd/gradcheck.h"
 
 #include <cmath>
@@ -46,10 +47,13 @@ struct Checker {
 
     // (f(x + ε v) − f(x − ε v)) / 2ε along direction v (a flat vector per input).
     Tensor numeric(const std::vector<std::vector<double>>& v) {
+        std::vector<Tensor> directions(xs.size());  // v on each input's device, in its shape
+        for (size_t i = 0; i < xs.size(); ++i)
+            if (!v[i].empty()) directions[i] = from_vector(v[i], xs[i].shape(), xs[i].device());
         auto shift = [&](double scale) {
+            NoGradGuard no_grad;
             for (size_t i = 0; i < xs.size(); ++i)
-                if (!v[i].empty())
-                    for (int64_t j = 0; j < xs[i].numel(); ++j) xs[i].data<double>()[j] += scale * v[i][j];
+                if (directions[i].defined()) xs[i].copy_(xs[i] + directions[i] * scale);
         };
         shift(opt.eps);
         const Tensor plus = eval();
@@ -78,9 +82,8 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
     Checker c{f, {}, options};
     int64_t n_in = 0;
     for (const Tensor& x : inputs) {
-        if (x.dtype() != DType::f64 || x.device() != Device::CPU)
-            throw std::invalid_argument("gradcheck: inputs must be float64 cpu tensors, got " + shape_str(x.shape()) +
-                                        " " + dtype_name(x.dtype()));
+        if (x.dtype() != DType::f64)
+            throw std::invalid_argument("gradcheck: inputs must be float64, got " + describe(x));
         Tensor copy = x.detach().clone();
         if (x.requires_grad()) copy.requires_grad_(), n_in += x.numel();
         c.xs.push_back(copy);
@@ -91,11 +94,14 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
 
     if (n_out * n_in <= options.full_jacobian_limit) {
         // Whole Jacobian: row i by backward with a one-hot gradient, column j by differences.
-        std::vector<std::vector<Tensor>> rows;
+        std::vector<std::vector<std::vector<double>>> rows;  // [output i][input k] → ∂f_i/∂x_k
         for (int64_t i = 0; i < n_out; ++i) {
-            Tensor onehot = zeros({n_out}, DType::f64);
-            onehot.data<double>()[i] = 1;
-            rows.push_back(c.analytic(onehot));
+            std::vector<double> onehot(n_out, 0.0);
+            onehot[i] = 1;
+            std::vector<std::vector<double>> row;
+            for (const Tensor& g : c.analytic(from_vector(onehot, {n_out}, y0.device())))
+                row.push_back(g.defined() ? g.to_vector<double>() : std::vector<double>());
+            rows.push_back(std::move(row));
         }
         for (size_t k = 0; k < c.xs.size(); ++k) {
             if (!c.xs[k].requires_grad()) continue;
@@ -105,7 +111,7 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
                 v[k][j] = 1;
                 const auto column = c.numeric(v).to_vector<double>();
                 for (int64_t i = 0; i < n_out; ++i)
-                    c.compare(rows[i][k].data<double>()[j], column[i],
+                    c.compare(rows[i][k][j], column[i],
                               "input " + std::to_string(k) + " element " + std::to_string(j) + ", output element " +
                                   std::to_string(i));
             }
@@ -114,15 +120,16 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
     }
     // Random projections: wᵀ J v from backward (⟨grad, v⟩) and from differences (⟨w, Δf⟩).
     for (int p = 0; p < options.projections; ++p) {
-        const Tensor w = randn({n_out}, gen, DType::f64);
+        const Tensor w = randn({n_out}, gen, DType::f64, y0.device());
         const auto grads = c.analytic(w);
         std::vector<std::vector<double>> v(c.xs.size());
         double analytic_value = 0;
         for (size_t k = 0; k < c.xs.size(); ++k) {
             if (!c.xs[k].requires_grad()) continue;
+            const std::vector<double> g = grads[k].to_vector<double>();
             for (int64_t j = 0; j < c.xs[k].numel(); ++j) {
                 v[k].push_back(gen.normal());
-                analytic_value += grads[k].data<double>()[j] * v[k][j];
+                analytic_value += g[j] * v[k][j];
             }
         }
         const double numeric_value = sum(c.numeric(v).reshape({n_out}) * w).item();

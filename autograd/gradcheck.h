@@ -31,7 +31,7 @@ struct GradcheckResult {
 
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-// `inputs` must be float64 CPU tensors; those with requires_grad are checked.
+// `inputs` must be float64 tensors, on any one device; those with requires_grad are checked.
 GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 
