@@ -80,6 +80,16 @@ TEST_CASE_FIXTURE(UsesCuda, "element-wise ops on device tensors match the CPU") 
     CHECK(ga.to(DType::f64).to(DType::i64).to_vector<int64_t>() == a.to(DType::f64).to(DType::i64).to_vector<int64_t>());
 }
 
+TEST_CASE_FIXTURE(UsesCuda, "RoPE rotates a device tensor with tables on its device") {
+    // Its cos/sin tables are computed on the host: they must follow x to the device.
+    manual_seed(3);
+    const Tensor x = randn({1, 2, 5, 8});  // (B, H, T, D)
+    const nn::RoPE rope(8);
+    const Tensor on_device = rope.forward(x.to(kCuda), 3);
+    CHECK(on_device.device() == kCuda);
+    CHECK(on_device.to_vector<float>() == rope.forward(x, 3).to_vector<float>());
+}
+
 TEST_CASE_FIXTURE(UsesCuda, "in-place writes cross devices: copy_ from the host, fill_") {
     NoGradGuard no_grad;
     const Tensor dst = zeros({2, 3}, DType::f32, kCuda);
