@@ -5,8 +5,8 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <stdexcept>
+#include <string>
 
 namespace gg::cuda {
 
@@ -44,7 +44,9 @@ void* CachingAllocator::allocate(size_t nbytes) {
             release_cached();
             ptr = raw_allocate_(size);
         }
-        if (!ptr) throw std::bad_alloc();
+        if (!ptr)
+            throw OutOfMemory("cuda: out of memory: " + std::to_string(nbytes) + " bytes requested, " +
+                              std::to_string(stats_.bytes_in_use) + " in use");
         ++stats_.device_allocations;
     }
     in_use_.emplace(ptr, size);

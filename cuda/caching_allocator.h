@@ -14,10 +14,23 @@
 #pragma once
 #include <cstddef>
 #include <mutex>
+#include <new>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace gg::cuda {
+
+// The device cannot serve a request even with the cache emptied. A std::bad_alloc that
+// says how much was asked for and how much is taken.
+class OutOfMemory : public std::bad_alloc {
+public:
+    explicit OutOfMemory(std::string what) : what_(std::move(what)) {}
+    const char* what() const noexcept override { return what_.c_str(); }
+
+private:
+    std::string what_;
+};
 
 struct MemoryStats {
     size_t bytes_in_use = 0;       // in blocks handed out (rounded up to their size class)
@@ -29,7 +42,7 @@ struct MemoryStats {
 class CachingAllocator {
 public:
     // raw_allocate returns null when the device is out of memory, and throws on any other
-    // failure; raw_free never fails.
+    // failure; raw_free throws only for a device that is already broken.
     using RawAllocate = void* (*)(size_t nbytes);
     using RawFree = void (*)(void* ptr);
 
@@ -40,7 +53,7 @@ public:
 
     // A block of at least nbytes (nbytes may be 0: every block has its own address). On a
     // miss that the device cannot serve, the cache is emptied and the request tried again;
-    // then std::bad_alloc.
+    // then OutOfMemory.
     void* allocate(size_t nbytes);
     // Takes back a block from allocate. Throws std::invalid_argument on any other pointer.
     void deallocate(void* ptr);

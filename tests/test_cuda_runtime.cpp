@@ -118,7 +118,7 @@ TEST_CASE("empty_cache returns cached blocks to the device and keeps blocks in u
     a.deallocate(kept);
 }
 
-TEST_CASE("out of memory: the cache is emptied and the request tried again, then bad_alloc") {
+TEST_CASE("out of memory: the cache is emptied and the request tried again, then an error that says how much") {
     FreshDevice device;
     fake.capacity = 4096;
     CachingAllocator a(fake_allocate, fake_free, true);
@@ -128,7 +128,7 @@ TEST_CASE("out of memory: the cache is emptied and the request tried again, then
     CHECK(q != nullptr);
     CHECK(fake.frees == 1);
     CHECK(a.stats().bytes_cached == 0);
-    CHECK_THROWS_AS(a.allocate(4096), std::bad_alloc);
+    CHECK_THROWS_WITH_AS(a.allocate(4096), "cuda: out of memory: 4096 bytes requested, 2048 in use", std::bad_alloc);
     a.deallocate(q);
 }
 
