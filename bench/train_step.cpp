@@ -21,7 +21,8 @@ using namespace gg::nn;
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: train_step tiny|small [steps] [--device cpu|cuda] | train_step tiny|small --config\n");
+        std::fprintf(stderr, "usage: train_step tiny|small [steps] [--device cpu|cuda]\n"
+                             "       train_step tiny|small --config\n");
         return 2;
     }
     try {
@@ -36,8 +37,8 @@ int main(int argc, char** argv) {
                 const std::string name = argv[++i];
                 if (name != "cpu" && name != "cuda") throw std::invalid_argument("--device " + name + ": cpu or cuda");
                 device = name == "cuda" ? Device::CUDA : Device::CPU;
-            } else {
-                steps = std::atoi(argv[i]);
+            } else if ((steps = std::atoi(argv[i])) <= 0) {
+                throw std::invalid_argument(std::string("steps: a positive count, not '") + argv[i] + "'");
             }
         }
         manual_seed(0);

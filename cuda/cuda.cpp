@@ -62,7 +62,8 @@ Selection select(const char* gatedgrad_cuda, const BuiltIn& built_in) {
     if (!choice.empty())
         return none("no CUDA device: GATEDGRAD_CUDA=" + choice +
                     " is not a choice; leave it unset for the GPU, or set GATEDGRAD_CUDA=emulator");
-    if (!built_in.probe_gpu) return none(std::string("no CUDA device: gatedgrad was built without nvcc; ") + kEmulatorHint);
+    if (!built_in.probe_gpu)
+        return none(std::string("no CUDA device: gatedgrad was built without nvcc; ") + kEmulatorHint);
     const std::string why_not = built_in.probe_gpu();
     if (!why_not.empty()) return none("no CUDA device: " + why_not + "; " + kEmulatorHint);
     if (!built_in.gpu_table)
@@ -76,7 +77,9 @@ const Selection& selection() {
     return selected;
 }
 
-DeviceInfo device_info() { return selection().mode == Mode::none ? DeviceInfo{"none"} : selected_build().device_info(); }
+DeviceInfo device_info() {
+    return selection().mode == Mode::none ? DeviceInfo{"none"} : selected_build().device_info();
+}
 std::string device_name() { return device_info().name; }
 MemoryStats memory_stats() { return selected_build().memory_stats(); }
 void empty_cache() { selected_build().empty_cache(); }

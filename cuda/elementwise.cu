@@ -239,12 +239,16 @@ void fill(const View& out, double value) {
 }
 
 void arange(const View& out, double start, double step) {
-    dispatch(out.dtype, [&]<class T>() { for_each_element<1>("arange", {&out}, ArangeOp<T>{ptr<T>(out), start, step}); });
+    dispatch(out.dtype, [&]<class T>() {
+        for_each_element<1>("arange", {&out}, ArangeOp<T>{ptr<T>(out), start, step});
+    });
 }
 
 void copy(const View& out, const View& in) {
     dispatch(out.dtype, [&]<class O>() {
-        dispatch(in.dtype, [&]<class I>() { for_each_element<2>("copy", {&out, &in}, CopyOp<O, I>{ptr<O>(out), ptr<I>(in)}); });
+        dispatch(in.dtype, [&]<class I>() {
+            for_each_element<2>("copy", {&out, &in}, CopyOp<O, I>{ptr<O>(out), ptr<I>(in)});
+        });
     });
 }
 
@@ -262,7 +266,8 @@ void binary(BinaryOp op, const View& out, const View& a, const View& b) {
 
 void where(const View& out, const View& cond, const View& a, const View& b) {
     dispatch(out.dtype, [&]<class T>() {
-        for_each_element<4>("where", {&out, &cond, &a, &b}, WhereOp<T>{ptr<T>(out), ptr<T>(cond), ptr<T>(a), ptr<T>(b)});
+        for_each_element<4>("where", {&out, &cond, &a, &b},
+                            WhereOp<T>{ptr<T>(out), ptr<T>(cond), ptr<T>(a), ptr<T>(b)});
     });
 }
 

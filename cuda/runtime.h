@@ -26,7 +26,8 @@ namespace gg::cuda {
 
 inline void check_cuda(cudaError_t error, const char* call, const char* file, int line) {
     if (error != cudaSuccess)
-        throw_call_error(call, file, line, std::string(cudaGetErrorString(error)) + " (" + cudaGetErrorName(error) + ")");
+        throw_call_error(call, file, line,
+                         std::string(cudaGetErrorString(error)) + " (" + cudaGetErrorName(error) + ")");
 }
 inline void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
     if (status != CUBLAS_STATUS_SUCCESS) throw_call_error(call, file, line, cublasGetStatusString(status));

@@ -319,7 +319,8 @@ namespace {
 // ids: (n) int64 → reports the first id outside [0, limit), as an embedding kernel would.
 __global__ void check_ids(const int64_t* ids, int64_t n, int64_t limit, gg::cuda::DeviceError* error) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n && (ids[i] < 0 || ids[i] >= limit)) gg::cuda::report_index_error(error, gg::cuda::kEmbedding, ids[i], i, limit);
+    if (i < n && (ids[i] < 0 || ids[i] >= limit))
+        gg::cuda::report_index_error(error, gg::cuda::kEmbedding, ids[i], i, limit);
 }
 }  // namespace
 

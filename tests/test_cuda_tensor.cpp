@@ -77,7 +77,8 @@ TEST_CASE_FIXTURE(UsesCuda, "element-wise ops on device tensors match the CPU") 
     CHECK(maximum(ga.t(), ga.t()).to_vector<float>() == a.t().to_vector<float>());
     CHECK(where(gt(ga, gb), ga, gb).to_vector<float>() == where(gt(a, b), a, b).to_vector<float>());
     CHECK((ga + 1.0).to_vector<float>() == (a + 1.0).to_vector<float>());
-    CHECK(ga.to(DType::f64).to(DType::i64).to_vector<int64_t>() == a.to(DType::f64).to(DType::i64).to_vector<int64_t>());
+    CHECK(ga.to(DType::f64).to(DType::i64).to_vector<int64_t>() ==
+          a.to(DType::f64).to(DType::i64).to_vector<int64_t>());
 }
 
 TEST_CASE_FIXTURE(UsesCuda, "RoPE rotates a device tensor with tables on its device") {
@@ -106,7 +107,8 @@ TEST_CASE_FIXTURE(UsesCuda, "in-place writes cross devices: copy_ from the host,
 TEST_CASE_FIXTURE(UsesCuda, "mixed-device operands are an error that names both devices, never a copy") {
     const Tensor c = ones({2, 2}), g = ones({2, 2}, DType::f32, kCuda);
     CHECK_THROWS_WITH_AS(c + g,
-                         "add: device mismatch, (2,2) float32 on cpu vs (2,2) float32 on cuda; move one with .to(device)",
+                         "add: device mismatch, (2,2) float32 on cpu vs (2,2) float32 on cuda; move one with "
+                         ".to(device)",
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(matmul(c, g), "matmul: (2,2) @ (2,2): device mismatch, cpu vs cuda", std::invalid_argument);
     CHECK_THROWS_WITH_AS(where(gt(c, c), g, g), "where: the condition is on cpu but the values are on cuda",
@@ -169,5 +171,6 @@ TEST_CASE_FIXTURE(UsesCuda, "a freed tensor's block is reused by the next tensor
     CHECK(after_free.bytes_in_use == in_use);
     { const Tensor t = zeros({900}, DType::f32, kCuda); }  // 3600 bytes: the same 4096-byte class
     // With GATEDGRAD_CUDA_CACHE=0 (under a memory checker) every tensor is a new block.
-    CHECK(stats().device_allocations == after_free.device_allocations + (cuda::caching_enabled_by_environment() ? 0 : 1));
+    const size_t misses = cuda::caching_enabled_by_environment() ? 0 : 1;
+    CHECK(stats().device_allocations == after_free.device_allocations + misses);
 }
