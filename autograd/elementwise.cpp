@@ -17,8 +17,9 @@ void check_compatible(const char* op, const Tensor& a, const Tensor& b) {
     check_defined(a, op);
     check_defined(b, op);
     if (a.device() != b.device())
-        throw std::invalid_argument(std::string(op) + ": device mismatch, " + describe(a) + " on " +
-                                    device_name(a.device()) + " vs " + describe(b) + " on " +
+        throw std::invalid_argument(std::string(op) + ": device mismatch, " + shape_str(a.shape()) + " " +
+                                    dtype_name(a.dtype()) + " on " + device_name(a.device()) + " vs " +
+                                    shape_str(b.shape()) + " " + dtype_name(b.dtype()) + " on " +
                                     device_name(b.device()) + "; move one with .to(device)");
     if (a.dtype() != b.dtype())
         throw std::invalid_argument(std::string(op) + ": dtype mismatch, " + shape_str(a.shape()) + " " +

@@ -1,16 +1,19 @@
 // train_step.cpp — time one training step (forward + backward + AdamW) of a preset model.
 //
-//   ./build/bench/train_step tiny [steps]      → one JSON line: median ms per step, tokens/s
-//   ./build/bench/train_step tiny --config     → the model config JSON (for the PyTorch peer)
+//   ./build/bench/train_step tiny [steps] [--device cpu|cuda]  → one JSON line: median ms per step, tokens/s
+//   ./build/bench/train_step tiny --config                     → the model config JSON (for the PyTorch peer)
 //
-// bench/compare_train_step.sh runs this and bench/train_step_torch.py on the same shapes.
+// bench/compare_train_step.sh runs this and bench/train_step_torch.py on the same shapes;
+// tools/gpu-check runs it on the GPU and the CPU.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "cuda/cuda.h"
 #include "gatedgrad.h"
 
 using namespace gg;
@@ -18,24 +21,35 @@ using namespace gg::nn;
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: train_step tiny|small [steps | --config]\n");
+        std::fprintf(stderr, "usage: train_step tiny|small [steps] [--device cpu|cuda]\n"
+                             "       train_step tiny|small --config\n");
         return 2;
     }
     try {
         const TrainConfig config = TrainConfig::preset(argv[1]);
-        if (argc > 2 && std::strcmp(argv[2], "--config") == 0) {
-            std::printf("%s\n", config.model.to_json().c_str());
-            return 0;
+        int steps = 20;
+        Device device = Device::CPU;
+        for (int i = 2; i < argc; ++i) {
+            if (std::strcmp(argv[i], "--config") == 0) {
+                std::printf("%s\n", config.model.to_json().c_str());
+                return 0;
+            } else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+                const std::string name = argv[++i];
+                if (name != "cpu" && name != "cuda") throw std::invalid_argument("--device " + name + ": cpu or cuda");
+                device = name == "cuda" ? Device::CUDA : Device::CPU;
+            } else if ((steps = std::atoi(argv[i])) <= 0) {
+                throw std::invalid_argument(std::string("steps: a positive count, not '") + argv[i] + "'");
+            }
         }
-        const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
         manual_seed(0);
         GatedTransformerLM model(config.model);
+        model.to(device);
         AdamW opt(model.parameters(), 1e-3, 0.9, 0.95, 1e-8, 0.1);
         const int64_t B = config.batch_size, T = config.seq_len;
         Generator gen(0);
         // Random tokens: the step's cost does not depend on the text.
-        const Tensor ids = randint(0, config.model.vocab_size, {B, T}, gen);
-        const Tensor targets = randint(0, config.model.vocab_size, {B, T}, gen);
+        const Tensor ids = randint(0, config.model.vocab_size, {B, T}, gen).to(device);
+        const Tensor targets = randint(0, config.model.vocab_size, {B, T}, gen).to(device);
         std::vector<double> ms;
         for (int s = 0; s < steps + 3; ++s) {  // the first 3 steps warm caches and allocators
             const auto t0 = std::chrono::steady_clock::now();
@@ -44,14 +58,17 @@ int main(int argc, char** argv) {
             loss.backward();
             clip_grad_norm(opt.params(), 1.0);
             opt.step();
+            backend(device).synchronize();  // a GPU step has ended when its kernels have
             const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             if (s >= 3) ms.push_back(dt);
         }
         std::sort(ms.begin(), ms.end());
         const double median = ms[ms.size() / 2];
-        std::printf("{\"impl\": \"gatedgrad\", \"preset\": \"%s\", \"params\": %lld, \"median_ms\": %.2f, "
-                    "\"tokens_per_s\": %.0f}\n",
-                    argv[1], static_cast<long long>(model.num_parameters()), median, B * T / median * 1000);
+        const std::string where = device == Device::CUDA ? cuda::device_name() : "cpu";
+        std::printf("{\"impl\": \"gatedgrad\", \"preset\": \"%s\", \"device\": \"%s\", \"params\": %lld, "
+                    "\"median_ms\": %.2f, \"tokens_per_s\": %.0f}\n",
+                    argv[1], where.c_str(), static_cast<long long>(model.num_parameters()), median,
+                    B * T / median * 1000);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "train_step: %s\n", e.what());
         return 1;

@@ -70,10 +70,17 @@ void launch(const char* name, Kernel kernel, dim3 grid, dim3 block, size_t share
 
 #else
 
-// Runs every block of the grid on the CPU and returns when all have finished.
+namespace emulated {
+void check_device_error();  // cuda/device_error.h
+}
+
+// Runs every block of the grid on the CPU and returns when all have finished. The launch
+// is synchronous, so this is the emulated build's synchronisation point: an index error a
+// kernel reported (cuda/device_error.h) is thrown here, as the CPU backend throws at once.
 template <class Kernel, class... Args>
 void launch(const char* name, Kernel kernel, dim3 grid, dim3 block, size_t shared_bytes, Args... args) {
     ::gg::emu::launch(name, kernel, grid, block, shared_bytes, args...);
+    emulated::check_device_error();
 }
 
 // The static key's address names the declaration, as a __shared__ variable would: the

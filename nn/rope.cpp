@@ -58,7 +58,7 @@ std::vector<double> RoPE::frequencies() const {
     return theta;
 }
 
-std::pair<Tensor, Tensor> RoPE::tables(int64_t T, int64_t offset, DType dtype) const {
+std::pair<Tensor, Tensor> RoPE::tables(int64_t T, int64_t offset, DType dtype, Device device) const {
     const int64_t D = head_dim_;
     const std::vector<double> theta = frequencies();
     const double mscale = options_.scaling == RopeScaling::yarn ? 0.1 * std::log(options_.factor) + 1 : 1.0;
@@ -69,7 +69,8 @@ std::pair<Tensor, Tensor> RoPE::tables(int64_t T, int64_t offset, DType dtype) c
             cos_v[t * D + c] = std::cos(angle) * mscale;
             sin_v[t * D + c] = std::sin(angle) * mscale;
         }
-    return {from_vector(cos_v, {T, D}).to(dtype), from_vector(sin_v, {T, D}).to(dtype)};
+    // Computed on the host in double, then moved to where x is.
+    return {from_vector(cos_v, {T, D}).to(dtype).to(device), from_vector(sin_v, {T, D}).to(dtype).to(device)};
 }
 
 Tensor RoPE::forward(const Tensor& x, int64_t offset) const {
@@ -78,7 +79,7 @@ Tensor RoPE::forward(const Tensor& x, int64_t offset) const {
         throw std::invalid_argument("RoPE: expected (B, H, T, " + std::to_string(head_dim_) + "), got " +
                                     shape_str(x.shape()));
     const int64_t T = x.size(2), half = head_dim_ / 2;
-    const auto [cos, sin] = tables(T, offset, x.dtype());
+    const auto [cos, sin] = tables(T, offset, x.dtype(), x.device());
     // (x1, x2) ↦ (x1 cos − x2 sin, x2 cos + x1 sin), written as x cos + rotate_half(x) sin
     const Tensor rotated = cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
     return x * cos + rotated * sin;

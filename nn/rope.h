@@ -39,8 +39,8 @@ public:
     std::vector<double> frequencies() const;      // θ_c after scaling, c < D/2
 
 private:
-    // cos and sin of every angle, (T, D) with each frequency written twice.
-    std::pair<Tensor, Tensor> tables(int64_t T, int64_t offset, DType dtype) const;
+    // cos and sin of every angle, (T, D) with each frequency written twice, on `device`.
+    std::pair<Tensor, Tensor> tables(int64_t T, int64_t offset, DType dtype, Device device) const;
     int64_t head_dim_;
     RopeOptions options_;
 };

@@ -211,7 +211,8 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
     NoGradGuard no_grad;
     std::vector<KVCache> caches;
     std::vector<int64_t> out;
-    Tensor ids = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())});
+    const Device device = model.parameters().front().device();  // the tokens go where the model is
+    Tensor ids = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}).to(device);
     for (int64_t step = 0; step < options.max_new_tokens; ++step) {
         const Tensor logits = model.forward(ids, Tensor(), &caches).logits;  // (1, T, V)
         std::vector<double> row = logits.select(1, -1).reshape({-1}).to_vector<double>();
@@ -230,7 +231,7 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
             for (next = 0; next + 1 < int64_t(row.size()) && (u -= row[next]) >= 0; ++next) {}
         }
         out.push_back(next);
-        ids = from_vector(std::vector<int64_t>{next}, {1, 1});
+        ids = from_vector(std::vector<int64_t>{next}, {1, 1}).to(device);
         if (model.config().positions == PositionEncoding::learned && caches[0].length() + 1 > model.config().max_len)
             break;  // learned positions end at max_len
     }

@@ -5,23 +5,31 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/cuda.h"
+
 namespace gg {
 
 const Backend& cpu_backend_table();  // tensor/cpu_backend.cpp
 
 namespace {
+// Tables registered by hand (register_backend); the CPU's from the start.
 std::map<Device, const Backend*>& registry() {
     static std::map<Device, const Backend*> tables{{Device::CPU, &cpu_backend_table()}};
     return tables;
 }
+
+// The registered table, else for CUDA the one cuda/cuda.h selects on this first use.
+const Backend* find(Device device) {
+    const auto it = registry().find(device);
+    if (it != registry().end()) return it->second;
+    return device == Device::CUDA ? cuda::selection().table : nullptr;
+}
 }  // namespace
 
 const Backend& backend(Device device) {
-    auto it = registry().find(device);
-    if (it == registry().end())
-        throw std::runtime_error(std::string("backend: no ") + device_name(device) +
-                                 " backend (gatedgrad was built without it, or no device is present)");
-    return *it->second;
+    if (const Backend* table = find(device)) return *table;
+    // Only CUDA can be missing: its selection says why, in one line.
+    throw std::runtime_error(cuda::selection().error);
 }
 
 View make_view(void* data, DType dtype, const Shape& shape, const Strides& strides) {
@@ -40,8 +48,13 @@ View matrix_view(const View& v, int64_t rows, int64_t cols) {
     return make_view(v.data, v.dtype, {rows, cols}, {cols, 1});
 }
 
-bool device_available(Device device) { return registry().contains(device); }
+bool device_available(Device device) { return find(device) != nullptr; }
 
-void register_backend(Device device, const Backend* table) { registry()[device] = table; }
+void register_backend(Device device, const Backend* table) {
+    if (table)
+        registry()[device] = table;
+    else
+        registry().erase(device);
+}
 
 }  // namespace gg

@@ -139,13 +139,15 @@ struct Backend {
     void (*sum_squares)(const View& acc, const View& x);
 };
 
-// The table for a device; throws when that device was not built in or is not present.
+// The table for a device. CUDA's is chosen on first use (cuda/cuda.h: the GPU, the CPU
+// emulator under GATEDGRAD_CUDA=emulator, or none); without one this throws a one-line
+// "no CUDA device: <why>; ..." error.
 const Backend& backend(Device device);
-// Whether backend(device) has a table: always for the CPU; for CUDA, when the library was
-// built with it and a device answered at start-up.
+// Whether backend(device) has a table: always for the CPU.
 bool device_available(Device device);
 
-// Registration hook for the optional CUDA backend.
+// Serves `device` with `table` from now on, over what cuda/cuda.h would choose; a null
+// table hands the device back to that choice.
 void register_backend(Device device, const Backend* table);
 
 }  // namespace gg

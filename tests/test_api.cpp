@@ -129,5 +129,5 @@ TEST_CASE("api: Module state_dict / load_state_dict / to / named_modules") {
     for (const Tensor& p : a.parameters()) CHECK(p.dtype() == DType::f64);
     CHECK(a.forward(ids).logits.dtype() == DType::f64);
     if (!device_available(Device::CUDA))
-        CHECK_THROWS_WITH_AS(a.to(Device::CUDA), doctest::Contains("no cuda"), std::runtime_error);
+        CHECK_THROWS_WITH_AS(a.to(Device::CUDA), doctest::Contains("no CUDA"), std::runtime_error);
 }

@@ -1,0 +1,85 @@
+// caching_allocator.h — device memory that is kept and reused instead of freed.
+//
+// cudaMalloc and cudaFree are slow (cudaFree also waits for the whole device), and a
+// training step frees and allocates the same sizes every step. So a freed block goes to a
+// free list of its size class, and the next request of that class takes it back without
+// asking the device. Plain C++ over a pair of raw functions: the GPU build passes
+// cudaMalloc/cudaFree, the emulated build aligned host memory, the tests counting fakes.
+//
+// Handing a freed block to the next request needs no event: every kernel runs on the one
+// stream of cuda/launch.h, so work queued after the free runs after the work that used it.
+//
+// Caching off (GATEDGRAD_CUDA_CACHE=0) sends every request to the raw functions at its exact
+// size, so a memory checker (compute-sanitizer, AddressSanitizer) sees each block's true end.
+#pragma once
+#include <cstddef>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gg::cuda {
+
+// The device cannot serve a request even with the cache emptied. A std::bad_alloc that
+// says how much was asked for and how much is taken.
+class OutOfMemory : public std::bad_alloc {
+public:
+    explicit OutOfMemory(std::string what) : what_(std::move(what)) {}
+    const char* what() const noexcept override { return what_.c_str(); }
+
+private:
+    std::string what_;
+};
+
+struct MemoryStats {
+    size_t bytes_in_use = 0;       // in blocks handed out (rounded up to their size class)
+    size_t bytes_cached = 0;       // in freed blocks kept for reuse
+    size_t peak_bytes_in_use = 0;  // the most bytes_in_use has been
+    size_t device_allocations = 0; // calls to the raw allocator (cache misses)
+};
+
+class CachingAllocator {
+public:
+    // raw_allocate returns null when the device is out of memory, and throws on any other
+    // failure; raw_free throws only for a device that is already broken.
+    using RawAllocate = void* (*)(size_t nbytes);
+    using RawFree = void (*)(void* ptr);
+
+    CachingAllocator(RawAllocate raw_allocate, RawFree raw_free, bool caching);
+    CachingAllocator(const CachingAllocator&) = delete;
+    CachingAllocator& operator=(const CachingAllocator&) = delete;
+    ~CachingAllocator();  // returns every block it holds, cached or not, to raw_free
+
+    // A block of at least nbytes (nbytes may be 0: every block has its own address). On a
+    // miss that the device cannot serve, the cache is emptied and the request tried again;
+    // then OutOfMemory.
+    void* allocate(size_t nbytes);
+    // Takes back a block from allocate. Throws std::invalid_argument on any other pointer.
+    void deallocate(void* ptr);
+    // Returns the cached blocks to raw_free (blocks in use stay).
+    void empty_cache();
+
+    MemoryStats stats() const;
+    bool caching() const { return caching_; }
+
+    // The size a request of nbytes is rounded up to: multiples of 512 bytes up to 1 MiB,
+    // then four classes per power of two (at most a quarter wasted).
+    static size_t size_class(size_t nbytes);
+
+private:
+    void release_cached();  // with mutex_ held
+
+    RawAllocate raw_allocate_;
+    RawFree raw_free_;
+    bool caching_;
+    mutable std::mutex mutex_;
+    std::unordered_map<void*, size_t> in_use_;                // block → its size
+    std::unordered_map<size_t, std::vector<void*>> free_;    // size class → cached blocks
+    MemoryStats stats_;
+};
+
+// Whether the environment leaves caching on: everything but GATEDGRAD_CUDA_CACHE=0.
+bool caching_enabled_by_environment();
+
+}  // namespace gg::cuda
