@@ -1,0 +1,398 @@
+// test_backend_table.cpp — every entry of the backend table (tensor/backend.h) on every
+// device this build has, against the CPU: the emulated CUDA device always, the GPU when
+// one is present. Inputs are random, in float32 and float64, over shapes with odd sizes,
+// sizes that are not multiples of any tile, strided and broadcast operands, and empty dims.
+//
+// Each case builds its operands as CPU tensors, runs the entry on the CPU, then mirrors
+// every operand's whole storage onto the device under test (same strides and offset),
+// runs the same entry there and brings the outputs back. A device table is reached
+// directly, not through Device::CUDA, so the GPU and the emulator are tested in one run.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda.h"
+#include "cuda/runtime.h"
+#include "gatedgrad.h"
+
+using namespace gg;
+
+namespace {
+
+// The device tables under test, by name.
+std::vector<std::pair<std::string, const Backend*>> devices() {
+    std::vector<std::pair<std::string, const Backend*>> out{{"emulated", &cuda::emulated::backend_table()}};
+    if (cuda::selection().mode == cuda::Mode::gpu) out.emplace_back("gpu", cuda::selection().table);
+    return out;
+}
+
+// A CPU tensor's storage copied onto a device: the same bytes, so the same View geometry.
+class Mirror {
+public:
+    Mirror(const Backend& be, const Tensor& t) : be_(be), host_(t) {
+        bytes_ = t.impl()->storage->nbytes;
+        data_ = be.allocate(bytes_);
+        if (bytes_) be.from_host(data_, t.impl()->storage->data, bytes_);
+    }
+    ~Mirror() { be_.deallocate(data_, bytes_); }
+    Mirror(const Mirror&) = delete;
+    Mirror& operator=(const Mirror&) = delete;
+
+    // The View the device sees: host_'s geometry over the device copy.
+    View view() const {
+        View v = host_.view_desc();
+        v.data = static_cast<char*>(data_) + host_.offset() * dtype_size(host_.dtype());
+        return v;
+    }
+    // What the device wrote, as a CPU tensor of host_'s geometry.
+    Tensor fetch() const {
+        Tensor out = Tensor::empty({static_cast<int64_t>(bytes_ / dtype_size(host_.dtype()))}, host_.dtype());
+        be_.synchronize();
+        if (bytes_) be_.to_host(out.impl()->storage->data, data_, bytes_);
+        return out.alias(host_.shape(), host_.strides(), host_.offset());
+    }
+
+private:
+    const Backend& be_;
+    Tensor host_;
+    void* data_;
+    size_t bytes_;
+};
+
+double tolerance(DType dtype) { return dtype == DType::f64 ? 1e-11 : 2e-5; }
+
+// |a − b| ≤ tol · max(1, |b|) everywhere; NaNs must sit at the same places.
+void check_close(const std::string& what, const Tensor& got, const Tensor& want, double tol) {
+    REQUIRE(got.shape() == want.shape());
+    const auto g = got.to_vector<double>(), w = want.to_vector<double>();
+    for (size_t i = 0; i < g.size(); ++i) {
+        const bool ok = std::isnan(w[i]) ? std::isnan(g[i]) : std::abs(g[i] - w[i]) <= tol * std::max(1.0, std::abs(w[i]));
+        if (!ok) {
+            FAIL_CHECK(what << ": element " << i << " is " << g[i] << ", the CPU gives " << w[i]);
+            return;
+        }
+    }
+}
+
+// Runs `entry` on the CPU over `operands`, then on every device over mirrors of them, and
+// compares the operands listed in `outputs` afterwards. `entry` gets the table and the
+// Views in the order of `operands`. The CPU run works on clones, so each device starts
+// from the same inputs.
+using Entry = std::function<void(const Backend&, const std::vector<View>&)>;
+void compare(const std::string& what, const std::vector<Tensor>& operands, const std::vector<size_t>& outputs,
+             const Entry& entry, double tol) {
+    std::vector<Tensor> cpu;
+    std::vector<View> cpu_views;
+    for (const Tensor& t : operands) {
+        // A copy with the same geometry over its own storage.
+        const Tensor storage = Tensor::empty({static_cast<int64_t>(t.impl()->storage->nbytes / dtype_size(t.dtype()))},
+                                             t.dtype());
+        if (t.impl()->storage->nbytes)
+            std::memcpy(storage.impl()->storage->data, t.impl()->storage->data, t.impl()->storage->nbytes);
+        cpu.push_back(storage.alias(t.shape(), t.strides(), t.offset()));
+        cpu_views.push_back(cpu.back().view_desc());
+    }
+    entry(backend(Device::CPU), cpu_views);
+    for (const auto& [name, be] : devices()) {
+        std::vector<std::unique_ptr<Mirror>> mirrors;
+        std::vector<View> views;
+        for (const Tensor& t : operands) {
+            mirrors.push_back(std::make_unique<Mirror>(*be, t));
+            views.push_back(mirrors.back()->view());
+        }
+        entry(*be, views);
+        for (size_t i : outputs) check_close(what + " on " + name, mirrors[i]->fetch(), cpu[i], tol);
+    }
+}
+
+const DType kFloats[] = {DType::f32, DType::f64};
+
+Tensor random(const Shape& shape, DType dtype, Generator& gen) { return randn(shape, gen, dtype); }
+// A non-contiguous tensor of `shape`: the transpose of a contiguous one, or a slice.
+Tensor strided(const Shape& shape, DType dtype, Generator& gen) {
+    Shape wider = shape;
+    wider.back() += 3;
+    return randn(wider, gen, dtype).narrow(-1, 1, shape.back());
+}
+
+}  // namespace
+
+TEST_CASE("table: fill, arange and copy (strided, converting dtypes)") {
+    Generator gen(1);
+    for (DType dt : {DType::f32, DType::f64, DType::i64}) {
+        for (const Shape& s : {Shape{0}, Shape{1}, Shape{7, 13}, Shape{3, 0, 2}, Shape{2, 3, 5, 7}}) {
+            CAPTURE(shape_str(s));
+            compare("fill", {zeros(s, dt)}, {0}, [](const Backend& be, const std::vector<View>& v) { be.fill(v[0], 2.5); },
+                    0);
+            compare("arange", {zeros({shape_numel(s)}, dt)}, {0},
+                    [](const Backend& be, const std::vector<View>& v) { be.arange(v[0], -3, 0.5); }, 0);
+        }
+        for (DType src : {DType::f32, DType::f64, DType::i64}) {
+            const Tensor in = (randn({5, 9, 4}, gen, DType::f64) * 10).to(src);
+            compare("copy of a permuted view", {zeros({9, 4, 5}, dt), in.permute({1, 2, 0})}, {0},
+                    [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); }, 0);
+            compare("copy into a strided view", {zeros({5, 12}, dt).narrow(1, 2, 9), in.select(2, 1)}, {0},
+                    [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); }, 0);
+            compare("copy of a broadcast", {zeros({4, 9}, dt), in.select(0, 0).select(1, 0).unsqueeze(0).expand({4, 9})},
+                    {0}, [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); }, 0);
+        }
+    }
+}
+
+TEST_CASE("table: unary and binary ops, contiguous, strided and broadcast") {
+    Generator gen(2);
+    const UnaryOp unary_ops[] = {UnaryOp::neg,  UnaryOp::exp,     UnaryOp::log,  UnaryOp::sqrt, UnaryOp::rsqrt,
+                                 UnaryOp::tanh, UnaryOp::sigmoid, UnaryOp::relu, UnaryOp::silu, UnaryOp::gelu,
+                                 UnaryOp::erf,  UnaryOp::abs,     UnaryOp::pow};
+    const BinaryOp binary_ops[] = {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div,
+                                   BinaryOp::maximum, BinaryOp::minimum, BinaryOp::eq, BinaryOp::ne,
+                                   BinaryOp::lt, BinaryOp::le, BinaryOp::gt, BinaryOp::ge};
+    for (DType dt : kFloats) {
+        for (const Shape& s : {Shape{0, 3}, Shape{1}, Shape{33}, Shape{6, 7, 5}}) {
+            CAPTURE(shape_str(s));
+            const Tensor positive = abs(random(s, dt, gen)) + 0.25;
+            for (UnaryOp op : unary_ops) {
+                const bool needs_positive = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::rsqrt ||
+                                            op == UnaryOp::pow;
+                const Tensor in = needs_positive ? positive : random(s, dt, gen);
+                compare("unary " + std::to_string(int(op)), {zeros(s, dt), in}, {0},
+                        [op](const Backend& be, const std::vector<View>& v) { be.unary(op, v[0], v[1], 1.7); },
+                        tolerance(dt));
+            }
+            for (BinaryOp op : binary_ops) {
+                compare("binary " + std::to_string(int(op)), {zeros(s, dt), random(s, dt, gen), positive}, {0},
+                        [op](const Backend& be, const std::vector<View>& v) { be.binary(op, v[0], v[1], v[2]); },
+                        tolerance(dt));
+            }
+        }
+        // strided and broadcast operands
+        const Tensor a = strided({4, 6}, dt, gen), row = random({6}, dt, gen).unsqueeze(0).expand({4, 6});
+        for (BinaryOp op : binary_ops)
+            compare("binary (strided, broadcast) " + std::to_string(int(op)), {zeros({4, 6}, dt), a, row}, {0},
+                    [op](const Backend& be, const std::vector<View>& v) { be.binary(op, v[0], v[1], v[2]); },
+                    tolerance(dt));
+        compare("where (broadcast condition)",
+                {zeros({4, 6}, dt), gt(random({1, 6}, dt, gen), zeros({1, 6}, dt)).expand({4, 6}), a, row}, {0},
+                [](const Backend& be, const std::vector<View>& v) { be.where(v[0], v[1], v[2], v[3]); }, 0);
+    }
+    const Tensor ints = randint(-50, 50, {7, 5}, gen), more = randint(-50, 50, {7, 5}, gen) + 100;
+    for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::maximum, BinaryOp::lt})
+        compare("int64 binary " + std::to_string(int(op)), {zeros({7, 5}, DType::i64), ints, more}, {0},
+                [op](const Backend& be, const std::vector<View>& v) { be.binary(op, v[0], v[1], v[2]); }, 0);
+}
+
+TEST_CASE("table: reductions and the sum of squares") {
+    Generator gen(3);
+    struct Block {
+        int64_t outer, R, inner;
+    };
+    for (DType dt : {DType::f32, DType::f64, DType::i64}) {
+        for (Block b : {Block{1, 1, 1}, Block{3, 0, 2}, Block{1, 1000, 1}, Block{5, 37, 3}, Block{2, 7, 129}}) {
+            CAPTURE(b.outer);
+            CAPTURE(b.R);
+            CAPTURE(b.inner);
+            const Tensor in = dt == DType::i64 ? randint(-9, 9, {b.outer, b.R, b.inner}, gen)
+                                               : random({b.outer, b.R, b.inner}, dt, gen);
+            for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+                if (op != ReduceOp::sum && b.R == 0) continue;  // an error on every device
+                compare("reduce " + std::to_string(int(op)), {zeros({b.outer, b.inner}, dt), in}, {0},
+                        [op, b](const Backend& be, const std::vector<View>& v) {
+                            be.reduce(op, v[0], v[1], b.outer, b.R, b.inner);
+                        },
+                        dt == DType::i64 ? 0 : tolerance(dt));
+            }
+        }
+    }
+    for (DType dt : kFloats)
+        for (int64_t n : {0, 1, 1000, 4099}) {
+            compare("sum_squares", {full({}, 1.5, DType::f64), random({n}, dt, gen)}, {0},
+                    [](const Backend& be, const std::vector<View>& v) { be.sum_squares(v[0], v[1]); }, 1e-12);
+        }
+}
+
+TEST_CASE("table: softmax, log_softmax and their backward") {
+    Generator gen(4);
+    for (DType dt : kFloats)
+        for (bool log : {false, true})
+            for (const Shape& s : {Shape{1, 1}, Shape{3, 7}, Shape{2, 257}, Shape{0, 5}, Shape{4, 1100}}) {
+                CAPTURE(shape_str(s));
+                const Tensor x = random(s, dt, gen) * 4.0;
+                compare("softmax", {zeros(s, dt), x}, {0},
+                        [&](const Backend& be, const std::vector<View>& v) { be.softmax(v[0], v[1], s[0], s[1], log); },
+                        tolerance(dt));
+                const Tensor y = log ? log_softmax(x, -1) : softmax(x, -1);
+                compare("softmax_backward", {zeros(s, dt), y, random(s, dt, gen)}, {0},
+                        [&](const Backend& be, const std::vector<View>& v) {
+                            be.softmax_backward(v[0], v[1], v[2], s[0], s[1], log);
+                        },
+                        tolerance(dt));
+            }
+}
+
+TEST_CASE("table: cross-entropy forward and backward, with ignored rows") {
+    Generator gen(5);
+    for (DType dt : kFloats)
+        for (const Shape& s : {Shape{1, 3}, Shape{9, 257}, Shape{0, 4}, Shape{5, 1030}}) {
+            CAPTURE(shape_str(s));
+            std::vector<int64_t> targets(s[0]);
+            for (int64_t i = 0; i < s[0]; ++i) targets[i] = i % 3 == 1 ? -100 : gen.randint(0, s[1]);
+            const Tensor x = random(s, dt, gen) * 3.0, t = from_vector(targets, {s[0]});
+            compare("cross_entropy", {zeros({s[0]}, dt), x, t}, {0},
+                    [](const Backend& be, const std::vector<View>& v) { be.cross_entropy(v[0], v[1], v[2], -100); },
+                    tolerance(dt));
+            const Tensor scale = where(eq(t, full({}, -100.0, DType::i64)), zeros({s[0]}, dt), rand({s[0]}, gen, dt));
+            compare("cross_entropy_backward", {zeros(s, dt), x, t, scale}, {0},
+                    [](const Backend& be, const std::vector<View>& v) {
+                        be.cross_entropy_backward(v[0], v[1], v[2], v[3]);
+                    },
+                    tolerance(dt));
+        }
+}
+
+TEST_CASE("table: embedding rows, gather/scatter along the last dim, top-k") {
+    Generator gen(6);
+    for (DType dt : kFloats) {
+        for (int64_t N : {0, 1, 50}) {
+            const Tensor table = random({13, 7}, dt, gen), ids = randint(0, 13, {N}, gen);
+            compare("index_select_rows", {zeros({N, 7}, dt), table, ids}, {0},
+                    [](const Backend& be, const std::vector<View>& v) { be.index_select_rows(v[0], v[1], v[2]); }, 0);
+            compare("index_add_rows (repeated ids add up)", {table.clone(), randint(0, 4, {N}, gen), random({N, 7}, dt, gen)},
+                    {0}, [](const Backend& be, const std::vector<View>& v) { be.index_add_rows(v[0], v[1], v[2]); },
+                    tolerance(dt));
+        }
+        const Tensor in = random({6, 19}, dt, gen), idx = randint(0, 19, {6, 3}, gen);
+        compare("gather_last", {zeros({6, 3}, dt), in, idx}, {0},
+                [](const Backend& be, const std::vector<View>& v) { be.gather_last(v[0], v[1], v[2]); }, 0);
+        compare("scatter_add_last", {zeros({6, 19}, dt), idx, random({6, 3}, dt, gen)}, {0},
+                [](const Backend& be, const std::vector<View>& v) { be.scatter_add_last(v[0], v[1], v[2]); },
+                tolerance(dt));
+        for (int64_t k : {1, 4, 19}) {
+            // Ties: a few repeated values, so the lower index must come first everywhere.
+            const Tensor x = randint(0, 4, {5, 19}, gen).to(dt);
+            compare("topk_last k=" + std::to_string(k), {zeros({5, k}, dt), zeros({5, k}, DType::i64), x}, {0, 1},
+                    [k](const Backend& be, const std::vector<View>& v) { be.topk_last(v[0], v[1], v[2], k); }, 0);
+        }
+    }
+}
+
+TEST_CASE("table: RMSNorm forward and backward") {
+    Generator gen(7);
+    for (DType dt : kFloats)
+        for (const Shape& s : {Shape{1, 1}, Shape{3, 7}, Shape{17, 64}, Shape{0, 8}, Shape{2, 1031}}) {
+            CAPTURE(shape_str(s));
+            const Tensor x = random(s, dt, gen), w = random({s[1]}, dt, gen);
+            compare("rms_norm_forward", {zeros(s, dt), zeros({s[0]}, dt), x, w}, {0, 1},
+                    [&](const Backend& be, const std::vector<View>& v) {
+                        be.rms_norm_forward(v[0], v[1], v[2], v[3], s[0], s[1], 1e-6);
+                    },
+                    tolerance(dt));
+            const Tensor rstd = rsqrt(mean(x * x, {-1}) + 1e-6);
+            compare("rms_norm_backward", {zeros(s, dt), zeros({s[1]}, dt), random(s, dt, gen), x, w, rstd}, {0, 1},
+                    [&](const Backend& be, const std::vector<View>& v) {
+                        be.rms_norm_backward(v[0], v[1], v[2], v[3], v[4], v[5], s[0], s[1]);
+                    },
+                    tolerance(dt));
+        }
+}
+
+TEST_CASE("table: AdamW and SGD steps") {
+    Generator gen(8);
+    for (DType dt : kFloats)
+        for (int64_t n : {0, 1, 5, 1027}) {
+            const AdamWStep adamw{1e-2, 0.9, 0.95, 1e-8, 0.1, 1 - std::pow(0.9, 3), 1 - std::pow(0.95, 3)};
+            compare("adamw_step",
+                    {random({n}, dt, gen), random({n}, dt, gen), random({n}, dt, gen) * 0.1, abs(random({n}, dt, gen))},
+                    {0, 2, 3},
+                    [&](const Backend& be, const std::vector<View>& v) { be.adamw_step(adamw, v[0], v[1], v[2], v[3]); },
+                    tolerance(dt));
+            for (double momentum : {0.0, 0.9}) {
+                const SGDStep sgd{0.1, momentum, 1e-3};
+                compare("sgd_step", {random({n}, dt, gen), random({n}, dt, gen), random({n}, dt, gen)}, {0, 2},
+                        [&](const Backend& be, const std::vector<View>& v) {
+                            be.sgd_step(sgd, v[0], v[1], momentum == 0 ? View{} : v[2]);
+                        },
+                        tolerance(dt));
+            }
+        }
+}
+
+TEST_CASE("table: GEMM, every transpose, batched with strides") {
+    Generator gen(9);
+    struct Case {
+        int64_t batch, M, N, K;
+        bool ta, tb;
+    };
+    for (DType dt : kFloats)
+        for (Case c : {Case{1, 1, 1, 1, false, false}, Case{1, 7, 33, 5, false, true}, Case{3, 17, 9, 65, true, false},
+                       Case{2, 40, 31, 18, true, true}, Case{1, 5, 0, 3, false, false}, Case{1, 4, 6, 0, false, false}}) {
+            CAPTURE(c.batch);
+            CAPTURE(c.M);
+            CAPTURE(c.N);
+            CAPTURE(c.K);
+            CAPTURE(c.ta);
+            CAPTURE(c.tb);
+            const Shape a_shape = c.ta ? Shape{c.batch, c.K, c.M} : Shape{c.batch, c.M, c.K};
+            const Shape b_shape = c.tb ? Shape{c.batch, c.N, c.K} : Shape{c.batch, c.K, c.N};
+            // BLAS leading dimensions are at least 1, even for an empty row.
+            const int64_t lda = std::max<int64_t>(a_shape[2], 1), ldb = std::max<int64_t>(b_shape[2], 1);
+            const int64_t ldc = std::max<int64_t>(c.N, 1);
+            for (double beta : {0.0, 0.5}) {
+                const Tensor C = beta == 0 ? full({c.batch, c.M, c.N}, NAN, dt) : random({c.batch, c.M, c.N}, dt, gen);
+                compare("gemm", {random(a_shape, dt, gen), random(b_shape, dt, gen), C}, {2},
+                        [&](const Backend& be, const std::vector<View>& v) {
+                            be.gemm(dt, c.batch, c.ta, c.tb, c.M, c.N, c.K, 1.5, v[0].data, lda, a_shape[1] * lda,
+                                    v[1].data, ldb, b_shape[1] * ldb, beta, v[2].data, ldc, c.M * c.N);
+                        },
+                        tolerance(dt) * 4);
+            }
+        }
+}
+
+TEST_CASE("table: attention forward and backward (causal, window, exclude_self, GQA, KV cache)") {
+    Generator gen(10);
+    struct Case {
+        int64_t B, H, Hkv, Tq, Tk, D;
+        bool causal;
+        int64_t window;
+        bool exclude_self;
+    };
+    for (DType dt : kFloats)
+        for (Case c : {Case{1, 1, 1, 1, 1, 1, true, 0, false}, Case{2, 4, 2, 9, 9, 8, true, 0, false},
+                       Case{1, 2, 1, 7, 7, 5, true, 3, false}, Case{1, 2, 2, 6, 6, 4, true, 0, true},
+                       Case{1, 4, 1, 3, 11, 16, true, 0, false}, Case{1, 1, 1, 5, 8, 3, false, 0, false}}) {
+            CAPTURE(c.H);
+            CAPTURE(c.Hkv);
+            CAPTURE(c.Tq);
+            CAPTURE(c.Tk);
+            CAPTURE(c.D);
+            const AttentionShape s{c.B, c.H, c.Hkv, c.Tq, c.Tk, c.D, c.causal, c.window, 1 / std::sqrt(double(c.D)),
+                                   c.exclude_self};
+            const Tensor Q = random({c.B, c.H, c.Tq, c.D}, dt, gen), K = random({c.B, c.Hkv, c.Tk, c.D}, dt, gen),
+                         V = random({c.B, c.Hkv, c.Tk, c.D}, dt, gen);
+            const Tensor O = zeros({c.B, c.H, c.Tq, c.D}, dt), lse = zeros({c.B, c.H, c.Tq}, dt),
+                         probs = zeros({c.B, c.H, c.Tq, c.Tk}, dt);
+            compare("attention_forward", {O, lse, probs, Q, K, V}, {0, 1, 2},
+                    [&](const Backend& be, const std::vector<View>& v) {
+                        be.attention_forward(s, v[0], v[1], v[2], v[3], v[4], v[5]);
+                    },
+                    tolerance(dt));
+            // The backward from the CPU's own forward results.
+            const Tensor O_cpu = zeros({c.B, c.H, c.Tq, c.D}, dt), lse_cpu = zeros({c.B, c.H, c.Tq}, dt);
+            backend(Device::CPU).attention_forward(s, O_cpu.view_desc(), lse_cpu.view_desc(), View{}, Q.view_desc(),
+                                                   K.view_desc(), V.view_desc());
+            compare("attention_backward",
+                    {zeros(Q.shape(), dt), zeros(K.shape(), dt), zeros(V.shape(), dt), random(O.shape(), dt, gen), Q, K, V,
+                     O_cpu, lse_cpu},
+                    {0, 1, 2},
+                    [&](const Backend& be, const std::vector<View>& v) {
+                        be.attention_backward(s, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
+                    },
+                    tolerance(dt) * 4);
+        }
+}
