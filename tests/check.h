@@ -4,12 +4,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "tensor/tensor.h"
 
 namespace gg::testing {
+
+// The device a suite's tensors live on: the CPU, or Device::CUDA when GATEDGRAD_TEST_DEVICE
+// is "cuda". meson runs the gradient checks a second time that way, on the emulated device
+// (GATEDGRAD_CUDA=emulator), so every backward is checked through the CUDA kernels too.
+inline Device test_device() {
+    const char* name = std::getenv("GATEDGRAD_TEST_DEVICE");
+    return name && std::string(name) == "cuda" ? Device::CUDA : Device::CPU;
+}
+inline Tensor on_test_device(const Tensor& t) { return t.to(test_device()); }
 
 // "" when `t` holds `expected` (row-major) within tol (relative above 1, absolute below),
 // else the first difference, so that CHECK(mismatch(...) == "") prints it.

@@ -72,7 +72,8 @@ void check_close(const std::string& what, const Tensor& got, const Tensor& want,
     REQUIRE(got.shape() == want.shape());
     const auto g = got.to_vector<double>(), w = want.to_vector<double>();
     for (size_t i = 0; i < g.size(); ++i) {
-        const bool ok = std::isnan(w[i]) ? std::isnan(g[i]) : std::abs(g[i] - w[i]) <= tol * std::max(1.0, std::abs(w[i]));
+        const bool ok =
+            std::isnan(w[i]) ? std::isnan(g[i]) : std::abs(g[i] - w[i]) <= tol * std::max(1.0, std::abs(w[i]));
         if (!ok) {
             FAIL_CHECK(what << ": element " << i << " is " << g[i] << ", the CPU gives " << w[i]);
             return;
@@ -128,8 +129,9 @@ TEST_CASE("table: fill, arange and copy (strided, converting dtypes)") {
     for (DType dt : {DType::f32, DType::f64, DType::i64}) {
         for (const Shape& s : {Shape{0}, Shape{1}, Shape{7, 13}, Shape{3, 0, 2}, Shape{2, 3, 5, 7}}) {
             CAPTURE(shape_str(s));
-            compare("fill", {zeros(s, dt)}, {0}, [](const Backend& be, const std::vector<View>& v) { be.fill(v[0], 2.5); },
-                    0);
+            compare(
+                "fill", {zeros(s, dt)}, {0}, [](const Backend& be, const std::vector<View>& v) { be.fill(v[0], 2.5); },
+                0);
             compare("arange", {zeros({shape_numel(s)}, dt)}, {0},
                     [](const Backend& be, const std::vector<View>& v) { be.arange(v[0], -3, 0.5); }, 0);
         }
@@ -139,8 +141,9 @@ TEST_CASE("table: fill, arange and copy (strided, converting dtypes)") {
                     [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); }, 0);
             compare("copy into a strided view", {zeros({5, 12}, dt).narrow(1, 2, 9), in.select(2, 1)}, {0},
                     [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); }, 0);
-            compare("copy of a broadcast", {zeros({4, 9}, dt), in.select(0, 0).select(1, 0).unsqueeze(0).expand({4, 9})},
-                    {0}, [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); }, 0);
+            compare(
+                "copy of a broadcast", {zeros({4, 9}, dt), in.select(0, 0).select(1, 0).unsqueeze(0).expand({4, 9})},
+                {0}, [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); }, 0);
         }
     }
 }
@@ -262,9 +265,11 @@ TEST_CASE("table: embedding rows, gather/scatter along the last dim, top-k") {
             const Tensor table = random({13, 7}, dt, gen), ids = randint(0, 13, {N}, gen);
             compare("index_select_rows", {zeros({N, 7}, dt), table, ids}, {0},
                     [](const Backend& be, const std::vector<View>& v) { be.index_select_rows(v[0], v[1], v[2]); }, 0);
-            compare("index_add_rows (repeated ids add up)", {table.clone(), randint(0, 4, {N}, gen), random({N, 7}, dt, gen)},
-                    {0}, [](const Backend& be, const std::vector<View>& v) { be.index_add_rows(v[0], v[1], v[2]); },
-                    tolerance(dt));
+            compare(
+                "index_add_rows (repeated ids add up)",
+                {table.clone(), randint(0, 4, {N}, gen), random({N, 7}, dt, gen)}, {0},
+                [](const Backend& be, const std::vector<View>& v) { be.index_add_rows(v[0], v[1], v[2]); },
+                tolerance(dt));
         }
         const Tensor in = random({6, 19}, dt, gen), idx = randint(0, 19, {6, 3}, gen);
         compare("gather_last", {zeros({6, 3}, dt), in, idx}, {0},
@@ -306,11 +311,12 @@ TEST_CASE("table: AdamW and SGD steps") {
     for (DType dt : kFloats)
         for (int64_t n : {0, 1, 5, 1027}) {
             const AdamWStep adamw{1e-2, 0.9, 0.95, 1e-8, 0.1, 1 - std::pow(0.9, 3), 1 - std::pow(0.95, 3)};
-            compare("adamw_step",
-                    {random({n}, dt, gen), random({n}, dt, gen), random({n}, dt, gen) * 0.1, abs(random({n}, dt, gen))},
-                    {0, 2, 3},
-                    [&](const Backend& be, const std::vector<View>& v) { be.adamw_step(adamw, v[0], v[1], v[2], v[3]); },
-                    tolerance(dt));
+            compare(
+                "adamw_step",
+                {random({n}, dt, gen), random({n}, dt, gen), random({n}, dt, gen) * 0.1, abs(random({n}, dt, gen))},
+                {0, 2, 3},
+                [&](const Backend& be, const std::vector<View>& v) { be.adamw_step(adamw, v[0], v[1], v[2], v[3]); },
+                tolerance(dt));
             for (double momentum : {0.0, 0.9}) {
                 const SGDStep sgd{0.1, momentum, 1e-3};
                 compare("sgd_step", {random({n}, dt, gen), random({n}, dt, gen), random({n}, dt, gen)}, {0, 2},
@@ -329,8 +335,9 @@ TEST_CASE("table: GEMM, every transpose, batched with strides") {
         bool ta, tb;
     };
     for (DType dt : kFloats)
-        for (Case c : {Case{1, 1, 1, 1, false, false}, Case{1, 7, 33, 5, false, true}, Case{3, 17, 9, 65, true, false},
-                       Case{2, 40, 31, 18, true, true}, Case{1, 5, 0, 3, false, false}, Case{1, 4, 6, 0, false, false}}) {
+        for (Case c :
+             {Case{1, 1, 1, 1, false, false}, Case{1, 7, 33, 5, false, true}, Case{3, 17, 9, 65, true, false},
+              Case{2, 40, 31, 18, true, true}, Case{1, 5, 0, 3, false, false}, Case{1, 4, 6, 0, false, false}}) {
             CAPTURE(c.batch);
             CAPTURE(c.M);
             CAPTURE(c.N);
@@ -386,13 +393,14 @@ TEST_CASE("table: attention forward and backward (causal, window, exclude_self, 
             const Tensor O_cpu = zeros({c.B, c.H, c.Tq, c.D}, dt), lse_cpu = zeros({c.B, c.H, c.Tq}, dt);
             backend(Device::CPU).attention_forward(s, O_cpu.view_desc(), lse_cpu.view_desc(), View{}, Q.view_desc(),
                                                    K.view_desc(), V.view_desc());
-            compare("attention_backward",
-                    {zeros(Q.shape(), dt), zeros(K.shape(), dt), zeros(V.shape(), dt), random(O.shape(), dt, gen), Q, K, V,
-                     O_cpu, lse_cpu},
-                    {0, 1, 2},
-                    [&](const Backend& be, const std::vector<View>& v) {
-                        be.attention_backward(s, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
-                    },
-                    tolerance(dt) * 4);
+            compare(
+                "attention_backward",
+                {zeros(Q.shape(), dt), zeros(K.shape(), dt), zeros(V.shape(), dt), random(O.shape(), dt, gen), Q, K, V,
+                 O_cpu, lse_cpu},
+                {0, 1, 2},
+                [&](const Backend& be, const std::vector<View>& v) {
+                    be.attention_backward(s, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
+                },
+                tolerance(dt) * 4);
         }
 }

@@ -7,17 +7,19 @@
 #include <vector>
 
 #include "gatedgrad.h"
+#include "tests/check.h"
 
 using gg::DType;
 using gg::Shape;
 using gg::Tensor;
 using Inputs = std::vector<Tensor>;
+using gg::testing::on_test_device;
 
 namespace {
 
 // A float64 leaf that requires grad, from its values.
 Tensor leaf(Tensor values) {
-    Tensor t = values.detach();
+    Tensor t = on_test_device(values).detach();
     t.requires_grad_();
     return t;
 }
@@ -59,7 +61,8 @@ TEST_CASE("gradcheck: binary element-wise ops, with broadcasting") {
     check_gradient("operators", [](const Inputs& x) { return (x[0] + 1.0) * 3.0 - x[1] / 2.0 + 2.0 / x[1] - (-x[0]); },
                    {a, p});
     check_gradient("1 − a", [](const Inputs& x) { return 1.0 - x[0] * x[0]; }, {a});
-    check_gradient("a · constant", [](const Inputs& x) { return x[0] * x[1]; }, {a, gg::randn({3}, gen, DType::f64)});
+    check_gradient("a · constant", [](const Inputs& x) { return x[0] * x[1]; },
+                   {a, on_test_device(gg::randn({3}, gen, DType::f64))});
 }
 
 TEST_CASE("gradcheck: unary element-wise ops") {
@@ -90,17 +93,17 @@ TEST_CASE("gradcheck: unary element-wise ops") {
 
 TEST_CASE("gradcheck: where and masked_fill") {
     gg::Generator gen(3);
-    const Tensor cond = gg::from_vector(std::vector<int64_t>{1, 0, 0, 1, 1, 0}, {2, 3});
-    const Tensor row_cond = gg::from_vector(std::vector<double>{0, 1, 1}, {3});
+    const Tensor cond = on_test_device(gg::from_vector(std::vector<int64_t>{1, 0, 0, 1, 1, 0}, {2, 3}));
+    const Tensor row_cond = on_test_device(gg::from_vector(std::vector<double>{0, 1, 1}, {3}));
     const Tensor a = normal({2, 3}, gen), b = normal({2, 3}, gen), b_row = normal({3}, gen);
     check_gradient("where", [cond](const Inputs& x) { return gg::where(cond, x[0], x[1]); }, {a, b});
     check_gradient("where, broadcast b", [cond](const Inputs& x) { return gg::where(cond, x[0], x[1]); }, {a, b_row});
     check_gradient("where, broadcast cond", [row_cond](const Inputs& x) { return gg::where(row_cond, x[0], x[1]); },
                    {a, b});
     check_gradient("masked_fill", [cond](const Inputs& x) { return gg::masked_fill(x[0], cond, -1e9); }, {a});
-    const Tensor col_mask = gg::from_vector(std::vector<double>{1, 0}, {2, 1});
-    check_gradient("masked_fill, broadcast mask", [col_mask](const Inputs& x) { return gg::masked_fill(x[0], col_mask, 2); },
-                   {a});
+    const Tensor col_mask = on_test_device(gg::from_vector(std::vector<double>{1, 0}, {2, 1}));
+    check_gradient("masked_fill, broadcast mask",
+                   [col_mask](const Inputs& x) { return gg::masked_fill(x[0], col_mask, 2); }, {a});
 }
 
 TEST_CASE("gradcheck: reductions") {
@@ -121,7 +124,11 @@ TEST_CASE("gradcheck: reductions") {
         for (bool keepdim : {false, true})
             check_gradient("max values along " + std::to_string(dim),
                            [=](const Inputs& in) { return gg::max(in[0], dim, keepdim).first; }, {x});
-    check_gradient("sum of a permuted tensor", [](const Inputs& in) { return in[0].permute({2, 0, 1}).sum({0, 2}); }, {x});
+    check_gradient("sum of a permuted tensor",
+                   [](const Inputs& in) {
+                       return in[0].permute({2, 0, 1}).sum({0, 2});
+                   },
+                   {x});
     check_gradient("method forms", [](const Inputs& in) { return in[0].sum({1}).mean({0}, true); }, {x});
     check_gradient("sum_to", [](const Inputs& in) { return gg::sum_to(in[0], {3, 1}); }, {x});
 }
@@ -155,18 +162,18 @@ TEST_CASE("gradcheck: softmax, log_softmax and cross_entropy") {
     gg::Generator gen(6);
     const Tensor x = normal({2, 3, 4}, gen);
     for (int64_t dim : {0, 1, -1}) {
-        check_gradient("softmax along " + std::to_string(dim), [dim](const Inputs& in) { return gg::softmax(in[0], dim); },
-                       {x});
+        check_gradient("softmax along " + std::to_string(dim),
+                       [dim](const Inputs& in) { return gg::softmax(in[0], dim); }, {x});
         check_gradient("log_softmax along " + std::to_string(dim),
                        [dim](const Inputs& in) { return gg::log_softmax(in[0], dim); }, {x});
     }
     const Tensor logits = normal({4, 5}, gen);
-    const Tensor targets = gg::from_vector(std::vector<int64_t>{1, -100, 4, 0}, {4});
+    const Tensor targets = on_test_device(gg::from_vector(std::vector<int64_t>{1, -100, 4, 0}, {4}));
     check_gradient("cross_entropy with an ignored row",
                    [targets](const Inputs& in) { return gg::cross_entropy(in[0], targets); }, {logits});
     check_gradient("cross_entropy scaled (a non-unit upstream gradient)",
                    [targets](const Inputs& in) { return gg::cross_entropy(in[0], targets) * 3.0; }, {logits});
-    const Tensor targets_2d = gg::from_vector(std::vector<int64_t>{2, 2, 0, 3, 1, 2}, {2, 3});
+    const Tensor targets_2d = on_test_device(gg::from_vector(std::vector<int64_t>{2, 2, 0, 3, 1, 2}, {2, 3}));
     check_gradient("cross_entropy over (B, T, V) with ignore_index 0",
                    [targets_2d](const Inputs& in) { return gg::cross_entropy(in[0], targets_2d, 0); },
                    {normal({2, 3, 4}, gen)});
@@ -183,7 +190,8 @@ TEST_CASE("gradcheck: rms_norm (fused kernel) w.r.t. x and weight") {
 
 TEST_CASE("gradcheck: embedding, dropout, topk and gather") {
     gg::Generator gen(7);
-    const Tensor ids = gg::from_vector(std::vector<int64_t>{1, 3, 1, 0, 3, 3}, {2, 3});  // repeated ids add up
+    const Tensor ids =
+        on_test_device(gg::from_vector(std::vector<int64_t>{1, 3, 1, 0, 3, 3}, {2, 3}));  // repeated ids add up
     check_gradient("embedding", [ids](const Inputs& in) { return gg::embedding(in[0], ids); }, {normal({5, 3}, gen)});
     check_gradient("dropout", [](const Inputs& in) {
         gg::Generator mask_gen(99);  // the same mask on every evaluation
@@ -192,10 +200,10 @@ TEST_CASE("gradcheck: embedding, dropout, topk and gather") {
     const Tensor x = normal({3, 5}, gen);
     check_gradient("topk along the last dim", [](const Inputs& in) { return gg::topk(in[0], 2).first; }, {x});
     check_gradient("topk along dim 0", [](const Inputs& in) { return gg::topk(in[0], 2, 0).first; }, {x});
-    const Tensor idx = gg::from_vector(std::vector<int64_t>{4, 0, 4, 1, 1, 2}, {3, 2});
-    check_gradient("gather along dim 1, repeated indices", [idx](const Inputs& in) { return gg::gather(in[0], 1, idx); },
-                   {x});
-    const Tensor idx0 = gg::from_vector(std::vector<int64_t>{2, 0, 1, 2, 2, 0, 0, 1, 1, 1}, {2, 5});
+    const Tensor idx = on_test_device(gg::from_vector(std::vector<int64_t>{4, 0, 4, 1, 1, 2}, {3, 2}));
+    check_gradient("gather along dim 1, repeated indices",
+                   [idx](const Inputs& in) { return gg::gather(in[0], 1, idx); }, {x});
+    const Tensor idx0 = on_test_device(gg::from_vector(std::vector<int64_t>{2, 0, 1, 2, 2, 0, 0, 1, 1, 1}, {2, 5}));
     check_gradient("gather along dim 0", [idx0](const Inputs& in) { return gg::gather(in[0], 0, idx0); }, {x});
 }
 
@@ -217,8 +225,8 @@ TEST_CASE("gradcheck: cat, stack, split, chunk, repeat_interleave, tril, triu") 
         return parts[0] * parts[1];
     }, {x});
     check_gradient("repeat_interleave", [](const Inputs& in) { return gg::repeat_interleave(in[0], 3, 0); }, {a});
-    check_gradient("repeat_interleave along the last dim", [](const Inputs& in) { return gg::repeat_interleave(in[0], 2, -1); },
-                   {a});
+    check_gradient("repeat_interleave along the last dim",
+                   [](const Inputs& in) { return gg::repeat_interleave(in[0], 2, -1); }, {a});
     const Tensor m = normal({2, 3, 4}, gen);
     check_gradient("tril", [](const Inputs& in) { return gg::tril(in[0]); }, {m});
     check_gradient("tril(-1)", [](const Inputs& in) { return gg::tril(in[0], -1); }, {m});
@@ -258,7 +266,7 @@ TEST_CASE("gradcheck: a small composite, by random projections") {
     // An MLP-shaped function big enough to take the projection path.
     gg::Generator gen(10);
     const Tensor x = normal({4, 6}, gen), w1 = normal({6, 8}, gen), w2 = normal({8, 5}, gen);
-    const Tensor targets = gg::from_vector(std::vector<int64_t>{0, 4, -100, 2}, {4});
+    const Tensor targets = on_test_device(gg::from_vector(std::vector<int64_t>{0, 4, -100, 2}, {4}));
     gg::GradcheckOptions options;
     options.full_jacobian_limit = 0;
     check_gradient("mlp", [targets](const Inputs& in) {
@@ -277,7 +285,8 @@ Tensor square_with_backward_scaled_by(const Tensor& x, double factor) {
         gg::NoGradGuard no_grad;
         y = x * x;
     }
-    return gg::record("square", y, {x}, [x, factor](const Tensor& g) { return std::vector<Tensor>{g * x * (2 * factor)}; });
+    return gg::record("square", y, {x},
+                      [x, factor](const Tensor& g) { return std::vector<Tensor>{g * x * (2 * factor)}; });
 }
 
 }  // namespace
@@ -305,9 +314,10 @@ TEST_CASE("gradcheck: fails when a backward is wrong, on both paths") {
     CHECK_FALSE(gg::gradcheck([&](const Inputs& in) { return gg::sum(wrong(in) * 3.0, {1}); }, {x}).ok);
     CHECK_FALSE(gg::gradcheck([&](const Inputs& in) { return gg::sum(wrong(in) * 3.0, {1}); }, {x}, projections).ok);
     // Only inputs that require grad are checked.
-    const Tensor constant = gg::randn({3, 4}, gen, DType::f64);
+    const Tensor constant = on_test_device(gg::randn({3, 4}, gen, DType::f64));
     CHECK(gg::gradcheck([&](const Inputs& in) { return right({in[0]}) * in[1]; }, {x, constant}).ok);
     // And it insists on float64.
     CHECK_THROWS_WITH_AS(gg::gradcheck(right, {gg::ones({2}).requires_grad_()}),
-                         doctest::Contains("gradcheck: inputs must be float64, got (2) float32"), std::invalid_argument);
+                         doctest::Contains("gradcheck: inputs must be float64, got (2) float32"),
+                         std::invalid_argument);
 }
