@@ -132,8 +132,8 @@ struct TrainArgs {
 void add_train(CLI::App& app, TrainArgs& a) {
     a.cmd = app.add_subcommand("train", "train a language model; writes DIR/model.safetensors, DIR/log.jsonl, DIR/config.json");
     CLI::App* cmd = a.cmd;
-    CLI::Option* preset = cmd->add_option("--preset", a.preset, "start from a preset: tiny (~0.14M parameters) or small (~0.9M)")
-                              ->check(CLI::IsMember({"tiny", "small"}));
+    CLI::Option* preset = cmd->add_option("--preset", a.preset, "start from a preset: tiny (~0.14M parameters), small (~0.9M) or medium (~15M, for a GPU)")
+                              ->check(CLI::IsMember({"tiny", "small", "medium"}));
     cmd->add_option("--config", a.config_file, "start from a TrainConfig JSON file (fields not in it keep their defaults)")
         ->type_name("FILE")
         ->excludes(preset);

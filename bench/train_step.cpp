@@ -66,8 +66,9 @@ int main(int argc, char** argv) {
         const double median = ms[ms.size() / 2];
         const std::string where = device == Device::CUDA ? cuda::device_name() : "cpu";
         std::printf("{\"impl\": \"gatedgrad\", \"preset\": \"%s\", \"device\": \"%s\", \"params\": %lld, "
-                    "\"median_ms\": %.2f, \"tokens_per_s\": %.0f}\n",
-                    argv[1], where.c_str(), static_cast<long long>(model.num_parameters()), median,
+                    "\"batch\": %lld, \"seq_len\": %lld, \"median_ms\": %.2f, \"tokens_per_s\": %.0f}\n",
+                    argv[1], where.c_str(), static_cast<long long>(model.num_parameters()), static_cast<long long>(B),
+                    static_cast<long long>(T), median,
                     B * T / median * 1000);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "train_step: %s\n", e.what());

@@ -1,7 +1,7 @@
 """The PyTorch peer of bench/train_step.cpp: the same model (tests/reference/torch_lm.py),
 shapes, optimiser and clipping, float32, timed the same way.
 
-    /usr/bin/python3 bench/train_step_torch.py CONFIG_JSON BATCH SEQ_LEN THREADS [STEPS]
+    /usr/bin/python3 bench/train_step_torch.py CONFIG_JSON BATCH SEQ_LEN THREADS [STEPS] [cpu|cuda]
 """
 import json
 import pathlib
@@ -15,23 +15,33 @@ from torch_lm import LM  # noqa: E402
 
 config, B, T, threads = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 steps = int(sys.argv[5]) if len(sys.argv) > 5 else 20
+device = sys.argv[6] if len(sys.argv) > 6 else "cpu"
 torch.set_num_threads(threads)
 torch.manual_seed(0)
-model = LM(config)
+model = LM(config).to(device)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
-ids = torch.randint(config["vocab_size"], (B, T))
-targets = torch.randint(config["vocab_size"], (B, T))
+ids = torch.randint(config["vocab_size"], (B, T), device=device)
+targets = torch.randint(config["vocab_size"], (B, T), device=device)
+
+
+def sync():
+    if device == "cuda":
+        torch.cuda.synchronize()  # a GPU step has ended when its kernels have
+
+
 times = []
 for step in range(steps + 3):  # the first 3 steps warm up
+    sync()
     t0 = time.perf_counter()
     loss = model(ids, targets)
     opt.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
+    sync()
     if step >= 3:
         times.append((time.perf_counter() - t0) * 1000)
 times.sort()
 median = times[len(times) // 2]
-print(json.dumps({"impl": f"pytorch-{torch.__version__}", "threads": threads, "median_ms": round(median, 2),
+print(json.dumps({"impl": f"pytorch-{torch.__version__}", "device": device, "threads": threads, "median_ms": round(median, 2),
                   "tokens_per_s": round(B * T / median * 1000)}))

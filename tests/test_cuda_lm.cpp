@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -115,4 +116,52 @@ TEST_CASE("one LM training step on the CUDA device equals the CPU's, and reruns 
         CHECK(bitwise_equal(again.grads, gpu.grads));
         CHECK(bitwise_equal(again.params, gpu.params));
     }
+}
+
+namespace {
+
+std::shared_ptr<TextDataset> word_corpus() {
+    const char* words[] = {"gate ", "sink ", "head ", "token ", "attention ", "softmax "};
+    std::vector<std::string> docs;
+    Generator gen(5);
+    for (int d = 0; d < 40; ++d) {
+        std::string doc;
+        for (int w = 0; w < 30; ++w) doc += words[gen.randint(0, 6)];
+        docs.push_back(doc);
+    }
+    return std::make_shared<TextDataset>(docs);
+}
+
+TrainConfig trainer_config(const std::string& out_dir) {
+    TrainConfig c;
+    c.model.d_model = 16, c.model.n_layers = 1, c.model.attn.n_heads = 2, c.model.max_len = 12;
+    c.batch_size = 2, c.seq_len = 12, c.steps = 6, c.warmup = 2, c.lr = 3e-3;
+    c.eval_every = 3, c.eval_batches = 1, c.out_dir = out_dir;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("the trainer on the CUDA device follows the CPU's losses, and its checkpoint resumes on the CPU") {
+    namespace fs = std::filesystem;
+    const auto data = word_corpus();
+    const fs::path dir = fs::temp_directory_path() / ("gatedgrad_test_cuda_trainer_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    Trainer cpu(trainer_config(""), data);
+    const TrainResult on_cpu = cpu.run(true);
+    Trainer gpu(trainer_config(dir.string()), data, Device::CUDA);
+    CHECK(gpu.device() == Device::CUDA);
+    CHECK(gpu.model().parameters()[0].device() == Device::CUDA);
+    const TrainResult first_half = gpu.run(true, 3);  // pauses with a checkpoint written from the device
+    REQUIRE(first_half.log.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK(first_half.log[i].loss == doctest::Approx(on_cpu.log[i].loss).epsilon(1e-5));
+
+    Trainer resumed(trainer_config(""), data);  // on the CPU
+    resumed.resume((dir / "model.safetensors").string());
+    const TrainResult second_half = resumed.run(true);
+    REQUIRE(second_half.log.size() == 3);
+    for (size_t i = 0; i < 3; ++i)
+        CHECK(second_half.log[i].loss == doctest::Approx(on_cpu.log[i + 3].loss).epsilon(1e-5));
+    CHECK(std::isfinite(second_half.final_val_loss));
+    fs::remove_all(dir);
 }

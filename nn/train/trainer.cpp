@@ -75,8 +75,11 @@ TrainConfig TrainConfig::preset(const std::string& name) {
     } else if (name == "small") {  // ~0.9M parameters
         c.model.d_model = 128, c.model.n_layers = 4, c.model.attn.n_heads = 4;
         c.batch_size = 16, c.seq_len = 128, c.steps = 2000, c.lr = 2e-3, c.warmup = 100;
+    } else if (name == "medium") {  // ~15M parameters, context 256: a GPU's model (tools/demo --device cuda)
+        c.model.d_model = 384, c.model.n_layers = 8, c.model.attn.n_heads = 6;
+        c.batch_size = 32, c.seq_len = 256, c.steps = 3000, c.lr = 1e-3, c.warmup = 200;
     } else {
-        throw std::invalid_argument("preset '" + name + "' is not one of tiny, small");
+        throw std::invalid_argument("preset '" + name + "' is not one of tiny, small, medium");
     }
     c.model.max_len = c.seq_len;
     c.eval_every = c.steps / 4;
@@ -85,8 +88,8 @@ TrainConfig TrainConfig::preset(const std::string& name) {
 
 // ---------------------------------------------------------------- trainer
 
-Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data)
-    : config_(config), data_(std::move(data)), sampler_(config.seed) {
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data, Device device)
+    : config_(config), data_(std::move(data)), device_(device), sampler_(config.seed) {
     if (config.batch_size < 1 || config.seq_len < 2 || config.steps < 0)
         throw std::invalid_argument("trainer: batch_size " + std::to_string(config.batch_size) + ", seq_len " +
                                     std::to_string(config.seq_len) + ", steps " + std::to_string(config.steps) +
@@ -95,7 +98,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> d
         throw std::invalid_argument("trainer: seq_len " + std::to_string(config.seq_len) + " exceeds the model's max_len " +
                                     std::to_string(config.model.max_len) + " (learned positions)");
     manual_seed(config.seed);  // parameter init draws from the default generator
-    model_ = std::make_shared<GatedTransformerLM>(config.model);
+    model_ = std::make_shared<GatedTransformerLM>(config.model);  // initialised on the CPU: the same on any device
+    model_->to(device);
     optimizer_ = std::make_unique<AdamW>(model_->parameters(), config.lr, config.beta1, config.beta2, 1e-8,
                                          config.weight_decay);
 }
@@ -137,7 +141,7 @@ double Trainer::evaluate(int64_t seq_len) const {
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
         const Batch b = data_->val_batch(i, config_.batch_size, T);
-        total += model_->forward(b.inputs, b.targets).loss.item();
+        total += model_->forward(b.inputs.to(device_), b.targets.to(device_)).loss.item();
     }
     return total / double(n);
 }
@@ -183,7 +187,7 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         const auto t0 = std::chrono::steady_clock::now();
         optimizer_->lr = lr_at(schedule, step_);
         const Batch batch = data_->train_batch(c.batch_size, c.seq_len, sampler_);
-        const Tensor loss = model_->forward(batch.inputs, batch.targets).loss;
+        const Tensor loss = model_->forward(batch.inputs.to(device_), batch.targets.to(device_)).loss;
         const double loss_value = loss.item();
         if (!std::isfinite(loss_value)) {
             result.diverged = true;

@@ -44,7 +44,7 @@ struct TrainConfig {
 
     std::string to_json() const;
     static TrainConfig from_json(const std::string& json);  // fields not given keep defaults
-    static TrainConfig preset(const std::string& name);     // "tiny", "small"
+    static TrainConfig preset(const std::string& name);     // "tiny", "small", "medium"
 };
 
 struct StepLog {
@@ -66,7 +66,9 @@ struct TrainResult {
 
 class Trainer {
 public:
-    Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data);
+    // The model, its optimiser state and every batch live on `device`; checkpoints hold the
+    // same bytes whichever device wrote them, so a run can resume on another device.
+    Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data, Device device = Device::CPU);
     // Continues from a checkpoint written by this trainer (same config).
     void resume(const std::string& checkpoint_path);
     // Trains up to config.steps, or pauses after step `stop_at` (> 0) with a checkpoint,
@@ -79,10 +81,12 @@ public:
     GatedTransformerLM& model() { return *model_; }
     const TrainConfig& config() const { return config_; }
     int64_t step() const { return step_; }
+    Device device() const { return device_; }
 
 private:
     TrainConfig config_;
     std::shared_ptr<const BatchSource> data_;
+    Device device_;
     std::shared_ptr<GatedTransformerLM> model_;
     std::unique_ptr<AdamW> optimizer_;
     Generator sampler_;

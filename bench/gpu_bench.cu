@@ -1,0 +1,356 @@
+// gpu_bench.cu — the GPU measurements behind bench/gpu: every kernel of the library against
+// the best a user could pick instead, in one process, as JSON lines.
+//
+//   gpu_bench gemm|attention|memory [--quick]   → one JSON object per line on stdout
+//
+//   gemm       every rung of the teaching ladder (cuda/gemm_ladder/), the library's own GEMM
+//              (cuda/gemm.cu) and cuBLAS in FP32, TF32 and bf16 (f32 accumulation), at
+//              1024³, 2048³, 4096³: TFLOP/s, and the share of cuBLAS at the same precision.
+//   attention  the fused FlashAttention-style kernels (cuda/attention_*.cu), forward and
+//              forward + backward, B 8, H 8, D 64, causal, T 1024/2048/4096, against the
+//              materialised baseline: S = Q Kᵀ by cuBLAS, mask, our softmax, O = P V by cuBLAS.
+//   memory     the memory-bound kernels on 64 MiB operands in GB/s, against the device's own
+//              device-to-device copy (cudaMemcpy), measured in the same run.
+//
+// Every time is the median of several runs, each bracketed by CUDA events on the library's
+// stream, after a warm-up run. A result that is wrong (checked against cuBLAS or against the
+// unfused path) is still reported, with "ok": false.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda.h"
+#include "cuda/gemm.h"
+#include "cuda/gemm_ladder/ladder.h"
+#include "cuda/launch.h"
+#include "gatedgrad.h"
+
+using namespace gg;
+
+namespace {
+
+bool quick = false;  // --quick: the smallest size of each section only (a smoke run)
+
+void check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+void check(cublasStatus_t s, const char* what) {
+    if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": " + cublasGetStatusString(s));
+}
+
+// Median milliseconds of fn over at least 5 runs and at least 100 ms (at most 50 runs).
+double median_ms(const std::function<void()>& fn) {
+    cudaStream_t stream = cuda::current_stream();
+    cudaEvent_t start, stop;
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+    fn();  // warm-up: first-touch allocations, cuBLAS heuristics, instruction caches
+    check(cudaStreamSynchronize(stream), "warm-up");
+    std::vector<double> times;
+    double total = 0;
+    while (times.size() < 50 && (times.size() < 5 || total < 100)) {
+        check(cudaEventRecord(start, stream), "cudaEventRecord");
+        fn();
+        check(cudaEventRecord(stop, stream), "cudaEventRecord");
+        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        times.push_back(ms);
+        total += ms;
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+}
+
+// One JSON line: "section" and "name" first, then numbers.
+void emit(const std::string& section, const std::string& name, const std::vector<std::pair<std::string, double>>& nums,
+          bool ok = true, const std::string& note = "") {
+    std::string line = "{\"section\": \"" + section + "\", \"name\": \"" + name + "\"";
+    for (const auto& [key, value] : nums) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.6g", value);
+        line += ", \"" + key + "\": " + (std::isfinite(value) ? buf : "null");
+    }
+    line += std::string(", \"ok\": ") + (ok ? "true" : "false");
+    if (!note.empty()) line += ", \"note\": \"" + note + "\"";
+    std::printf("%s}\n", line.c_str());
+    std::fflush(stdout);
+}
+
+float* ptr(const Tensor& t) { return static_cast<float*>(t.view_desc().data); }
+
+// max |a − b| / max |b|: how far a result is from the reference, relative to its scale.
+double relative_error(const Tensor& a, const Tensor& b) {
+    const double scale = amax(abs(b), {}).item();
+    return amax(abs(a - b), {}).item() / std::max(scale, 1e-30);
+}
+
+// ---- GEMM ---------------------------------------------------------------------------------
+
+__global__ void to_bf16(const float* in, __nv_bfloat16* out, int64_t n) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2bfloat16(in[i]);
+}
+
+// Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: cuBLAS gets B first, with the sizes swapped.
+void cublas_gemm(cublasHandle_t h, cublasComputeType_t compute, cudaDataType_t in_type, int n, const void* A,
+                 const void* B, float* C) {
+    const float one = 1, zero = 0;
+    check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, in_type, n, A, in_type, n, &zero, C, CUDA_R_32F,
+                       n, compute, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+}
+
+void bench_gemm() {
+    cublasHandle_t h = cuda::cublas_handle();
+    const std::vector<int> sizes = quick ? std::vector<int>{1024} : std::vector<int>{1024, 2048, 4096};
+    for (int n : sizes) {
+        Generator gen(1);
+        const Tensor A = randn({n, n}, gen, DType::f32, Device::CUDA), B = randn({n, n}, gen, DType::f32, Device::CUDA);
+        const Tensor C = zeros({n, n}, DType::f32, Device::CUDA), ref = zeros({n, n}, DType::f32, Device::CUDA);
+        const int64_t nn = int64_t(n) * n;
+        const Tensor A16 = zeros({nn / 2}, DType::f32, Device::CUDA), B16 = zeros({nn / 2}, DType::f32, Device::CUDA);
+        auto* a16 = reinterpret_cast<__nv_bfloat16*>(ptr(A16));
+        auto* b16 = reinterpret_cast<__nv_bfloat16*>(ptr(B16));
+        cuda::launch("to_bf16", to_bf16, dim3(unsigned((nn + 255) / 256)), dim3(256), 0, ptr(A), a16, nn);
+        cuda::launch("to_bf16", to_bf16, dim3(unsigned((nn + 255) / 256)), dim3(256), 0, ptr(B), b16, nn);
+        const double flop = 2.0 * double(n) * n * n;
+        const auto tflops = [&](double ms) { return flop / (ms * 1e-3) / 1e12; };
+
+        // The references: cuBLAS at each precision (pedantic FP32 keeps TF32 out of it).
+        struct Reference {
+            const char* name;
+            cublasComputeType_t compute;
+            cudaDataType_t type;
+            const void *a, *b;
+            double ms;
+        };
+        Reference refs[] = {{"cublas_fp32", CUBLAS_COMPUTE_32F_PEDANTIC, CUDA_R_32F, ptr(A), ptr(B), 0},
+                            {"cublas_tf32", CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F, ptr(A), ptr(B), 0},
+                            {"cublas_bf16", CUBLAS_COMPUTE_32F, CUDA_R_16BF, a16, b16, 0}};
+        for (Reference& r : refs) {
+            r.ms = median_ms([&] { cublas_gemm(h, r.compute, r.type, n, r.a, r.b, ptr(C)); });
+            emit("gemm", r.name, {{"n", n}, {"ms", r.ms}, {"tflops", tflops(r.ms)}});
+        }
+        cublas_gemm(h, CUBLAS_COMPUTE_32F_PEDANTIC, CUDA_R_32F, n, ptr(A), ptr(B), ptr(ref));
+
+        // Our kernels, each against the cuBLAS of its own precision.
+        const auto ours = [&](const std::string& name, const std::function<void()>& run, const Reference& peer,
+                              double tolerance) {
+            run();
+            const double err = relative_error(C, ref);
+            const double ms = median_ms(run);
+            emit("gemm", name,
+                 {{"n", n}, {"ms", ms}, {"tflops", tflops(ms)}, {"pct_of_cublas", 100 * peer.ms / ms},
+                  {"rel_error", err}},
+                 err < tolerance, std::string("vs ") + peer.name);
+        };
+        for (cuda::Rung rung : cuda::kRungs) {
+            if (n > 2048 && rung == cuda::Rung::naive) continue;  // minutes of a strided walk: skipped at 4096
+            const bool tensor_cores = rung == cuda::Rung::tensor_core_tf32 || rung == cuda::Rung::tensor_core_bf16;
+            const Reference& peer = rung == cuda::Rung::tensor_core_tf32   ? refs[1]
+                                    : rung == cuda::Rung::tensor_core_bf16 ? refs[2]
+                                                                           : refs[0];
+            ours(std::string("rung_") + std::to_string(int(rung)) + "_" + cuda::rung_name(rung),
+                 [&] { cuda::gpu::gemm_ladder(rung, n, n, n, 1.f, ptr(A), ptr(B), 0.f, ptr(C)); }, peer,
+                 tensor_cores ? 2e-2 : 1e-5);
+        }
+        const Backend& table = backend(Device::CUDA);
+        ours("library_gemm",
+             [&] {
+                 table.gemm(DType::f32, 1, false, false, n, n, n, 1.0, ptr(A), n, 0, ptr(B), n, 0, 0.0, ptr(C), n, 0);
+             },
+             refs[0], 1e-5);
+    }
+}
+
+// ---- attention ----------------------------------------------------------------------------
+
+// S[b, i, j] = −inf for j > i: the causal mask of the materialised baseline.
+__global__ void mask_causal(float* S, int64_t T, int64_t total) {
+    const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= total) return;
+    const int64_t j = e % T, i = (e / T) % T;
+    if (j > i) S[e] = -INFINITY;
+}
+
+void bench_attention() {
+    const Backend& table = backend(Device::CUDA);
+    cublasHandle_t h = cuda::cublas_handle();
+    const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{1024, 2048, 4096};
+    for (int64_t T : lengths) {
+        const int64_t B = 8, H = 8, D = 64, BH = B * H;
+        const double scale = 1 / std::sqrt(double(D));
+        Generator gen(2);
+        const Tensor Q = randn({B, H, T, D}, gen, DType::f32, Device::CUDA), K = randn({B, H, T, D}, gen, DType::f32, Device::CUDA);
+        const Tensor V = randn({B, H, T, D}, gen, DType::f32, Device::CUDA), dO = randn({B, H, T, D}, gen, DType::f32, Device::CUDA);
+        const Tensor O = zeros({B, H, T, D}, DType::f32, Device::CUDA), lse = zeros({B, H, T}, DType::f32, Device::CUDA);
+        const Tensor dQ = zeros_like(Q), dK = zeros_like(K), dV = zeros_like(V);
+        const AttentionShape s{B, H, H, T, T, D, true, 0, scale};
+        const View none{};
+        const auto fused_forward = [&] {
+            table.attention_forward(s, O.view_desc(), lse.view_desc(), none, Q.view_desc(), K.view_desc(), V.view_desc());
+        };
+        const auto fused_backward = [&] {
+            table.attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(), dO.view_desc(), Q.view_desc(),
+                                     K.view_desc(), V.view_desc(), O.view_desc(), lse.view_desc());
+        };
+
+        // The materialised baseline: (B·H, T, T) scores, probabilities and their gradients.
+        const Tensor S = zeros({BH, T, T}, DType::f32, Device::CUDA), P = zeros_like(S), dP = zeros_like(S);
+        const Tensor O2 = zeros_like(O), dQ2 = zeros_like(Q), dK2 = zeros_like(K), dV2 = zeros_like(V);
+        const float alpha = float(scale), one = 1, zero = 0;
+        const int t = int(T), d = int(D);
+        const long long sTD = T * D, sTT = T * T;
+        // Row-major X (T, D) is column-major Xᵀ (D, T) with leading dimension D.
+        const auto baseline_forward = [&] {
+            // S = scale · Q Kᵀ   (column-major: Sᵀ = K Qᵀ)
+            check(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, ptr(K), d, sTD, ptr(Q), d, sTD,
+                                            &zero, ptr(S), t, sTT, int(BH)),
+                  "S = Q K^T");
+            const int64_t total = BH * T * T;
+            cuda::launch("mask_causal", mask_causal, dim3(unsigned((total + 255) / 256)), dim3(256), 0, ptr(S), T, total);
+            table.softmax(P.view_desc(), S.view_desc(), BH * T, T, false);
+            // O = P V   (column-major: Oᵀ = Vᵀ Pᵀ)
+            check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, ptr(V), d, sTD, ptr(P), t, sTT,
+                                            &zero, ptr(O2), d, sTD, int(BH)),
+                  "O = P V");
+        };
+        const auto baseline_backward = [&] {
+            // dV = Pᵀ dO   (column-major: dVᵀ = dOᵀ P)
+            check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, d, t, t, &one, ptr(dO), d, sTD, ptr(P), t, sTT,
+                                            &zero, ptr(dV2), d, sTD, int(BH)),
+                  "dV = P^T dO");
+            // dP = dO Vᵀ   (column-major: dPᵀ = V dOᵀ)
+            check(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &one, ptr(V), d, sTD, ptr(dO), d, sTD,
+                                            &zero, ptr(dP), t, sTT, int(BH)),
+                  "dP = dO V^T");
+            table.softmax_backward(S.view_desc(), P.view_desc(), dP.view_desc(), BH * T, T, false);  // dS into S
+            // dQ = scale · dS K   (column-major: dQᵀ = Kᵀ dSᵀ)
+            check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &alpha, ptr(K), d, sTD, ptr(S), t, sTT,
+                                            &zero, ptr(dQ2), d, sTD, int(BH)),
+                  "dQ = dS K");
+            // dK = scale · dSᵀ Q   (column-major: dKᵀ = Qᵀ dS)
+            check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, d, t, t, &alpha, ptr(Q), d, sTD, ptr(S), t, sTT,
+                                            &zero, ptr(dK2), d, sTD, int(BH)),
+                  "dK = dS^T Q");
+        };
+
+        // Correctness first: the two paths agree.
+        fused_forward();
+        fused_backward();
+        baseline_forward();
+        baseline_backward();
+        const double err = std::max({relative_error(O, O2), relative_error(dQ, dQ2), relative_error(dK, dK2),
+                                     relative_error(dV, dV2)});
+        const bool ok = err < 1e-3;
+
+        // Causal: half of the T² score matrix; forward 2 GEMMs, backward 5 (one recomputes S).
+        const double fwd_flop = 4.0 * BH * T * T * D / 2, bwd_flop = 2.5 * fwd_flop;
+        const double fused_fwd = median_ms(fused_forward);
+        const double fused_all = median_ms([&] { fused_forward(); fused_backward(); });
+        const double base_fwd = median_ms(baseline_forward);
+        const double base_all = median_ms([&] { baseline_forward(); baseline_backward(); });
+        const double mib = 1.0 / (1 << 20);
+        const double fused_bytes = double(Q.numel()) * 4 * 8 + double(lse.numel()) * 4;   // Q K V O dO dQ dK dV, lse
+        const double base_bytes = fused_bytes + double(S.numel()) * 4 * 3;                // + S, P, dP
+        emit("attention", "fused_forward", {{"T", double(T)}, {"ms", fused_fwd}, {"tflops", fwd_flop / fused_fwd / 1e9}},
+             ok);
+        emit("attention", "fused_forward_backward",
+             {{"T", double(T)}, {"ms", fused_all}, {"tflops", (fwd_flop + bwd_flop) / fused_all / 1e9},
+              {"speedup_vs_materialised", base_all / fused_all}, {"memory_mib", fused_bytes * mib},
+              {"rel_error_vs_materialised", err}},
+             ok);
+        emit("attention", "materialised_forward", {{"T", double(T)}, {"ms", base_fwd}, {"tflops", fwd_flop / base_fwd / 1e9}});
+        emit("attention", "materialised_forward_backward",
+             {{"T", double(T)}, {"ms", base_all}, {"tflops", (fwd_flop + bwd_flop) / base_all / 1e9},
+              {"memory_mib", base_bytes * mib}});
+    }
+}
+
+// ---- memory-bound kernels -----------------------------------------------------------------
+
+void bench_memory() {
+    const Backend& table = backend(Device::CUDA);
+    const int64_t n = int64_t(16) << 20;  // 16 Mi floats: 64 MiB per operand
+    const double bytes = double(n) * 4;
+    Generator gen(3);
+    const auto rnd = [&](const Shape& shape) { return randn(shape, gen, DType::f32, Device::CUDA); };
+    const Tensor x = rnd({n}), y = rnd({n}), out = zeros({n}, DType::f32, Device::CUDA);
+
+    const double copy_ms = median_ms([&] {
+        check(cudaMemcpyAsync(ptr(out), ptr(x), size_t(bytes), cudaMemcpyDeviceToDevice, cuda::current_stream()),
+              "cudaMemcpyAsync");
+    });
+    const double copy_gbs = 2 * bytes / copy_ms / 1e6;
+    emit("memory", "cudaMemcpy_d2d", {{"mib", bytes / (1 << 20)}, {"ms", copy_ms}, {"gbs", copy_gbs}});
+
+    // Each kernel with the bytes it must move at the least (every operand read or written once).
+    const auto kernel = [&](const std::string& name, double moved, const std::function<void()>& run) {
+        const double ms = median_ms(run);
+        const double gbs = moved / ms / 1e6;
+        emit("memory", name, {{"ms", ms}, {"gbs", gbs}, {"pct_of_copy", 100 * gbs / copy_gbs}});
+    };
+    kernel("copy", 2 * bytes, [&] { table.copy(out.view_desc(), x.view_desc()); });
+    kernel("add", 3 * bytes, [&] { table.binary(BinaryOp::add, out.view_desc(), x.view_desc(), y.view_desc()); });
+    kernel("exp", 2 * bytes, [&] { table.unary(UnaryOp::exp, out.view_desc(), x.view_desc(), 0); });
+    const int64_t cols = 4096, rows = n / cols;
+    kernel("softmax_4096", 2 * bytes, [&] { table.softmax(out.view_desc(), x.view_desc(), rows, cols, false); });
+    kernel("softmax_backward_4096", 3 * bytes,
+           [&] { table.softmax_backward(out.view_desc(), x.view_desc(), y.view_desc(), rows, cols, false); });
+    const Tensor targets = randint(0, cols, {rows}, gen).to(Device::CUDA), loss = zeros({rows}, DType::f32, Device::CUDA);
+    const Tensor row_scale = full({rows}, 1.0 / double(rows), DType::f32, Device::CUDA);
+    kernel("cross_entropy_4096", bytes,
+           [&] { table.cross_entropy(loss.view_desc(), x.view_desc(), targets.view_desc(), -100); });
+    kernel("cross_entropy_backward_4096", 2 * bytes, [&] {
+        table.cross_entropy_backward(out.view_desc(), x.view_desc(), targets.view_desc(), row_scale.view_desc());
+    });
+    const int64_t d = 1024, r = n / d;
+    const Tensor w = rnd({d}), rstd = zeros({r}, DType::f32, Device::CUDA), dw = zeros({d}, DType::f32, Device::CUDA);
+    kernel("rms_norm_forward_1024", 2 * bytes, [&] {
+        table.rms_norm_forward(out.view_desc(), rstd.view_desc(), x.view_desc(), w.view_desc(), r, d, 1e-6);
+    });
+    kernel("rms_norm_backward_1024", 3 * bytes, [&] {
+        table.rms_norm_backward(out.view_desc(), dw.view_desc(), y.view_desc(), x.view_desc(), w.view_desc(),
+                                rstd.view_desc(), r, d);
+    });
+    const Tensor p = rnd({n}), m = zeros({n}, DType::f32, Device::CUDA), v = zeros({n}, DType::f32, Device::CUDA);
+    const AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 0.1, 0.05};
+    // p, m, v read and written; g read.
+    kernel("adamw_step", 7 * bytes,
+           [&] { table.adamw_step(step, p.view_desc(), x.view_desc(), m.view_desc(), v.view_desc()); });
+    const Tensor acc = zeros({}, DType::f64, Device::CUDA);
+    kernel("sum_squares", bytes, [&] { table.sum_squares(acc.view_desc(), x.view_desc()); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        if (argc < 2) throw std::invalid_argument("usage: gpu_bench gemm|attention|memory [--quick]");
+        for (int i = 2; i < argc; ++i) quick = quick || std::strcmp(argv[i], "--quick") == 0;
+        if (cuda::selection().mode != cuda::Mode::gpu)
+            throw std::runtime_error("needs a GPU: " + (cuda::selection().error.empty()
+                                                                      ? std::string("GATEDGRAD_CUDA selects the emulator")
+                                                                      : cuda::selection().error));
+        const std::string section = argv[1];
+        if (section == "gemm") bench_gemm();
+        else if (section == "attention") bench_attention();
+        else if (section == "memory") bench_memory();
+        else throw std::invalid_argument("gpu_bench: unknown section '" + section + "': gemm, attention or memory");
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "gpu_bench: %s\n", e.what());
+        return 1;
+    }
+}
