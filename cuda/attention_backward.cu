@@ -1,4 +1,4 @@
-// attention_backward.cu — gradients of fused attention (cuda/attention_forward.cu), FlashAttention
+// attention_backward.cu — gradients of fused attention (cuda/attention_forward.cu), FlashAttention-2
 // style: the probabilities are recomputed tile by tile from the saved lse, never stored.
 //
 // With P_ij = exp(q_i · k_j · scale − lse_i) over the keys j that query i sees, and dO the
@@ -8,19 +8,23 @@
 //   dQ_i = scale Σ_j dS_ij k_j                 dK_j = scale Σ_i dS_ij q_i
 // summed over every query head of the kv head's group (GQA) for dK and dV.
 //
-// Three kernels, each output element written by one block in a fixed order (no atomics), so
-// two runs give the same bits:
-//   delta  one warp per query row, lanes over D: Δ_i. It is parked in column 0 of dQ, whose
-//          rows are not written before the dQ kernel has read their Δ: no scratch buffer.
-//   dK/dV  one block of 8 warps per (b, kv head, tile of 32 keys), grid (B·Hkv, ⌈Tk / 32⌉).
-//          The block holds its K and V tiles in shared memory and walks the query heads of
-//          the group and, for each, the query tiles of the causal/window band (Q, dO loaded
-//          into shared memory). Warp w handles its 4 keys: lane l recomputes P and dS for
-//          query i0 + l, then the lanes, over D, add Pᵀ dO and dSᵀ Q to the key's rows.
-//   dQ     one block of 8 warps per (b, h, tile of 32 queries), grid (B·H, ⌈Tq / 32⌉), the
-//          mirror image: K and V tiles stream through shared memory, lane l recomputes dS
-//          for key j0 + l, and the lanes, over D, add dS K to the query's row.
-// The warp steps and the tile geometry are shared with the forward: cuda/attention_tiles.cuh.
+// Two kernels, each output element written by one block in a fixed order (no atomics), so
+// two runs give the same bits. Both recompute P and dS: that costs the dQ kernel two of the
+// products the dK/dV kernel already did, and saves both a (Tq × Tk) buffer or float atomics.
+// Each computes the Δ of the query tiles it reads, from dO and O, while it loads them (two
+// threads per row): O(64·D) work against the tile's O(64·64·D), and no scratch memory.
+//   dK/dV  one block of 4 warps per (b, kv head, tile of 64 keys), grid (B·Hkv, ⌈Tk / 64⌉).
+//          K and V of the block stay in shared memory; it walks the query heads of the group
+//          and, for each, the query tiles of the causal/window band (Q, dO, lse, Δ loaded).
+//          The micro-tiles (attention_tiles.cuh) have keys as rows, queries as columns:
+//            Sᵀ = K Qᵀ → Pᵀ into the warp's buffer → dV += Pᵀ dO;
+//            dPᵀ = V dOᵀ → dSᵀ = Pᵀ ⊙ (dPᵀ − Δ) into the buffer → dK += dSᵀ Q.
+//   dQ     one block of 4 warps per (b, h, tile of 64 queries), grid (B·H, ⌈Tq / 64⌉), last
+//          tile first. Q, dO, lse and Δ of the block stay; the key tiles of the band stream
+//          through one buffer, values first, then keys:
+//            dP = dO Vᵀ (parked in the warp's buffer) → S = Q Kᵀ → dS → dQ += dS K.
+// Parking P or dP in the weight buffer while the next product runs keeps one 4 × 8 micro-tile
+// in registers instead of two: the f64 kernels need that room.
 #include <algorithm>
 
 #include "cuda/attention_tiles.cuh"
@@ -32,193 +36,187 @@ namespace {
 
 using namespace attention;
 
-// delta (rows) at stride D ← Σ_d dO (rows, D) ⊙ O (rows, D); rows = B·H·Tq.
-// One warp per row, grid-stride over the rows; block kThreads.
-template <class T>
-__global__ void attention_delta_kernel(int64_t rows, int D, T* delta, const T* dO, const T* O) {
-    const int lane = int(threadIdx.x) % 32;
-    const int64_t warps = int64_t(gridDim.x) * kWarps;
-    for (int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; row < rows; row += warps) {
-        T part = 0;
-        for (int d = lane; d < D; d += 32) part += dO[row * D + d] * O[row * D + d];
-        const T total = warp_sum(part);
-        if (lane == 0) delta[row * D] = total;
-    }
-}
-
-// dK, dV (B, Hkv, Tk, D) ← dO, Q (B, H, Tq, D), K, V (B, Hkv, Tk, D), lse (B, H, Tq), delta
-// (B, H, Tq) at stride D. grid (B·Hkv, ⌈Tk / 32⌉), block kThreads, shared_bytes<T>(4, 2, D).
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    attention_dkdv_kernel(AttentionShape s, T* dK, T* dV, const T* dO, const T* Q, const T* K, const T* V,
-                          const T* lse, const T* delta) {
-    const int D = int(s.D), ld = D | 1;
+// dK, dV (B, Hkv, Tk, D) ← dO, Q, O (B, H, Tq, D), K, V (B, Hkv, Tk, D), lse (B, H, Tq).
+// grid (B·Hkv, ⌈Tk / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(4, 3 · 64).
+template <class T, int kD>
+__global__ void __launch_bounds__(kThreads, Layout<T, kD>::min_blocks(4, 3 * kTile))
+    attention_dkdv_kernel(AttentionShape s, bool vector, T* dK, T* dV, const T* dO, const T* Q, const T* K,
+                          const T* V, const T* O, const T* lse) {
+    using L = Layout<T, kD>;
+    const int D = int(s.D);
     const int64_t bhk = blockIdx.x, b = bhk / s.Hkv, hk = bhk % s.Hkv, group = s.H / s.Hkv;
     const int64_t j0 = int64_t(blockIdx.y) * kTile, j_end = min(j0 + kTile, s.Tk);
-    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+    const Lane lane = this_lane();
 
     GG_DYNAMIC_SHARED(T, smem);
-    T* Ks = smem;                                 // (32, ld) this block's keys
-    T* Vs = Ks + kTile * ld;                      // (32, ld)
-    T* Qs = Vs + kTile * ld;                      // (32, ld) the current query tile
-    T* dOs = Qs + kTile * ld;                     // (32, ld)
-    T* P = dOs + kTile * ld + warp * kTile;       // (32) this warp's P of one key
-    T* dS = P + kWarps * kTile;                   // (32) and its dS
-    load_tile(Ks, K + bhk * s.Tk * D, j0, s.Tk, D, ld);
-    load_tile(Vs, V + bhk * s.Tk * D, j0, s.Tk, D, ld);
+    T* Ks = smem;                                   // (64, ld) this block's keys
+    T* Vs = Ks + L::tile;                           // (64, ld) and values
+    T* Qs = Vs + L::tile;                           // (64, ld) the current query tile
+    T* dOs = Qs + L::tile;                          // (64, ld)
+    T* W = dOs + L::tile + lane.warp * L::weights;  // (64, ldw) this warp's Pᵀ, then dSᵀ: W[i][key]
+    T* lse_s = dOs + L::tile + kWarps * L::weights;  // (64) of the query tile
+    T(*delta)[2] = reinterpret_cast<T(*)[2]>(lse_s + kTile);  // (64, 2) halves of Δ
+    load_tile<T, kD>(Ks, K + bhk * s.Tk * D, j0, s.Tk, D, vector);
+    load_tile<T, kD>(Vs, V + bhk * s.Tk * D, j0, s.Tk, D, vector);
 
-    RowPart<T> dk[kRowsPerWarp], dv[kRowsPerWarp];  // this lane's columns of each key's sums
-    GG_UNROLL
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-        GG_UNROLL
-        for (int c = 0; c < HeadDim<T>::cols; ++c) dk[r][c] = dv[r][c] = 0;
-    }
+    Accumulator<T, kD> dk, dv;  // this lane's part of its 4 keys' sums
+    clear<T, kD>(dk);
+    clear<T, kD>(dv);
 
     for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
         const int64_t bh = b * s.H + h;
         for (int64_t i0 = 0; i0 < s.Tq; i0 += kTile) {
             const int64_t i_end = min(i0 + kTile, s.Tq);
-            if (!tiles_meet(s, i0, i_end - 1, j0, j_end - 1)) continue;
-            __syncthreads();  // every warp is done with the previous Q and dO tiles
-            load_tile(Qs, Q + bh * s.Tq * D, i0, s.Tq, D, ld);
-            load_tile(dOs, dO + bh * s.Tq * D, i0, s.Tq, D, ld);
+            const TileMask mask = classify(s, i0, i_end, j0, j_end);
+            if (mask == TileMask::empty) continue;
+            __syncthreads();  // every warp is done with the previous query tile
+            load_tile<T, kD>(Qs, Q + bh * s.Tq * D, i0, s.Tq, D, vector);
+            load_tile<T, kD>(dOs, dO + bh * s.Tq * D, i0, s.Tq, D, vector);
+            load_row_stats<T, kD>(lse_s, delta, lse + bh * s.Tq, dO + bh * s.Tq * D, O + bh * s.Tq * D, i0, s.Tq,
+                                  D, vector);
             __syncthreads();
-            // Lane l stands for query i = i0 + l of the tile throughout.
-            const int64_t i = i0 + lane;
-            const KeyRange keys = i < i_end ? visible_keys(s, i) : KeyRange{1, 0};
-            const T lse_i = i < i_end ? lse[bh * s.Tq + i] : T(0);
-            const T delta_i = i < i_end ? delta[(bh * s.Tq + i) * D] : T(0);
-            GG_UNROLL
-            for (int r = 0; r < kRowsPerWarp; ++r) {
-                const int row = warp + kWarps * r;
-                const int64_t j = j0 + row;
-                if (j >= j_end) break;
-                const bool visible = j >= keys.first && j <= keys.last;
-                if (!__any_sync(kFullMask, visible)) continue;
-                T p = 0, ds = 0;
-                if (visible) {
-                    p = std::exp(dot(Qs + lane * ld, Ks + row * ld, D) * T(s.scale) - lse_i);
-                    ds = p * (dot(dOs + lane * ld, Vs + row * ld, D) - delta_i);
+
+            LaneScores<T> p;  // Pᵀ: the lane's 4 keys × 8 queries
+            tile_scores<T, kD>(p, Ks, Qs, lane);
+            const auto probabilities = [&](uint32_t visible) {
+                GG_UNROLL
+                for (int k = 0; k < kLaneCols; ++k) {
+                    const T lse_i = lse_s[lane.col(k)];
+                    GG_UNROLL
+                    for (int r = 0; r < kLaneRows; ++r)
+                        p[r][k] = pair_visible(visible, r, k) ? std::exp(p[r][k] * T(s.scale) - lse_i) : T(0);
                 }
-                P[lane] = p;
-                dS[lane] = ds;
-                __syncwarp();
-                add_weighted_rows(dv[r], P, dOs, int(i_end - i0), ld, D, lane);
-                add_weighted_rows(dk[r], dS, Qs, int(i_end - i0), ld, D, lane);
-                __syncwarp();  // P and dS are read by every lane before the next key overwrites them
+            };
+            if (mask == TileMask::full) probabilities(kAllPairs);
+            else probabilities(visible_pairs(s, lane, j0, i0, false));
+            store_weights<T, kD>(W, p, lane);
+            __syncwarp();
+            tile_accumulate<T, kD>(dv, W, dOs, lane);
+
+            LaneScores<T> ds;  // dPᵀ, then dSᵀ (0 where P is)
+            tile_scores<T, kD>(ds, Vs, dOs, lane);
+            load_weights<T, kD>(p, W, lane);
+            GG_UNROLL
+            for (int k = 0; k < kLaneCols; ++k) {
+                const T delta_i = delta[lane.col(k)][0] + delta[lane.col(k)][1];
+                GG_UNROLL
+                for (int r = 0; r < kLaneRows; ++r) ds[r][k] = p[r][k] * (ds[r][k] - delta_i);
             }
+            __syncwarp();  // every lane has read Pᵀ before dSᵀ replaces it
+            store_weights<T, kD>(W, ds, lane);
+            __syncwarp();
+            tile_accumulate<T, kD>(dk, W, Qs, lane);
         }
     }
 
     GG_UNROLL
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int64_t j = j0 + warp + kWarps * r;
-        if (j >= j_end) break;
-        store_row(dK + (bhk * s.Tk + j) * D, dk[r], T(s.scale), D, lane);
-        store_row(dV + (bhk * s.Tk + j) * D, dv[r], T(1), D, lane);
+    for (int r = 0; r < kLaneRows; ++r) {
+        const int64_t j = j0 + lane.row(r);
+        if (j >= j_end) continue;
+        store_lane_row<T, kD>(dK + (bhk * s.Tk + j) * D, dk[r], T(s.scale), D, vector, lane);
+        store_lane_row<T, kD>(dV + (bhk * s.Tk + j) * D, dv[r], T(1), D, vector, lane);
     }
 }
 
-// dQ (B, H, Tq, D) ← dO, Q (B, H, Tq, D), K, V (B, Hkv, Tk, D), lse (B, H, Tq), delta
-// (B, H, Tq) at stride D, which is dQ itself: each warp reads the Δ of its rows before it
-// writes them. grid (B·H, ⌈Tq / 32⌉), block kThreads, shared_bytes<T>(4, 1, D).
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    attention_dq_kernel(AttentionShape s, T* dQ, const T* dO, const T* Q, const T* K, const T* V, const T* lse,
-                        const T* delta) {
-    const int D = int(s.D), ld = D | 1;
-    const int64_t bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
-    const int64_t bhk = b * s.Hkv + h / (s.H / s.Hkv);
-    const int64_t i0 = int64_t(blockIdx.y) * kTile, i_end = min(i0 + kTile, s.Tq);
-    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+// dQ (B, H, Tq, D) ← dO, Q, O (B, H, Tq, D), K, V (B, Hkv, Tk, D), lse (B, H, Tq).
+// grid (B·H, ⌈Tq / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(3, 3 · 64).
+template <class T, int kD>
+__global__ void __launch_bounds__(kThreads, Layout<T, kD>::min_blocks(3, 3 * kTile))
+    attention_dq_kernel(AttentionShape s, bool vector, T* dQ, const T* dO, const T* Q, const T* K, const T* V,
+                        const T* O, const T* lse) {
+    using L = Layout<T, kD>;
+    const int D = int(s.D);
+    const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
+    const int64_t i0 = heavy_first_tile() * kTile, i_end = min(i0 + kTile, s.Tq);
+    const Lane lane = this_lane();
+    const T* k = K + bhk * s.Tk * D;  // (Tk, D)
+    const T* v = V + bhk * s.Tk * D;  // (Tk, D)
 
     GG_DYNAMIC_SHARED(T, smem);
-    T* Qs = smem;                              // (32, ld) this block's queries
-    T* dOs = Qs + kTile * ld;                  // (32, ld)
-    T* Ks = dOs + kTile * ld;                  // (32, ld) the current key tile
-    T* Vs = Ks + kTile * ld;                   // (32, ld)
-    T* dS = Vs + kTile * ld + warp * kTile;    // (32) this warp's dS of one query
-    load_tile(Qs, Q + bh * s.Tq * D, i0, s.Tq, D, ld);
-    load_tile(dOs, dO + bh * s.Tq * D, i0, s.Tq, D, ld);
-
-    T lse_i[kRowsPerWarp], delta_i[kRowsPerWarp];
-    RowPart<T> dq[kRowsPerWarp];  // this lane's columns of each query's sum
+    T* Qs = smem;                                    // (64, ld) this block's queries
+    T* dOs = Qs + L::tile;                           // (64, ld)
+    T* KVs = dOs + L::tile;                          // (64, ld) the current values, then keys
+    T* W = KVs + L::tile + lane.warp * L::weights;   // (64, ldw) this warp's dP, then dS: W[j][row]
+    T* lse_s = KVs + L::tile + kWarps * L::weights;  // (64)
+    T(*delta)[2] = reinterpret_cast<T(*)[2]>(lse_s + kTile);  // (64, 2) halves of Δ
+    load_tile<T, kD>(Qs, Q + bh * s.Tq * D, i0, s.Tq, D, vector);
+    load_tile<T, kD>(dOs, dO + bh * s.Tq * D, i0, s.Tq, D, vector);
+    load_row_stats<T, kD>(lse_s, delta, lse + bh * s.Tq, dO + bh * s.Tq * D, O + bh * s.Tq * D, i0, s.Tq, D, vector);
+    __syncthreads();
+    T lse_r[kLaneRows], delta_r[kLaneRows];  // of the lane's 4 queries
     GG_UNROLL
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int64_t i = i0 + warp + kWarps * r;
-        lse_i[r] = i < i_end ? lse[bh * s.Tq + i] : T(0);
-        delta_i[r] = i < i_end ? delta[(bh * s.Tq + i) * D] : T(0);
-        GG_UNROLL
-        for (int c = 0; c < HeadDim<T>::cols; ++c) dq[r][c] = 0;
+    for (int r = 0; r < kLaneRows; ++r) {
+        lse_r[r] = lse_s[lane.row(r)];
+        delta_r[r] = delta[lane.row(r)][0] + delta[lane.row(r)][1];
     }
 
+    Accumulator<T, kD> dq;  // this lane's part of its 4 queries' Σ_j dS_ij k_j
+    clear<T, kD>(dq);
     for (int64_t j0 = 0; j0 < s.Tk; j0 += kTile) {
         const int64_t j_end = min(j0 + kTile, s.Tk);
-        if (!tiles_meet(s, i0, i_end - 1, j0, j_end - 1)) continue;
-        __syncthreads();  // every warp is done with the previous K and V tiles
-        load_tile(Ks, K + bhk * s.Tk * D, j0, s.Tk, D, ld);
-        load_tile(Vs, V + bhk * s.Tk * D, j0, s.Tk, D, ld);
+        const TileMask mask = classify(s, i0, i_end, j0, j_end);
+        if (mask == TileMask::empty) continue;
+        __syncthreads();  // every warp is done with the previous keys
+        load_tile<T, kD>(KVs, v, j0, s.Tk, D, vector);
         __syncthreads();
-        GG_UNROLL
-        for (int r = 0; r < kRowsPerWarp; ++r) {
-            const int row = warp + kWarps * r;
-            const int64_t i = i0 + row, j = j0 + lane;
-            if (i >= i_end) break;
-            const KeyRange keys = visible_keys(s, i);
-            const bool visible = j >= keys.first && j <= keys.last;
-            if (!__any_sync(kFullMask, visible)) continue;
-            T ds = 0;
-            if (visible) {
-                const T p = std::exp(dot(Qs + row * ld, Ks + lane * ld, D) * T(s.scale) - lse_i[r]);
-                ds = p * (dot(dOs + row * ld, Vs + lane * ld, D) - delta_i[r]);
+        LaneScores<T> ds;  // dP, then dS
+        tile_scores<T, kD>(ds, dOs, KVs, lane);
+        store_weights<T, kD>(W, ds, lane);  // parked: only this lane reads its slots back
+        __syncthreads();  // every warp is done with the values
+        load_tile<T, kD>(KVs, k, j0, s.Tk, D, vector);
+        __syncthreads();
+        LaneScores<T> p;
+        tile_scores<T, kD>(p, Qs, KVs, lane);
+        load_weights<T, kD>(ds, W, lane);
+        const auto gradients = [&](uint32_t visible) {
+            GG_UNROLL
+            for (int r = 0; r < kLaneRows; ++r) {
+                GG_UNROLL
+                for (int c = 0; c < kLaneCols; ++c)
+                    ds[r][c] = pair_visible(visible, r, c)
+                                   ? std::exp(p[r][c] * T(s.scale) - lse_r[r]) * (ds[r][c] - delta_r[r])
+                                   : T(0);
             }
-            dS[lane] = ds;
-            __syncwarp();
-            add_weighted_rows(dq[r], dS, Ks, int(j_end - j0), ld, D, lane);
-            __syncwarp();  // dS is read by every lane before the next query overwrites it
-        }
+        };
+        if (mask == TileMask::full) gradients(kAllPairs);
+        else gradients(visible_pairs(s, lane, i0, j0, true));
+        store_weights<T, kD>(W, ds, lane);
+        __syncwarp();
+        tile_accumulate<T, kD>(dq, W, KVs, lane);
     }
 
     GG_UNROLL
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int64_t i = i0 + warp + kWarps * r;
-        if (i >= i_end) break;
-        store_row(dQ + (bh * s.Tq + i) * D, dq[r], T(s.scale), D, lane);
+    for (int r = 0; r < kLaneRows; ++r) {
+        const int64_t i = i0 + lane.row(r);
+        if (i < i_end) store_lane_row<T, kD>(dQ + (bh * s.Tq + i) * D, dq[r], T(s.scale), D, vector, lane);
     }
 }
 
-template <class T>
+template <class T, int kD>
 void backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
               const View& Q, const View& K, const View& V, const View& O, const View& lse) {
-    check_head_dim<T>("attention_backward", s);
     if (s.D == 0) return;  // every gradient is empty
-    const int64_t rows = s.B * s.H * s.Tq;
-    T* delta = static_cast<T*>(dQ.data);  // (B, H, Tq) at stride D, until the dQ kernel
-    if (rows > 0) {
-        const int64_t blocks = std::min<int64_t>((rows + kWarps - 1) / kWarps, 65536);
-        launch("attention_delta", attention_delta_kernel<T>, dim3(unsigned(blocks)), dim3(kThreads), 0, rows,
-               int(s.D), delta, static_cast<const T*>(dO.data), static_cast<const T*>(O.data));
-    }
-    // dK and dV come first: their blocks read Δ from dQ, which the dQ kernel then overwrites.
+    using L = Layout<T, kD>;
+    const bool vector = vectors_fit<T>(s.D, {dQ.data, dK.data, dV.data, dO.data, Q.data, K.data, V.data, O.data});
     if (s.B * s.Hkv * s.Tk > 0)
-        launch("attention_backward_dkdv", attention_dkdv_kernel<T>,
-               tile_grid("attention_backward", s.B * s.Hkv, s.Tk), dim3(kThreads), shared_bytes<T>(4, 2, s.D), s,
-               static_cast<T*>(dK.data), static_cast<T*>(dV.data), static_cast<const T*>(dO.data),
+        launch("attention_backward_dkdv", attention_dkdv_kernel<T, kD>,
+               tile_grid("attention_backward", s.B * s.Hkv, s.Tk), dim3(kThreads), L::shared_bytes(4, 3 * kTile), s,
+               vector, static_cast<T*>(dK.data), static_cast<T*>(dV.data), static_cast<const T*>(dO.data),
                static_cast<const T*>(Q.data), static_cast<const T*>(K.data), static_cast<const T*>(V.data),
-               static_cast<const T*>(lse.data), static_cast<const T*>(delta));
-    if (rows > 0)
-        launch("attention_backward_dq", attention_dq_kernel<T>, tile_grid("attention_backward", s.B * s.H, s.Tq),
-               dim3(kThreads), shared_bytes<T>(4, 1, s.D), s, static_cast<T*>(dQ.data),
+               static_cast<const T*>(O.data), static_cast<const T*>(lse.data));
+    if (s.B * s.H * s.Tq > 0)
+        launch("attention_backward_dq", attention_dq_kernel<T, kD>, tile_grid("attention_backward", s.B * s.H, s.Tq),
+               dim3(kThreads), L::shared_bytes(3, 3 * kTile), s, vector, static_cast<T*>(dQ.data),
                static_cast<const T*>(dO.data), static_cast<const T*>(Q.data), static_cast<const T*>(K.data),
-               static_cast<const T*>(V.data), static_cast<const T*>(lse.data), static_cast<const T*>(delta));
+               static_cast<const T*>(V.data), static_cast<const T*>(O.data), static_cast<const T*>(lse.data));
 }
 
 }  // namespace
 
 void attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
                         const View& Q, const View& K, const View& V, const View& O, const View& lse) {
-    dispatch_float("attention_backward", Q.dtype,
-                   [&]<class T>() { backward<T>(s, dQ, dK, dV, dO, Q, K, V, O, lse); });
+    attention::dispatch("attention_backward", Q.dtype, s.D,
+                        [&]<class T, int kD>() { backward<T, kD>(s, dQ, dK, dV, dO, Q, K, V, O, lse); });
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD

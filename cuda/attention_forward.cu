@@ -10,14 +10,17 @@
 // the last tile O_i = acc / l and lse_i = m + log l, which backward uses to recompute the
 // probabilities instead of storing them.
 //
-// Mapping (see attention_tiles.cuh): one block of 8 warps per (b, h, tile of 32 queries),
-// grid (B·H, ⌈Tq / 32⌉). The block loads its query tile once, then every key tile of the
-// causal/window band, K and V, into shared memory; key tiles outside the band are skipped
-// whole. Warp w handles its 4 query rows in turn against each key tile: lane l scores key
-// j0 + l, a butterfly gives the tile's maximum, and the lanes, now over D, add P·V to the
-// row's accumulator. A key the row does not see gets −∞, so probability 0, and a row that
-// sees none of the tile skips it. That mask is two integer comparisons next to the D
-// multiply-adds of each score, so tiles inside the band are not special-cased.
+// Mapping (see attention_tiles.cuh): one block of 4 warps per (b, h, tile of 64 queries),
+// grid (B·H, ⌈Tq / 64⌉), last tile first. The block keeps its queries in shared memory and
+// walks the key tiles of the causal/window band; one tile buffer takes the keys, then the
+// values, which halves the shared memory and so doubles the blocks an SM holds. Per key tile:
+//   1. S = Q Kᵀ: each lane its 4 × 8 micro-tile of the warp's 16 queries × 64 keys;
+//   2. the online softmax on it: the row's maximum over its 8 lanes (3 shuffles), the
+//      rescale of l and acc, P = exp(S − m') into the warp's weight buffer;
+//   3. acc += P V: each lane its 4 queries × kD / 8 columns of D.
+// Tiles outside the band are never loaded; tiles inside it skip the mask; only the tiles on
+// its edge look up which pairs are visible. l stays split over the 8 lanes of a row until the
+// end, where one butterfly adds it up.
 //
 // When probs is asked for (analysis only), a second, plain kernel writes
 // P_ij = exp(s_ij − lse_i), 0 where key j is hidden: one thread per element of (B, H, Tq, Tk).
@@ -32,74 +35,84 @@ namespace {
 
 using namespace attention;
 
+// One key tile of the online softmax for the lane's 4 rows. p holds the scores q · k on entry
+// and exp(s − m') on return (0 where hidden), m' the rows' new running maximum; l (this lane's
+// part of the sum) and acc are rescaled from m to m'. A row that has seen no key yet keeps
+// m = −∞ and takes 0 as its reference, so that no −∞ − (−∞) appears.
+template <class T, int kD>
+__device__ void online_softmax(LaneScores<T>& p, T (&m)[kLaneRows], T (&l)[kLaneRows], Accumulator<T, kD>& acc,
+                               uint32_t visible, T scale) {
+    GG_UNROLL
+    for (int r = 0; r < kLaneRows; ++r) {
+        T tile_max = -T(INFINITY);
+        GG_UNROLL
+        for (int k = 0; k < kLaneCols; ++k) {
+            p[r][k] = pair_visible(visible, r, k) ? p[r][k] * scale : -T(INFINITY);
+            tile_max = max(tile_max, p[r][k]);
+        }
+        const T m_new = max(m[r], row_max(tile_max));
+        const T reference = m_new == -T(INFINITY) ? T(0) : m_new;
+        const T rescale = std::exp(m[r] - reference);  // 0 on the row's first keys, where m = −∞
+        m[r] = m_new;
+        l[r] *= rescale;
+        GG_UNROLL
+        for (int c = 0; c < Layout<T, kD>::lane_cols; ++c) acc[r][c] *= rescale;
+        GG_UNROLL
+        for (int k = 0; k < kLaneCols; ++k) l[r] += p[r][k] = std::exp(p[r][k] - reference);
+    }
+}
+
 // O (B, H, Tq, D), lse (B, H, Tq) ← Q (B, H, Tq, D), K, V (B, Hkv, Tk, D).
-// grid (B·H, ⌈Tq / 32⌉), block kThreads, shared_bytes<T>(3, 1, D).
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    attention_forward_kernel(AttentionShape s, T* O, T* lse, const T* Q, const T* K, const T* V) {
-    const int D = int(s.D), ld = D | 1;
-    const int64_t bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
-    const int64_t bhk = b * s.Hkv + h / (s.H / s.Hkv);
-    const int64_t i0 = int64_t(blockIdx.y) * kTile, i_end = min(i0 + kTile, s.Tq);
-    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-    const T* q = Q + bh * s.Tq * D;   // (Tq, D)
+// grid (B·H, ⌈Tq / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(2, 0).
+template <class T, int kD>
+__global__ void __launch_bounds__(kThreads, Layout<T, kD>::min_blocks(2, 0))
+    attention_forward_kernel(AttentionShape s, bool vector, T* O, T* lse, const T* Q, const T* K, const T* V) {
+    using L = Layout<T, kD>;
+    const int D = int(s.D);
+    const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
+    const int64_t i0 = heavy_first_tile() * kTile, i_end = min(i0 + kTile, s.Tq);
+    const Lane lane = this_lane();
     const T* k = K + bhk * s.Tk * D;  // (Tk, D)
     const T* v = V + bhk * s.Tk * D;  // (Tk, D)
 
     GG_DYNAMIC_SHARED(T, smem);
-    T* Qs = smem;                             // (32, ld) this block's queries
-    T* Ks = Qs + kTile * ld;                  // (32, ld) the current key tile
-    T* Vs = Ks + kTile * ld;                  // (32, ld)
-    T* P = Vs + kTile * ld + warp * kTile;    // (32) this warp's probabilities of one row
-    load_tile(Qs, q, i0, s.Tq, D, ld);
+    T* Qs = smem;                                      // (64, ld) this block's queries
+    T* KVs = Qs + L::tile;                             // (64, ld) the current keys, then their values
+    T* P = KVs + L::tile + lane.warp * L::weights;     // (64, ldw) this warp's probabilities, P[j][row]
+    load_tile<T, kD>(Qs, Q + bh * s.Tq * D, i0, s.Tq, D, vector);
 
-    T m[kRowsPerWarp], l[kRowsPerWarp];  // running max; this lane's share of the running sum
-    RowPart<T> acc[kRowsPerWarp];        // this lane's columns of Σ exp(s − m) v
+    T m[kLaneRows], l[kLaneRows];  // running max (the same in a row's 8 lanes), this lane's part of the sum
+    Accumulator<T, kD> acc;        // this lane's part of Σ_j exp(s_ij − m_i) v_j
+    clear<T, kD>(acc);
     GG_UNROLL
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-        m[r] = -T(INFINITY);
-        l[r] = 0;
-        GG_UNROLL
-        for (T& a : acc[r]) a = 0;
-    }
+    for (int r = 0; r < kLaneRows; ++r) m[r] = -T(INFINITY), l[r] = 0;
 
     for (int64_t j0 = 0; j0 < s.Tk; j0 += kTile) {
         const int64_t j_end = min(j0 + kTile, s.Tk);
-        if (!tiles_meet(s, i0, i_end - 1, j0, j_end - 1)) continue;
-        __syncthreads();  // every warp is done with the previous K and V tiles
-        load_tile(Ks, k, j0, s.Tk, D, ld);
-        load_tile(Vs, v, j0, s.Tk, D, ld);
+        const TileMask mask = classify(s, i0, i_end, j0, j_end);
+        if (mask == TileMask::empty) continue;
+        __syncthreads();  // every warp is done with the previous tile's values
+        load_tile<T, kD>(KVs, k, j0, s.Tk, D, vector);
         __syncthreads();
-        GG_UNROLL
-        for (int r = 0; r < kRowsPerWarp; ++r) {
-            const int row = warp + kWarps * r;
-            const int64_t i = i0 + row, j = j0 + lane;
-            if (i >= i_end) break;
-            const KeyRange keys = visible_keys(s, i);
-            const bool visible = j >= keys.first && j <= keys.last;
-            if (!__any_sync(kFullMask, visible)) continue;
-            const T score = visible ? dot(Qs + row * ld, Ks + lane * ld, D) * T(s.scale) : -T(INFINITY);
-            const T m_new = max(m[r], warp_max(score));
-            const T rescale = std::exp(m[r] - m_new);  // 0 on the row's first tile, where m = −∞
-            const T p = visible ? std::exp(score - m_new) : T(0);
-            m[r] = m_new;
-            l[r] = l[r] * rescale + p;
-            GG_UNROLL
-            for (T& a : acc[r]) a *= rescale;
-            P[lane] = p;
-            __syncwarp();
-            add_weighted_rows(acc[r], P, Vs, int(j_end - j0), ld, D, lane);
-            __syncwarp();  // P is read by every lane before the next row overwrites it
-        }
+        LaneScores<T> p;
+        tile_scores<T, kD>(p, Qs, KVs, lane);
+        if (mask == TileMask::full) online_softmax<T, kD>(p, m, l, acc, kAllPairs, T(s.scale));
+        else online_softmax<T, kD>(p, m, l, acc, visible_pairs(s, lane, i0, j0, true), T(s.scale));
+        store_weights<T, kD>(P, p, lane);
+        __syncthreads();  // every warp is done with the keys
+        load_tile<T, kD>(KVs, v, j0, s.Tk, D, vector);
+        __syncthreads();  // the values, and every lane's P, are in place
+        tile_accumulate<T, kD>(acc, P, KVs, lane);
     }
 
     GG_UNROLL
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int64_t i = i0 + warp + kWarps * r;
-        if (i >= i_end) break;
-        const T sum = warp_sum(l[r]);
-        store_row(O + (bh * s.Tq + i) * D, acc[r], T(1) / sum, D, lane);
-        if (lane == 0) lse[bh * s.Tq + i] = m[r] + std::log(sum);
+    for (int r = 0; r < kLaneRows; ++r) {
+        const T sum = row_sum(l[r]);
+        const int64_t i = i0 + lane.row(r);
+        if (i >= i_end) continue;
+        // A row that sees no key at all has O = 0 and lse = −∞, as on the CPU.
+        store_lane_row<T, kD>(O + (bh * s.Tq + i) * D, acc[r], sum > 0 ? T(1) / sum : T(0), D, vector, lane);
+        if (lane.cg == 0) lse[bh * s.Tq + i] = m[r] + std::log(sum);
     }
 }
 
@@ -110,23 +123,28 @@ __global__ void attention_probs_kernel(AttentionShape s, T* probs, const T* Q, c
     const int64_t n = s.B * s.H * s.Tq * s.Tk;
     for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
         const int64_t j = e % s.Tk, row = e / s.Tk, i = row % s.Tq, bh = row / s.Tq;
-        const int64_t bhk = bh / s.H * s.Hkv + bh % s.H / (s.H / s.Hkv);
         const KeyRange keys = visible_keys(s, i);
         T p = 0;
-        if (j >= keys.first && j <= keys.last)
-            p = std::exp(dot(Q + row * s.D, K + (bhk * s.Tk + j) * s.D, int(s.D)) * T(s.scale) - lse[row]);
+        if (j >= keys.first && j <= keys.last) {
+            const T* q = Q + row * s.D;                        // (D)
+            const T* k = K + (kv_head(s, bh) * s.Tk + j) * s.D;  // (D)
+            T dot = 0;
+            for (int64_t d = 0; d < s.D; ++d) dot += q[d] * k[d];
+            p = std::exp(dot * T(s.scale) - lse[row]);
+        }
         probs[e] = p;
     }
 }
 
-template <class T>
+template <class T, int kD>
 void forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
              const View& K, const View& V) {
-    check_head_dim<T>("attention_forward", s);
     if (s.B * s.H * s.Tq == 0) return;
-    launch("attention_forward", attention_forward_kernel<T>, tile_grid("attention_forward", s.B * s.H, s.Tq),
-           dim3(kThreads), shared_bytes<T>(3, 1, s.D), s, static_cast<T*>(O.data), static_cast<T*>(lse.data),
-           static_cast<const T*>(Q.data), static_cast<const T*>(K.data), static_cast<const T*>(V.data));
+    const bool vector = vectors_fit<T>(s.D, {O.data, Q.data, K.data, V.data});
+    launch("attention_forward", attention_forward_kernel<T, kD>, tile_grid("attention_forward", s.B * s.H, s.Tq),
+           dim3(kThreads), Layout<T, kD>::shared_bytes(2, 0), s, vector, static_cast<T*>(O.data),
+           static_cast<T*>(lse.data), static_cast<const T*>(Q.data), static_cast<const T*>(K.data),
+           static_cast<const T*>(V.data));
     if (probs.data == nullptr) return;
     const int64_t blocks = std::min<int64_t>((probs.numel() + 255) / 256, 65536);
     launch("attention_probs", attention_probs_kernel<T>, dim3(unsigned(blocks)), dim3(256), 0, s,
@@ -138,7 +156,8 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
 
 void attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
                        const View& K, const View& V) {
-    dispatch_float("attention_forward", Q.dtype, [&]<class T>() { forward<T>(s, O, lse, probs, Q, K, V); });
+    attention::dispatch("attention_forward", Q.dtype, s.D,
+                        [&]<class T, int kD>() { forward<T, kD>(s, O, lse, probs, Q, K, V); });
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD

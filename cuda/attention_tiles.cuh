@@ -1,32 +1,50 @@
 // attention_tiles.cuh — what the fused attention kernels share (cuda/attention_forward.cu,
-// cuda/attention_backward.cu): the tile geometry, which keys a query sees, and the two
-// warp-level steps every one of those kernels is made of.
+// cuda/attention_backward.cu): the tile geometry, which keys a query sees, and the two small
+// matrix products every one of those kernels is made of.
 //
-// Tiles. A query tile is kTile = 32 consecutive queries of one (b, h); a key tile is 32
-// consecutive keys of one (b, kv head). 32 is the warp size: inside a warp, one lane stands
-// for one row of the *other* operand's tile (a key in forward and dQ, a query in dK/dV).
-// A block is kWarps = 8 warps and owns one tile; warp w owns its rows w, w + 8, w + 16, w + 24
-// (kRowsPerWarp = 4) and keeps their accumulators in registers while the block walks over
-// the tiles of the other operand, loaded one after another into shared memory.
+// Tiles. A block owns kTile = 64 rows of one head — queries in the forward and dQ kernels,
+// keys in the dK/dV kernel — and streams tiles of 64 rows of the other operand through
+// shared memory. Its kWarps = 4 warps own 16 of its rows each. A lane holds a register
+// micro-tile of the 16 × 64 block of scores of its warp: 4 own rows × 8 streamed rows
+// ("columns"), lane = 8·rg + cg owning rows 4rg .. 4rg + 3 and columns cg, cg + 8, .., cg + 56.
+// Its accumulator (O, dQ, dK or dV) covers the same 4 rows × kD / 8 columns of D: the vectors
+// that start at V·(cg + 8q), where V = 16 / sizeof(T) is how many values one 16-byte access
+// moves (4 floats, 2 doubles).
 //
-// The two steps, for one row x of the warp's own tile against a tile Y of the other operand:
-//   scores      lane l computes x · Y_l over D: x is read by all lanes at once (a broadcast),
-//               Y_l is the lane's own row. Rows sit at an odd stride ld = D | 1 in shared
-//               memory, so the 32 lanes reading column d of 32 rows hit 32 different banks.
-//   accumulate  lanes split D instead: lane l owns columns l, l + 32, l + 64, l + 96 of the
-//               row's accumulator and adds Σ_r w_r Z_rd, the per-lane weights w (probabilities
-//               or dS) passed through a small shared buffer of the warp.
+// The two products, for a streamed tile Y (64, kD) of the other operand:
+//   scores      S = X Yᵀ over D, X the block's own tile: per 16 bytes of D the lane reads 4
+//               vectors of its rows and 8 of its columns and does 4·8·V multiply-adds.
+//   accumulate  acc += W Y over the 64 columns, W the warp's scores turned into weights
+//               (probabilities, dS): W goes through a small buffer of the warp, since the
+//               lanes that hold a row's weights are not the lanes that need them all.
+// Against the previous kernel, where one lane computed one score from two rows of shared
+// memory (two loads per multiply-add) and one warp handled one row at a time, a lane now loads
+// 12 values per 32 multiply-adds, 16 bytes at a time, and has 32 independent sums in flight.
 //
-// Limits. Each lane holds HeadDim<T>::cols = max / 32 columns of every accumulator row, so the
-// head size D is at most 128 in f32 and 64 in f64: the dK/dV kernel keeps 2 sums × 4 keys ×
-// cols = 32 f32 or 16 f64 values a lane. Shared memory is at most four tiles of (32, D | 1)
-// plus two weight buffers of the warps: 66.5 KiB for f32 at D = 128, 69 KiB for f64 at
-// D = 64 (the forward needs three tiles: 49.4 and 50.8 KiB). Any D up to the limit works,
-// a multiple of nothing; a larger one is an error. The tiles of a head run along grid.y, so
-// Tq and Tk are at most 65535 · 32 = 2,097,120.
+// Shared memory banks. Rows of a tile sit at stride ld = kD + V, so consecutive rows start 4
+// banks apart; the 8 lanes of a quarter warp (one rg, cg = 0..7) read the same 16 bytes of 8
+// consecutive rows — 8 different groups of 4 banks, no conflict — while the 4 quarters read
+// the same addresses or their own rows' (broadcasts). The weight buffer is stored column by
+// column, W[c][row], at stride 16 + V: the 8 columns a quarter warp writes at once start 4
+// banks apart too, and a read of W[c][4rg ..] is 4 broadcasts.
+//
+// Band. Tiles the causal/window mask hides entirely are skipped; tiles it shows entirely (and
+// that hold no row past the end) take no mask at all; only the tiles the band's edge crosses
+// work out, pair by pair, what each query sees (TileMask).
+//
+// Limits. kD, the head size rounded up to 32, 64 or 128, is a template parameter, so that
+// every micro-tile array is indexed by constants and stays in registers; padded columns of D
+// are zeros in shared memory and add nothing. D is at most 128 in f32 and 64 in f64, where
+// the accumulators of the dK/dV kernel (2 × 4 × kD / 8 values a lane) and the tiles in shared
+// memory (four of (64, kD + V) there) reach what one block can hold; a larger D is an error.
+// Any D up to the limit works, a multiple of nothing: 16-byte global accesses are used when
+// D is a multiple of V and every tensor is 16-byte aligned, else the same kernel moves one
+// value at a time. The tiles of a head run along grid.y, so Tq and Tk are at most
+// 65535 · 64 = 4,194,240.
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -35,22 +53,133 @@
 
 namespace gg::cuda::GG_CUDA_BUILD::attention {
 
-constexpr int kTile = 32;  // rows of a query tile, keys of a key tile, lanes of a warp
-constexpr int kWarps = 8;
+constexpr int kTile = 64;  // own rows of a block; rows of each streamed tile
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRowsPerWarp = kTile / kWarps;
+constexpr int kWarpRows = kTile / kWarps;  // 16 own rows per warp
+constexpr int kLaneRows = 4;               // a lane's micro-tile: 4 own rows ...
+constexpr int kLaneCols = 8;               // ... × 8 columns
+constexpr int kColGroups = kTile / kLaneCols;  // 8 lanes share a row: lane = 8·rg + cg
 constexpr unsigned kFullMask = 0xffffffffu;
+static_assert(kWarpRows / kLaneRows * kColGroups == 32, "a warp's 16 × 64 scores are its 32 lanes' micro-tiles");
+static_assert(kLaneRows * kLaneCols == 32, "a lane's visible pairs fit one 32-bit mask");
 
-// The largest head size D the kernels take, and how many columns of a row each lane holds.
+// ---- 16-byte accesses ------------------------------------------------------------------------
+
 template <class T>
-struct HeadDim {
-    static constexpr int max = sizeof(T) == 4 ? 128 : 64;
-    static constexpr int cols = max / 32;
+struct Vector;  // 16 bytes of T, moved by one instruction
+template <>
+struct Vector<float> {
+    using type = float4;
+    static constexpr int n = 4;
+};
+template <>
+struct Vector<double> {
+    using type = double2;
+    static constexpr int n = 2;
 };
 
-// One lane's columns of one accumulator row: column lane + 32c for c < cols.
+__device__ inline void unpack(float* out, const float4& v) { out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w; }
+__device__ inline void unpack(double* out, const double2& v) { out[0] = v.x, out[1] = v.y; }
+__device__ inline float4 pack(const float* in) { return make_float4(in[0], in[1], in[2], in[3]); }
+__device__ inline double2 pack(const double* in) { return make_double2(in[0], in[1]); }
+
+// out[0 .. n) ← p[0 .. n), p 16-byte aligned.
 template <class T>
-using RowPart = T[HeadDim<T>::cols];
+__device__ void load_vector(T* out, const T* p) {
+    unpack(out, *reinterpret_cast<const typename Vector<T>::type*>(p));
+}
+// p[0 .. n) ← in[0 .. n), p 16-byte aligned.
+template <class T>
+__device__ void store_vector(T* p, const T* in) {
+    *reinterpret_cast<typename Vector<T>::type*>(p) = pack(in);
+}
+
+// out[0 .. n) ← row[d .. d + n), zeros from D on. With `vector` (D a multiple of n, row
+// 16-byte aligned) a vector lies wholly before D or wholly past it: one load or none.
+template <class T>
+__device__ void load_global(T* out, const T* row, int d, int D, bool vector) {
+    constexpr int n = Vector<T>::n;
+    if (vector && d < D) return load_vector(out, row + d);
+    GG_UNROLL
+    for (int e = 0; e < n; ++e) out[e] = d + e < D ? row[d + e] : T(0);
+}
+// row[d .. d + n) ← in[0 .. n), up to D.
+template <class T>
+__device__ void store_global(T* row, const T* in, int d, int D, bool vector) {
+    constexpr int n = Vector<T>::n;
+    if (vector && d < D) return store_vector(row + d, in);
+    GG_UNROLL
+    for (int e = 0; e < n; ++e)
+        if (d + e < D) row[d + e] = in[e];
+}
+
+// Whether every tensor allows the 16-byte path: D a multiple of the vector and each pointer
+// 16-byte aligned, so that every row starts aligned.
+template <class T>
+bool vectors_fit(int64_t D, std::initializer_list<const void*> pointers) {
+    bool fit = D % Vector<T>::n == 0;
+    for (const void* p : pointers) fit = fit && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+    return fit;
+}
+
+// ---- layout ------------------------------------------------------------------------------------
+
+// Strides and sizes, in elements of T, for head size bucket kD.
+template <class T, int kD>
+struct Layout {
+    static constexpr int V = Vector<T>::n;
+    static constexpr int ld = kD + V;                  // row stride of a tile: see "banks" above
+    static constexpr int ldw = kWarpRows + V;          // column stride of a warp's weight buffer
+    static constexpr int tile = kTile * ld;            // one tile (64, ld)
+    static constexpr int weights = kTile * ldw;        // one warp's weights (64 columns, ldw)
+    static constexpr int lane_cols = kD / kColGroups;  // columns of D in a lane's accumulator
+    static_assert(kD % (V * kColGroups) == 0 && kTile * (kD / V) % kThreads == 0, "kD is 32, 64 or 128");
+
+    // Bytes of `tiles` tiles, the warps' weight buffers and `scalars` more values of T.
+    static constexpr size_t shared_bytes(int tiles, int scalars) {
+        return sizeof(T) * (size_t(tiles) * tile + size_t(kWarps) * weights + size_t(scalars));
+    }
+    // The blocks per SM a kernel asks registers for (__launch_bounds__): as many as the shared
+    // memory of an H100/H200 SM holds (228 KiB, 1 KiB of it reserved per block), at most 3 —
+    // 168 registers a thread, which the micro-tiles, their operands in flight and the loop's
+    // state fit without spilling; at 4 blocks (128 registers) ptxas spills.
+    static constexpr int min_blocks(int tiles, int scalars) {
+        const int fit = int(228 * 1024 / (shared_bytes(tiles, scalars) + 1024));
+        return fit < 2 ? fit : 2;
+    }
+};
+
+// ---- a lane's micro-tile -----------------------------------------------------------------------
+
+// Where a lane's micro-tile sits in its block's 64 × 64 scores.
+struct Lane {
+    int warp, rg, cg;
+    // The block's own row of this lane's row r (r < 4).
+    __device__ int row(int r) const { return warp * kWarpRows + rg * kLaneRows + r; }
+    // The streamed row of this lane's column k (k < 8).
+    __device__ int col(int k) const { return cg + kColGroups * k; }
+};
+__device__ inline Lane this_lane() {
+    const int t = int(threadIdx.x);
+    return {t / 32, t % 32 / kColGroups, t % kColGroups};
+}
+
+// s[r][k]: own row 4rg + r against column cg + 8k.
+template <class T>
+using LaneScores = T[kLaneRows][kLaneCols];
+// a[r][V·q + e]: own row 4rg + r, column V·(cg + 8q) + e of D.
+template <class T, int kD>
+using Accumulator = T[kLaneRows][Layout<T, kD>::lane_cols];
+
+template <class T, int kD>
+__device__ void clear(Accumulator<T, kD>& a) {
+    GG_UNROLL
+    for (int r = 0; r < kLaneRows; ++r) {
+        GG_UNROLL
+        for (int c = 0; c < Layout<T, kD>::lane_cols; ++c) a[r][c] = 0;
+    }
+}
 
 // ---- which keys a query sees (the same rule as tensor/cpu_attention.cpp) -------------------
 
@@ -67,89 +196,228 @@ __device__ inline KeyRange visible_keys(const AttentionShape& s, int64_t i) {
     return {first, last};
 }
 
-// Whether the queries [i0, i1] and the keys [j0, j1] may meet. first and last only grow with
-// i, so a visible pair (i, j) has first(i0) ≤ j ≤ j1 and last(i1) ≥ j ≥ j0: a tile that fails
-// this test holds no visible pair and is skipped whole (the causal and window band). A tile
-// that passes may still hide a row entirely; the warps skip such rows one by one.
-__device__ inline bool tiles_meet(const AttentionShape& s, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    return visible_keys(s, i0).first <= j1 && visible_keys(s, i1).last >= j0;
+// What the band makes of the tile of queries [i0, i_end) and keys [j0, j_end).
+enum class TileMask { empty, partial, full };
+
+// first and last only grow with i, so the tile holds a visible pair only if first(i0) ≤ j_end − 1
+// and last(i_end − 1) ≥ j0, and every pair is visible if first(i_end − 1) ≤ j0 and
+// last(i0) ≥ j_end − 1. A tile cut short by the end of Tq or Tk is never full: its padding
+// rows must be masked.
+__device__ inline TileMask classify(const AttentionShape& s, int64_t i0, int64_t i_end, int64_t j0, int64_t j_end) {
+    const KeyRange top = visible_keys(s, i0), bottom = visible_keys(s, i_end - 1);
+    if (top.first > j_end - 1 || bottom.last < j0) return TileMask::empty;
+    const bool whole = i_end - i0 == kTile && j_end - j0 == kTile;
+    return whole && bottom.first <= j0 && top.last >= j_end - 1 ? TileMask::full : TileMask::partial;
 }
 
-// ---- shared memory ---------------------------------------------------------------------------
+constexpr uint32_t kAllPairs = 0xffffffffu;
 
-// tile (kTile, ld) ← rows [row0, row0 + kTile) of src (rows, D), by the whole block; rows past
-// the end are zeros, so that every value a kernel reads is defined.
-template <class T>
-__device__ void load_tile(T* tile, const T* src, int64_t row0, int64_t rows, int D, int ld) {
-    for (int e = threadIdx.x; e < kTile * D; e += kThreads) {
-        const int r = e / D, d = e % D;
-        tile[r * ld + d] = row0 + r < rows ? src[(row0 + r) * D + d] : T(0);
+// Bit 8r + k: whether the lane's pair (own row r, column k) is a query and a key it sees, with
+// the block's own rows from own0 and the streamed ones from col0. Own rows are queries in the
+// forward and dQ kernels (own_queries), keys in the dK/dV kernel. Padding rows see nothing.
+// Only the partial tiles of the band's edge ask.
+__device__ inline uint32_t visible_pairs(const AttentionShape& s, const Lane& lane, int64_t own0, int64_t col0,
+                                         bool own_queries) {
+    uint32_t bits = 0;
+    for (int r = 0; r < kLaneRows; ++r)
+        for (int k = 0; k < kLaneCols; ++k) {
+            const int64_t own = own0 + lane.row(r), col = col0 + lane.col(k);
+            const int64_t i = own_queries ? own : col, j = own_queries ? col : own;
+            if (i >= s.Tq || j >= s.Tk) continue;
+            const KeyRange keys = visible_keys(s, i);
+            if (j >= keys.first && j <= keys.last) bits |= 1u << (kLaneCols * r + k);
+        }
+    return bits;
+}
+__device__ inline bool pair_visible(uint32_t bits, int r, int k) { return (bits >> (kLaneCols * r + k)) & 1u; }
+
+// ---- moving tiles --------------------------------------------------------------------------
+
+// tile (64, ld) ← rows [row0, row0 + 64) of src (rows, D), by the whole block; zeros past
+// `rows` and past D (up to kD), so that the products read only defined values and padding
+// adds nothing. Consecutive threads take consecutive 16 bytes of a row: the global reads are
+// coalesced and a quarter warp's stores cover 32 banks once.
+template <class T, int kD, bool kVector>
+__device__ void load_tile_as(T* tile, const T* src, int64_t row0, int64_t rows, int D) {
+    using L = Layout<T, kD>;
+    constexpr int chunks = kD / L::V, pass = kThreads / chunks;  // rows per pass of the block
+    const int r = int(threadIdx.x) / chunks, d = int(threadIdx.x) % chunks * L::V;
+    const int64_t valid = rows - row0 - r;  // this thread's rows n·pass exist below `valid`
+    const T* from = src + (row0 + r) * D;
+    T* to = tile + r * L::ld + d;
+    GG_UNROLL
+    for (int n = 0; n < kTile / pass; ++n) {
+        T v[L::V] = {};
+        if (n * pass < valid) load_global(v, from + int64_t(n) * pass * D, d, D, kVector);
+        store_vector(to + n * pass * L::ld, v);
+    }
+}
+template <class T, int kD>
+__device__ void load_tile(T* tile, const T* src, int64_t row0, int64_t rows, int D, bool vector) {
+    if (vector) load_tile_as<T, kD, true>(tile, src, row0, rows, D);
+    else load_tile_as<T, kD, false>(tile, src, row0, rows, D);
+}
+
+// lse_s[r] ← lse[row0 + r] and delta[r][h] ← Σ over half h of D of dO[row0 + r] ⊙ O[row0 + r],
+// for the 64 rows of a query tile (0 past `rows`); Δ_r = delta[r][0] + delta[r][1], in that
+// order. Two threads per row: the loads are issued with the tile's, in the same phase.
+template <class T, int kD>
+__device__ void load_row_stats(T* lse_s, T (*delta)[2], const T* lse, const T* dO, const T* O, int64_t row0,
+                               int64_t rows, int D, bool vector) {
+    constexpr int V = Vector<T>::n, half = kD / 2;
+    static_assert(kThreads == 2 * kTile, "two threads per row");
+    const int r = int(threadIdx.x) / 2, h = int(threadIdx.x) % 2;
+    const int64_t row = row0 + r;
+    T sum = 0;
+    if (row < rows) {
+        GG_UNROLL
+        for (int n = 0; n < half / V; ++n) {
+            const int d = h * half + n * V;
+            T a[V], b[V];
+            load_global(a, dO + row * D, d, D, vector);
+            load_global(b, O + row * D, d, D, vector);
+            GG_UNROLL
+            for (int e = 0; e < V; ++e) sum += a[e] * b[e];
+        }
+    }
+    delta[r][h] = sum;
+    if (h == 0) lse_s[r] = row < rows ? lse[row] : T(0);
+}
+
+// ---- the two products ------------------------------------------------------------------------
+
+// s[r][k] = Σ_d own[row(r)][d] · other[col(k)][d]: the lane's 4 × 8 block of own · otherᵀ, both
+// tiles (64, ld) in shared memory. The sum runs over d in order, as the CPU's dot product.
+template <class T, int kD>
+__device__ void tile_scores(LaneScores<T>& s, const T* own, const T* other, const Lane& lane) {
+    using L = Layout<T, kD>;
+    GG_UNROLL
+    for (int r = 0; r < kLaneRows; ++r) {
+        GG_UNROLL
+        for (int k = 0; k < kLaneCols; ++k) s[r][k] = 0;
+    }
+    for (int d = 0; d < kD; d += L::V) {
+        T a[kLaneRows][L::V];
+        GG_UNROLL
+        for (int r = 0; r < kLaneRows; ++r) load_vector(a[r], own + lane.row(r) * L::ld + d);
+        GG_UNROLL
+        for (int k = 0; k < kLaneCols; ++k) {
+            T b[L::V];
+            load_vector(b, other + lane.col(k) * L::ld + d);
+            GG_UNROLL
+            for (int r = 0; r < kLaneRows; ++r) {
+                GG_UNROLL
+                for (int e = 0; e < L::V; ++e) s[r][k] += a[r][e] * b[e];
+            }
+        }
     }
 }
 
-// ---- the two warp steps ----------------------------------------------------------------------
-
-template <class T>
-__device__ T dot(const T* a, const T* b, int D) {
-    T acc = 0;
-    for (int d = 0; d < D; ++d) acc += a[d] * b[d];
-    return acc;
-}
-
-// acc_c += Σ_{r < n} w_r · rows[r, lane + 32c], over this lane's columns of D.
-template <class T>
-__device__ void add_weighted_rows(RowPart<T>& acc, const T* w, const T* rows, int n, int ld, int D, int lane) {
+// w[col(k)][4rg + r] = s[r][k]: the lane's weights into its warp's buffer (64 columns, ldw).
+template <class T, int kD>
+__device__ void store_weights(T* w, const LaneScores<T>& s, const Lane& lane) {
+    using L = Layout<T, kD>;
     GG_UNROLL
-    for (int c = 0; c < HeadDim<T>::cols; ++c) {
-        const int d = lane + 32 * c;
-        if (d >= D) break;
-        T sum = acc[c];
-        for (int r = 0; r < n; ++r) sum += w[r] * rows[r * ld + d];
-        acc[c] = sum;
+    for (int k = 0; k < kLaneCols; ++k) {
+        GG_UNROLL
+        for (int r = 0; r < kLaneRows; r += L::V) {
+            T v[L::V];
+            GG_UNROLL
+            for (int e = 0; e < L::V; ++e) v[e] = s[r + e][k];
+            store_vector(w + lane.col(k) * L::ldw + lane.rg * kLaneRows + r, v);
+        }
+    }
+}
+// The inverse: s ← this lane's own slots of w.
+template <class T, int kD>
+__device__ void load_weights(LaneScores<T>& s, const T* w, const Lane& lane) {
+    using L = Layout<T, kD>;
+    GG_UNROLL
+    for (int k = 0; k < kLaneCols; ++k) {
+        GG_UNROLL
+        for (int r = 0; r < kLaneRows; r += L::V) {
+            T v[L::V];
+            load_vector(v, w + lane.col(k) * L::ldw + lane.rg * kLaneRows + r);
+            GG_UNROLL
+            for (int e = 0; e < L::V; ++e) s[r + e][k] = v[e];
+        }
     }
 }
 
-// out[lane + 32c] = acc_c · factor, over this lane's columns of D.
-template <class T>
-__device__ void store_row(T* out, const RowPart<T>& acc, T factor, int D, int lane) {
-    GG_UNROLL
-    for (int c = 0; c < HeadDim<T>::cols; ++c)
-        if (lane + 32 * c < D) out[lane + 32 * c] = acc[c] * factor;
+// acc[r][·] += Σ_c w[c][row(r)] · z[c][the lane's columns of D]: the warp's 16 × 64 weights
+// (every lane's, so the buffer must be complete) times the tile z (64, ld), over c in order.
+template <class T, int kD>
+__device__ void tile_accumulate(Accumulator<T, kD>& acc, const T* w, const T* z, const Lane& lane) {
+    using L = Layout<T, kD>;
+    for (int c = 0; c < kTile; ++c) {
+        T p[kLaneRows];
+        GG_UNROLL
+        for (int r = 0; r < kLaneRows; r += L::V) load_vector(p + r, w + c * L::ldw + lane.rg * kLaneRows + r);
+        GG_UNROLL
+        for (int q = 0; q < L::lane_cols / L::V; ++q) {
+            T y[L::V];
+            load_vector(y, z + c * L::ld + L::V * (lane.cg + kColGroups * q));
+            GG_UNROLL
+            for (int r = 0; r < kLaneRows; ++r) {
+                GG_UNROLL
+                for (int e = 0; e < L::V; ++e) acc[r][q * L::V + e] += p[r] * y[e];
+            }
+        }
+    }
 }
 
-// Butterfly reductions: every lane ends with the same value, the same bits.
+// out[the lane's columns of D] = a · factor, columns below D; out is one row (D) in global memory.
+template <class T, int kD>
+__device__ void store_lane_row(T* out, const T (&a)[Layout<T, kD>::lane_cols], T factor, int D, bool vector,
+                               const Lane& lane) {
+    using L = Layout<T, kD>;
+    GG_UNROLL
+    for (int q = 0; q < L::lane_cols / L::V; ++q) {
+        T v[L::V];
+        GG_UNROLL
+        for (int e = 0; e < L::V; ++e) v[e] = a[q * L::V + e] * factor;
+        store_global(out, v, L::V * (lane.cg + kColGroups * q), D, vector);
+    }
+}
+
+// Reductions over the 8 lanes that share a row (lane = 8·rg + cg: xor 1, 2, 4 stays in the row).
+// Butterflies: all 8 lanes end with the same bits.
 template <class T>
-__device__ T warp_max(T x) {
-    for (int offset = 16; offset > 0; offset /= 2) x = max(x, __shfl_xor_sync(kFullMask, x, offset));
+__device__ T row_max(T x) {
+    for (int offset = 1; offset < kColGroups; offset *= 2) x = max(x, __shfl_xor_sync(kFullMask, x, offset));
     return x;
 }
 template <class T>
-__device__ T warp_sum(T x) {
-    for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(kFullMask, x, offset);
+__device__ T row_sum(T x) {
+    for (int offset = 1; offset < kColGroups; offset *= 2) x += __shfl_xor_sync(kFullMask, x, offset);
     return x;
 }
 
 // ---- host side -------------------------------------------------------------------------------
 
-// Calls f.template operator()<T>() for the float type of `dtype`; the kernels take f32 and f64.
+// The largest head size D the kernels take.
+template <class T>
+constexpr int kMaxHeadDim = sizeof(T) == 4 ? 128 : 64;
+
+// Calls f.template operator()<T, kD>() for the float type of `dtype` and the smallest bucket
+// kD ∈ {32, 64, 128} that holds D; throws when D is more than the kernels take (see Limits).
 template <class F>
-void dispatch_float(const char* op, DType dtype, F&& f) {
-    if (dtype == DType::f32) f.template operator()<float>();
-    else if (dtype == DType::f64) f.template operator()<double>();
+void dispatch(const char* op, DType dtype, int64_t D, F&& f) {
+    const auto with_type = [&]<class T>() {
+        if (D > kMaxHeadDim<T>)
+            throw std::invalid_argument(std::string(op) + ": head size D = " + std::to_string(D) +
+                                        " is more than the CUDA kernels support in " + dtype_name(dtype) + " (" +
+                                        std::to_string(kMaxHeadDim<T>) + ")");
+        if (D <= 32) f.template operator()<T, 32>();
+        else if (D <= 64) f.template operator()<T, 64>();
+        else if constexpr (kMaxHeadDim<T> >= 128) f.template operator()<T, 128>();
+    };
+    if (dtype == DType::f32) with_type.template operator()<float>();
+    else if (dtype == DType::f64) with_type.template operator()<double>();
     else throw std::invalid_argument(std::string(op) + ": dtype " + dtype_name(dtype) + " is not float32 or float64");
 }
 
-// Throws when D is more than a lane's registers hold (see Limits above).
-template <class T>
-void check_head_dim(const char* op, const AttentionShape& s) {
-    if (s.D > HeadDim<T>::max)
-        throw std::invalid_argument(std::string(op) + ": head size D = " + std::to_string(s.D) +
-                                    " is more than the CUDA kernels support in " +
-                                    dtype_name(sizeof(T) == 4 ? DType::f32 : DType::f64) + " (" +
-                                    std::to_string(HeadDim<T>::max) + ")");
-}
-
-// One block per (head, tile of 32 rows): grid (heads, ⌈rows / 32⌉), heads on x, whose limit
+// One block per (head, tile of 64 rows): grid (heads, ⌈rows / 64⌉), heads on x, whose limit
 // is 2³¹ − 1, the tiles on y (at most 65535).
 inline dim3 tile_grid(const char* op, int64_t heads, int64_t rows) {
     const int64_t tiles = (rows + kTile - 1) / kTile;
@@ -160,10 +428,14 @@ inline dim3 tile_grid(const char* op, int64_t heads, int64_t rows) {
     return dim3(unsigned(heads), unsigned(tiles));
 }
 
-// Bytes of `tiles` tiles (kTile, D | 1) and `buffers` per-warp weight buffers (kTile) of T.
-template <class T>
-size_t shared_bytes(int tiles, int buffers, int64_t D) {
-    return sizeof(T) * (size_t(tiles) * kTile * size_t(D | 1) + size_t(buffers) * kWarps * kTile);
+// Under the causal band the last query tiles see the most keys: the forward and dQ kernels
+// take their tiles last to first, so that the longest blocks start first and the short ones
+// fill the tail.
+__device__ inline int64_t heavy_first_tile() { return int64_t(gridDim.y) - 1 - int64_t(blockIdx.y); }
+
+// The kv head that query head bh = b·H + h reads (GQA).
+__device__ inline int64_t kv_head(const AttentionShape& s, int64_t bh) {
+    return bh / s.H * s.Hkv + bh % s.H / (s.H / s.Hkv);
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD::attention
