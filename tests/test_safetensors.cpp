@@ -203,10 +203,10 @@ TEST_CASE("safetensors: corrupt files are rejected with a precise message") {
         std::vector<uint8_t> b = make_file("{}", {});
         b[7] = 1;  // 2^56 + 2
         CHECK(parse_error(b) ==
-              "bad.st is not a safetensors file: its first 8 bytes, read as the header length, give "
+              "safetensors: bad.st: not a safetensors file: its first 8 bytes, read as the header length, give "
               "72057594037927938 bytes (at most 100000000)");
         const std::string json = "{\n  \"model\": {}\n}\n";  // a config.json passed as --ckpt
-        CHECK(parse_error(std::vector<uint8_t>(json.begin(), json.end())).rfind("bad.st is not a safetensors file: ", 0) == 0);
+        check_rejected(std::vector<uint8_t>(json.begin(), json.end()), {"not a safetensors file"});
     }
     SUBCASE("header not JSON") { check_rejected(make_file("{\"w\":", {}), {"not valid JSON"}); }
     SUBCASE("header not an object") { check_rejected(make_file("[1,2]", {}), {"array", "expected an object"}); }
