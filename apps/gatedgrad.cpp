@@ -133,7 +133,7 @@ void add_train(CLI::App& app, TrainArgs& a) {
     a.cmd = app.add_subcommand("train", "train a language model; writes DIR/model.safetensors, DIR/log.jsonl, DIR/config.json");
     CLI::App* cmd = a.cmd;
     CLI::Option* preset = cmd->add_option("--preset", a.preset, "start from a preset: tiny (~0.14M parameters) or small (~0.9M)")
-                              ->check(CLI::IsMember({"tiny", "small"}));
+                              ->check(CLI::IsMember({"tiny", "small"}, CLI::ignore_case));
     cmd->add_option("--config", a.config_file, "start from a TrainConfig JSON file (fields not in it keep their defaults)")
         ->type_name("FILE")
         ->excludes(preset);
@@ -166,7 +166,7 @@ void add_train(CLI::App& app, TrainArgs& a) {
         ->check(kNonNegative);
     o.option<S>("--positions", [](TrainConfig& c, const S& v) {
         c.model.positions = v == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
-    }, "position encoding: rope or learned")->check(CLI::IsMember({"rope", "learned"}));
+    }, "position encoding: rope or learned")->check(CLI::IsMember({"rope", "learned"}, CLI::ignore_case));
     o.option<I>("--layers", [](TrainConfig& c, const I& v) { c.model.n_layers = v; }, "transformer blocks")
         ->check(kPositive);
     o.option<I>("--d-model", [](TrainConfig& c, const I& v) { c.model.d_model = v; }, "model width")

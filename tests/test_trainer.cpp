@@ -123,6 +123,7 @@ TEST_CASE("trainer: configs round-trip through JSON and bad fields are named") {
     CHECK(back.to_json() == c.to_json());
     CHECK_THROWS_WITH_AS(TrainConfig::from_json(R"({"lr": "fast"})"), doctest::Contains("'lr'"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(TrainConfig::preset("huge"), doctest::Contains("huge"), std::invalid_argument);
+    CHECK(TrainConfig::preset("Tiny").to_json() == TrainConfig::preset("tiny").to_json());
     CHECK_THROWS_WITH_AS(LMConfig::from_json(R"({"d_modle": 64})"), doctest::Contains("'d_modle'"),
                          std::invalid_argument);
 }

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -67,7 +69,9 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     return c;
 }
 
-TrainConfig TrainConfig::preset(const std::string& name) {
+TrainConfig TrainConfig::preset(const std::string& given) {
+    std::string name = given;  // case-insensitive, as the gate names
+    std::ranges::transform(name, name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     TrainConfig c;
     if (name == "tiny") {  // ~0.14M parameters: a couple of minutes on 2 cores
         c.model.d_model = 64, c.model.n_layers = 2, c.model.attn.n_heads = 4;
@@ -76,7 +80,7 @@ TrainConfig TrainConfig::preset(const std::string& name) {
         c.model.d_model = 128, c.model.n_layers = 4, c.model.attn.n_heads = 4;
         c.batch_size = 16, c.seq_len = 128, c.steps = 2000, c.lr = 2e-3, c.warmup = 100;
     } else {
-        throw std::invalid_argument("preset '" + name + "' is not one of tiny, small");
+        throw std::invalid_argument("preset '" + given + "' is not one of tiny, small");
     }
     c.model.max_len = c.seq_len;
     c.eval_every = c.steps / 4;
