@@ -3,6 +3,7 @@
 // corpus: every sub-command runs, and bad command lines and broken inputs give one line on
 // stderr with exit code 2 (usage) or 1 (runtime).
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -185,9 +186,11 @@ struct Outcome {
     std::string out, err;
 };
 
-Outcome run_app(const TempDir& tmp, const std::string& args) {
+// Runs the app with `args`, from the folder `cwd` when one is given.
+Outcome run_app(const TempDir& tmp, const std::string& args, const fs::path& cwd = {}) {
     const fs::path out = tmp.path / "stdout.txt", err = tmp.path / "stderr.txt";
-    const std::string command = "OMP_NUM_THREADS=1 " + app_path().string() + " " + args + " >" + out.string() + " 2>" + err.string();
+    const std::string command = (cwd.empty() ? "" : "cd " + cwd.string() + " && ") + "OMP_NUM_THREADS=1 " +
+                                app_path().string() + " " + args + " >" + out.string() + " 2>" + err.string();
     const int status = std::system(command.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
 }
@@ -273,4 +276,79 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     check_error(run_app(tmp, "eval --ckpt " + truncated.string()), 1, truncated.string());
     check_error(run_app(tmp, "sink --ckpt " + (tmp.path / "missing.safetensors").string()), 1, "missing.safetensors");
     check_error(run_app(tmp, "plot --out " + svg.string() + " " + corpus.string()), 1, "corpus.txt:1");
+}
+
+TEST_CASE("gatedgrad: your own text, absolute data paths, any-case names, typo hints, extended runs") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path run = tmp.path / "run", ckpt = run / "model.safetensors";
+    {
+        std::ofstream out(tmp.path / "input.txt");  // one document: no "%" lines
+        for (int i = 0; i < 200; ++i) out << "Line " << i << " of a plain text file, the nanoGPT way.\n";
+    }
+    const std::string tiny = " --layers 1 --d-model 16 --heads 2 --batch 2 --seq-len 16 --steps 3 --eval-every 3";
+
+    // One file, named relative to the folder the command runs in: split at bytes, saved absolute.
+    const Outcome train = run_app(tmp, "train --data input.txt --attn G1 --out " + run.string() + tiny, tmp.path);
+    INFO("train stdout: " << train.out << "\nstderr: " << train.err);
+    REQUIRE(train.code == 0);
+    CHECK(train.out.find("1 document of 9491 bytes, the last 10% (950 bytes) to validation") != std::string::npos);
+    CHECK(train.out.find("attention g1") != std::string::npos);
+    const auto config = nlohmann::json::parse(read_file(run / "config.json"));
+    CHECK(config["data"] == nlohmann::json::array({(tmp.path / "input.txt").string()}));
+    CHECK(config["split"] == "auto");
+    // eval and sink from any folder find it.
+    CHECK(run_app(tmp, "eval --ckpt " + ckpt.string() + " --rope-scaling YaRN --seq-len 32", "/").code == 0);
+
+    // A folder of .txt files (two documents: also a byte split).
+    fs::create_directories(tmp.path / "texts");
+    std::ofstream(tmp.path / "texts" / "a.txt") << read_file(tmp.path / "input.txt");
+    std::ofstream(tmp.path / "texts" / "b.md") << "# Notes\n\nMore text to learn from.\n";
+    const Outcome folder = run_app(tmp, "train --data " + (tmp.path / "texts").string() + " --out " +
+                                            (tmp.path / "run2").string() + tiny);
+    CHECK(folder.code == 0);
+    CHECK(folder.out.find("2 documents of ") != std::string::npos);
+
+    // Extending a finished run: the learning rate stays where the run left it (min_lr).
+    const Outcome extended = run_app(tmp, "train --resume --steps 6 --quiet --out " + run.string());
+    INFO("extended stdout: " << extended.out << "\nstderr: " << extended.err);
+    CHECK(extended.code == 0);
+    CHECK(extended.out.find("planned for 3 steps and now has 6: from step 4 the learning rate goes on from 3.00e-04") !=
+          std::string::npos);
+    std::istringstream log(read_file(run / "log.jsonl"));
+    std::string line;
+    for (int step = 1; std::getline(log, line); ++step)
+        if (step > 3) CHECK(nlohmann::json::parse(line)["lr"].get<double>() == doctest::Approx(3e-4));
+
+    // Defaults and the data rules in --help.
+    const Outcome help = run_app(tmp, "train --help");
+    CHECK(help.out.find("training steps") != std::string::npos);
+    CHECK(help.out.find("(default 300; tiny 600, small 2000)") != std::string::npos);
+    CHECK(help.out.find("(default g1)") != std::string::npos);
+    CHECK(help.out.find("--split bytes the last F of the text") != std::string::npos);
+
+    // Typos get a suggestion; a file that is not a checkpoint says so.
+    check_error(run_app(tmp, "train --atn g1 --out " + run.string()), 2, "did you mean --attn?");
+    check_error(run_app(tmp, "train --stpes 3 --out " + run.string()), 2, "did you mean --steps?");
+    check_error(run_app(tmp, "eval --ckpt " + ckpt.string() + " --seq-lne 32"), 2, "did you mean --seq-len?");
+    check_error(run_app(tmp, "trian --out x"), 2, "did you mean train?");
+    check_error(run_app(tmp, "train --bogus --out " + run.string()), 2, "not expected: --bogus (see --help)");
+    check_error(run_app(tmp, "eval --ckpt " + (run / "config.json").string()), 1,
+                (run / "config.json").string() + ": not a safetensors file");
+
+    // A checkpoint from before paths were saved absolute, evaluated from elsewhere: a hint.
+    const fs::path old_run = tmp.path / "old";
+    REQUIRE(run_app(tmp, "train --data texts --out old" + tiny, tmp.path).code == 0);
+    {
+        // What older versions saved: the path as typed.
+        Metadata metadata;
+        NamedTensors tensors = load_tensors((old_run / "model.safetensors").string(), &metadata);
+        auto train_config = nlohmann::json::parse(metadata["train_config"]);
+        train_config["data"] = nlohmann::json::array({"texts"});
+        metadata["train_config"] = train_config.dump();
+        save_tensors((old_run / "model.safetensors").string(), tensors, metadata);
+    }
+    check_error(run_app(tmp, "sink --ckpt " + (old_run / "model.safetensors").string(), "/"), 1,
+                "the checkpoint names it relative to the folder it was trained in");
+    CHECK(run_app(tmp, "sink --ckpt " + (old_run / "model.safetensors").string(), tmp.path).code == 0);
 }

@@ -39,7 +39,11 @@ std::string TrainConfig::to_json() const {
                                 {"ckpt_every", ckpt_every},
                                 {"seed", seed},
                                 {"out_dir", out_dir},
-                                {"data", data}};
+                                {"data", data},
+                                {"val_fraction", split.val_fraction},
+                                {"split", split_mode_name(split.mode)},
+                                {"restart_step", restart_step},
+                                {"restart_lr", restart_lr}};
     return j.dump(2);
 }
 
@@ -65,8 +69,20 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     field("seed", c.seed);
     field("out_dir", c.out_dir);
     field("data", c.data);
+    field("val_fraction", c.split.val_fraction);
+    std::string split = split_mode_name(c.split.mode);
+    field("split", split);
+    c.split.mode = parse_split_mode(split);
+    field("restart_step", c.restart_step);
+    field("restart_lr", c.restart_lr);
     fields.finish();
     return c;
+}
+
+LrSchedule TrainConfig::schedule() const {
+    // A warmup longer than the run would leave no room for the decay.
+    const int64_t warm = std::max<int64_t>(0, std::min(warmup, steps - 1));
+    return {LrSchedule::Decay::cosine, lr, lr * min_lr_ratio, warm, steps, restart_step, restart_lr};
 }
 
 TrainConfig TrainConfig::preset(const std::string& given) {
@@ -126,11 +142,34 @@ void Trainer::resume(const std::string& path) {
     Tensor step = zeros({1}, DType::i64), sampler = zeros({4}, DType::i64);
     extra.emplace_back("trainer.step", step);
     extra.emplace_back("trainer.sampler", sampler);
-    nn::load(*model_, path, &extra);  // checks everything before changing anything
+    const Metadata metadata = nn::load(*model_, path, &extra);  // checks everything before changing anything
     step_ = step.data<int64_t>()[0];
     std::array<uint64_t, 4> s;
     std::memcpy(s.data(), sampler.data<int64_t>(), sizeof(s));
     sampler_.set_state(s);
+    if (auto it = metadata.find("train_config"); it != metadata.end()) continue_schedule(TrainConfig::from_json(it->second));
+}
+
+void Trainer::continue_schedule(const TrainConfig& planned) {
+    resume_note_.clear();
+    if (planned.steps == config_.steps) {  // the same plan: the same curve, restarted or not
+        config_.restart_step = planned.restart_step, config_.restart_lr = planned.restart_lr;
+        return;
+    }
+    // A different length. Inside the warmup the new curve joins the old one smoothly; past it,
+    // the new curve would jump (a finished 600-step run extended to 1200 would go from
+    // min_lr back up to the middle of a longer cosine), so the decay restarts from here.
+    const LrSchedule old = planned.schedule();
+    if (step_ < config_.schedule().warmup_steps || step_ >= config_.steps) return;
+    config_.restart_step = step_;
+    config_.restart_lr = lr_at(old, step_);
+    char note[256];
+    std::snprintf(note, sizeof note,
+                  "the run was planned for %lld steps and now has %lld: from step %lld the learning rate goes on from "
+                  "%.2e, where the first plan left it, down a cosine to %.2e at step %lld",
+                  (long long)planned.steps, (long long)config_.steps, (long long)step_ + 1, config_.restart_lr,
+                  config_.lr * config_.min_lr_ratio, (long long)config_.steps);
+    resume_note_ = note;
 }
 
 double Trainer::evaluate(int64_t seq_len) const {
@@ -177,9 +216,7 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         fs::create_directories(c.out_dir);
         log_file.open(fs::path(c.out_dir) / "log.jsonl", step_ > 0 ? std::ios::app : std::ios::trunc);
     }
-    // A warmup longer than the run would leave no room for the decay.
-    const int64_t warmup = std::max<int64_t>(0, std::min(c.warmup, c.steps - 1));
-    const LrSchedule schedule{LrSchedule::Decay::cosine, c.lr, c.lr * c.min_lr_ratio, warmup, c.steps};
+    const LrSchedule schedule = c.schedule();
     const int64_t last = stop_at > 0 ? std::min(stop_at, c.steps) : c.steps;
     const auto start = std::chrono::steady_clock::now();
     model_->train();
