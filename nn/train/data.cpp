@@ -8,7 +8,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "gatedgrad_config.h"  // GG_FORTUNES_DIR, written by meson
+
 namespace gg::nn {
+
+const char* const kDefaultCorpus = GG_FORTUNES_DIR;
 
 std::vector<int64_t> encode_bytes(const std::string& text) {
     std::vector<int64_t> ids(text.size());

@@ -21,7 +21,9 @@ constexpr int64_t kByteVocab = 257;
 std::vector<int64_t> encode_bytes(const std::string& text);     // no BOS added
 std::string decode_bytes(const std::vector<int64_t>& ids);       // BOS and non-bytes are skipped
 
-constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
+// The fortunes folder, found when gatedgrad is configured (meson -Dfortunes_dir=PATH; Debian
+// and Ubuntu: /usr/share/games/fortunes).
+extern const char* const kDefaultCorpus;
 
 // Documents from files and folders, in path order:
 //   - a file is read whole;
