@@ -274,7 +274,9 @@ void add_train(CLI::App& app, TrainArgs& a) {
         "--split documents sends one document in every round(1/F) to validation (F = --val-fraction: every 10th),\n"
         "--split bytes the last F of the text (nanoGPT's input.txt split), and --split auto does documents when\n"
         "there are at least round(1/F) of them, else bytes. The paths are saved absolute in DIR/config.json.\n"
-        "Defaults: those shown, from a plain config; --preset and --config replace them, and flags given replace those.");
+        "Defaults: those shown, from a plain config; --preset and --config replace them, and flags given replace those.\n"
+        "--resume with another --steps lengthens (or shortens) a run: the learning rate goes on from where the run\n"
+        "stands, down a cosine to its minimum at the new end; a finished run, already at the minimum, stays there.");
 }
 
 // The config of a run: a base (preset, --config file, the resumed run's config.json or the
@@ -455,7 +457,8 @@ void add_eval(CLI::App& app, EvalArgs& a) {
     add_data_options(a.cmd, a.data);
     a.cmd->add_option("--batches", a.batches, "validation batches (default: as in training)")->check(kPositive);
     a.cmd->add_option("--rope-scaling", a.rope_scaling, "RoPE rescaling for long contexts: none, pi, ntk, yarn")
-        ->check(accepted_by(parse_rope_scaling));
+        ->check(accepted_by(parse_rope_scaling))
+        ->capture_default_str();
     a.cmd->add_option("--rope-factor", a.rope_factor, "scaling factor s (default: --seq-len / training length)")
         ->check(kPositive);
 }
@@ -724,8 +727,9 @@ std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
     }
     for (int i = cmd == &app ? 1 : 2; i < argc; ++i) {
         const std::string arg = argv[i], name = arg.substr(0, arg.find('='));
-        if (name.size() < 2 || name[0] != '-' || std::isdigit(static_cast<unsigned char>(name[1])) || name[1] == '.')
-            continue;  // a value, perhaps a negative number
+        if (name.size() < 2 || name == "--" || name[0] != '-' || std::isdigit(static_cast<unsigned char>(name[1])) ||
+            name[1] == '.')
+            continue;  // a value (perhaps a negative number), or the end of the options
         if (!cmd->get_option_no_throw(name)) return did_you_mean(name, names);
     }
     return "";

@@ -326,6 +326,7 @@ TEST_CASE("gatedgrad: your own text, absolute data paths, any-case names, typo h
     CHECK(help.out.find("(default 300; tiny 600, small 2000)") != std::string::npos);
     CHECK(help.out.find("(default g1)") != std::string::npos);
     CHECK(help.out.find("--split bytes the last F of the text") != std::string::npos);
+    CHECK(help.out.find("--resume with another --steps") != std::string::npos);
 
     // Typos get a suggestion; a file that is not a checkpoint says so.
     check_error(run_app(tmp, "train --atn g1 --out " + run.string()), 2, "did you mean --attn?");

@@ -33,7 +33,7 @@ void split_fortunes(const std::string& text, std::vector<std::string>& out) {
     std::istringstream in(text);
     std::string line, doc;
     auto flush = [&] {
-        if (doc.find_first_not_of(" \t\n") != std::string::npos) out.push_back(doc);
+        if (doc.find_first_not_of(" \t\r\n") != std::string::npos) out.push_back(doc);
         doc.clear();
     };
     while (std::getline(in, line)) {
@@ -42,9 +42,7 @@ void split_fortunes(const std::string& text, std::vector<std::string>& out) {
     }
     flush();
 }
-}  // namespace
 
-namespace {
 std::string read_bytes(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error("corpus: cannot read " + path.string());
