@@ -566,9 +566,13 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     const int scale = int(std::clamp<int64_t>(256 / T, 1, 64));  // about 256 pixels a side
     for (size_t l = 0; l < model.blocks.size(); ++l) {
         const Tensor probs = capture.attention[l].probs.select(0, 0);  // (H, T, T): query rows, key columns
-        for (int64_t h = 0; h < probs.size(0); ++h)
+        for (int64_t h = 0; h < probs.size(0); ++h) {
+            HeatmapOptions options;
+            options.title = "layer " + std::to_string(l) + ", head " + std::to_string(h) + " (" +
+                            gate_position_name(model.config().attn.gate) + ")";
             write_heatmap_png((dir / ("layer" + std::to_string(l) + "_head" + std::to_string(h) + ".png")).string(),
-                              probs.select(0, h), scale);
+                              probs.select(0, h), scale, options);
+        }
     }
 
     std::vector<std::string> groups, header{"layer"};
@@ -590,7 +594,8 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     header.push_back("mean");
     ChartOptions chart;
     chart.title = "attention on the first token (" + gate_position_name(model.config().attn.gate) + ")";
-    chart.y_label = "mean attention to position 0";
+    chart.x_label = "layer";
+    chart.y_label = "mean attention to position 0 (fraction)";
     chart.reference_y = analysis.threshold;
     chart.reference_label = "sink threshold";
     write_text_file((dir / "first_token_share.svg").string(), svg_bar_chart(groups, heads, chart));
@@ -676,14 +681,14 @@ int run_plot(const PlotArgs& a) {
         std::string label = !a.labels.empty() ? a.labels[i] : path.parent_path().filename().string();
         if (label.empty()) label = path.stem().string();
         const std::string color = chart_color(i);
-        // label, x, y, colour, points?, opacity
-        series.push_back({"", log.step, log.loss, color, false, 0.25});  // raw: faint, not in the legend
-        series.push_back({label + " train (smoothed)", log.step, smooth(log.loss), color, false, 1});
-        if (!log.val_step.empty()) series.push_back({label + " validation", log.val_step, log.val_loss, color, true, 1});
+        // label, x, y, colour, points?, opacity, error bars
+        series.push_back({"", log.step, log.loss, color, false, 0.25, {}});  // raw: faint, not in the legend
+        series.push_back({label + " train (smoothed)", log.step, smooth(log.loss), color, false, 1, {}});
+        if (!log.val_step.empty()) series.push_back({label + " validation", log.val_step, log.val_loss, color, true, 1, {}});
     }
     ChartOptions chart;
     chart.title = a.title;
-    chart.x_label = "step";
+    chart.x_label = "training step";
     chart.y_label = "loss (nats/byte)";
     write_text_file(a.out, svg_line_chart(series, chart));
     std::printf("wrote %s (%zu run%s)\n", a.out.c_str(), a.logs.size(), a.logs.size() == 1 ? "" : "s");

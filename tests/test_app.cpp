@@ -103,13 +103,14 @@ TEST_CASE("svg_line_chart: axes, legend, gaps and escaping") {
     check_well_formed(svg_line_chart({}, {}));  // nothing to draw is still a picture
 }
 
-TEST_CASE("svg_line_chart: a log x axis puts ticks on decades") {
+TEST_CASE("svg_line_chart: a log x axis spans the data, with the sweep's values as ticks") {
     ChartOptions options;
     options.log_x = true;
     const Series sweep = line("final loss", {1e-4, 3e-4, 1e-3, 3e-3, 1e-2}, {2.5, 2.1, 1.9, 2.0, 2.6});
     const std::string svg = svg_line_chart({sweep}, options);
     check_well_formed(svg);
-    for (const char* tick : {">0.0001</text>", ">0.001</text>", ">0.01</text>"}) CHECK(svg.find(tick) != std::string::npos);
+    for (const char* tick : {">0.0001</text>", ">0.0003</text>", ">0.001</text>", ">0.01</text>"})
+        CHECK(svg.find(tick) != std::string::npos);
     // Equal ratios are equal distances: the three decade ticks are evenly spaced.
     std::vector<double> xs;
     for (const char* tick : {">0.0001</text>", ">0.001</text>", ">0.01</text>"}) {
@@ -118,37 +119,72 @@ TEST_CASE("svg_line_chart: a log x axis puts ticks on decades") {
     }
     CHECK(xs[2] - xs[1] == doctest::Approx(xs[1] - xs[0]).epsilon(0.01));
     CHECK_THROWS_AS(svg_line_chart({line("lr", {0, 1}, {1, 2})}, options), std::invalid_argument);
+
+    // Contexts 64 to 512: the axis is theirs, not the decades 10 to 1000 around them.
+    const std::string contexts = svg_line_chart({line("G1", {64, 128, 256, 512}, {2.1, 2.2, 2.4, 2.9})}, options);
+    for (const char* tick : {">64</text>", ">128</text>", ">256</text>", ">512</text>"})
+        CHECK(contexts.find(tick) != std::string::npos);
+    CHECK(contexts.find(">10</text>") == std::string::npos);
+    CHECK(contexts.find(">1000</text>") == std::string::npos);
 }
 
-TEST_CASE("svg_bar_chart: one bar per series in each group, and the threshold line") {
+TEST_CASE("charts: the legend stands right of the data, long titles wrap, error bars") {
     ChartOptions options;
-    options.reference_y = 0.3;
-    options.reference_label = "threshold";
-    const std::string svg =
-        svg_bar_chart({"layer 0", "layer 1", "layer 2"}, {bars("baseline", {0.6, 0.5, 0.4}), bars("G1", {0.05, 0.04, 0.0})}, options);
+    options.title = "A title long enough that it could never fit on one line of a chart this narrow, so it wraps";
+    options.width = 480;
+    Series a = line("a series with a long label", {1, 2, 3}, {1, 2, 3});
+    a.y_error = {0.5, 0.5, 0.5};
+    const std::string svg = svg_line_chart({a}, options);
     check_well_formed(svg);
-    CHECK(count(svg, "</rect>") == 6);  // bars carry a <title> tooltip; legend swatches do not
-    CHECK(svg.find(">layer 2</text>") != std::string::npos);
-    CHECK(svg.find("stroke-dasharray") != std::string::npos);
-    CHECK(svg.find(">threshold</text>") != std::string::npos);
-    CHECK_THROWS_AS(svg_bar_chart({"layer 0"}, {bars("x", {1, 2})}, {}), std::invalid_argument);
+    CHECK(count(svg, "font-size=\"15\"") >= 2);  // the title took two lines or more
+    // The legend's box starts right of every data point.
+    const double legend_x = std::stod(svg.substr(svg.find("x=\"", svg.rfind("<rect", svg.find("stroke=\"#bbb\""))) + 3));
+    const size_t points = svg.find("points=\"") + 8;
+    const std::string coordinates = svg.substr(points, svg.find('"', points) - points);
+    std::istringstream pairs(coordinates);
+    for (std::string pair; pairs >> pair;) CHECK(std::stod(pair) < legend_x);
+    CHECK(count(svg, "<path") == 3);  // an error bar at each point
+    CHECK(svg.find(">4</text>") != std::string::npos);  // the axis covers 3 + 0.5
+    CHECK_THROWS_AS(svg_line_chart({[&] { Series b = a; b.y_error = {1}; return b; }()}, options), std::invalid_argument);
+
+    BarSeries delta = bars("delta", {0.1, -0.2});
+    delta.errors = {0.05, 0.3};
+    const std::string bar_svg = svg_bar_chart({"G1", "G2"}, {delta}, {});
+    check_well_formed(bar_svg);
+    CHECK(count(bar_svg, "<path") == 2);
+    CHECK(bar_svg.find(">-0.5</text>") != std::string::npos);  // the axis covers -0.2 - 0.3
 }
 
-TEST_CASE("write_heatmap_png: cells of scale pixels, 0 white and 1 dark") {
+TEST_CASE("write_heatmap_png: cells of scale pixels, 0 white and 1 dark, framed by axes and a colour bar") {
     TempDir tmp;
     const std::string path = (tmp.path / "map.png").string();
     const Tensor m = from_vector(std::vector<double>{0, 0.5, 1, 1, 0.25, 0}, {2, 3});
-    write_heatmap_png(path, m, 4);
+    HeatmapOptions options;
+    options.title = "layer 0, head 1";
+    const HeatmapLayout layout = write_heatmap_png(path, m, 4, options);
     int w = 0, h = 0, channels = 0;
     unsigned char* pixels = stbi_load(path.c_str(), &w, &h, &channels, 3);
     REQUIRE(pixels != nullptr);
-    CHECK(w == 12);
-    CHECK(h == 8);
-    auto at = [&](int x, int y, int k) { return int(pixels[(y * w + x) * 3 + k]); };
+    CHECK(w == layout.width);
+    CHECK(h == layout.height);
+    CHECK(layout.map_x > 0);
+    CHECK(layout.map_y > 0);
+    auto at = [&](int x, int y, int k) { return int(pixels[((layout.map_y + y) * w + layout.map_x + x) * 3 + k]); };
     CHECK((at(0, 0, 0) == 255 && at(0, 0, 1) == 255 && at(0, 0, 2) == 255));  // cell (0, 0) = 0
     CHECK((at(11, 3, 0) == 8 && at(11, 3, 1) == 48 && at(11, 3, 2) == 107));   // cell (0, 2) = 1, its last pixel
     CHECK(at(4, 0, 0) < at(4, 4, 0));  // 0.5 is darker than 0.25
     CHECK(at(4, 4, 0) < 255);
+    CHECK(at(-1, 0, 0) == 0);  // the frame
+    // Text above the map (the title) and left of it (ticks, the axis label) is drawn in black.
+    auto black_in = [&](int x0, int y0, int x1, int y1) {
+        for (int y = y0; y < y1; ++y)
+            for (int x = x0; x < x1; ++x)
+                if (pixels[(y * w + x) * 3] == 0) return true;
+        return false;
+    };
+    CHECK(black_in(0, 0, w, layout.map_y - 2));
+    CHECK(black_in(0, 0, layout.map_x - 2, h));
+    CHECK(black_in(layout.map_x + 12 + 2, 0, w, h));  // the colour bar and its labels
     stbi_image_free(pixels);
     CHECK_THROWS_AS(write_heatmap_png(path, zeros({3}), 4), std::invalid_argument);
     CHECK_THROWS_AS(write_heatmap_png(path, m, 0), std::invalid_argument);
