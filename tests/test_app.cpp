@@ -144,7 +144,8 @@ TEST_CASE("charts: the legend stands right of the data, long titles wrap, error 
     std::istringstream pairs(coordinates);
     for (std::string pair; pairs >> pair;) CHECK(std::stod(pair) < legend_x);
     CHECK(count(svg, "<path") == 3);  // an error bar at each point
-    CHECK(svg.find(">4</text>") != std::string::npos);  // the axis covers 3 + 0.5
+    CHECK(svg.find(">0.5</text>") != std::string::npos);  // the axis covers 1 - 0.5 ...
+    CHECK(svg.find(">3.5</text>") != std::string::npos);  // ... to 3 + 0.5
     CHECK_THROWS_AS(svg_line_chart({[&] { Series b = a; b.y_error = {1}; return b; }()}, options), std::invalid_argument);
 
     BarSeries delta = bars("delta", {0.1, -0.2});
