@@ -332,7 +332,7 @@ constexpr double kTitleSize = 15, kTitleLine = 19;
 
 struct LegendEntry {
     std::string label, color;
-    enum class Mark { line, point, bar } mark;
+    enum class Mark { line, point, bar, dashed } mark;
 };
 
 // The plotting box of a chart and the axes that map data into it. The title takes as many
@@ -348,6 +348,9 @@ struct Frame {
     Frame(const ChartOptions& o, std::vector<LegendEntry> legend)
         : options(o), entries(std::move(legend)),
           title(wrap(o.title, o.width - 24, [](const std::string& t) { return svg_text_width(t, kTitleSize); })) {
+        // The reference line is named in the legend too, where its label hides nothing.
+        if (!std::isnan(o.reference_y) && !o.reference_label.empty())
+            entries.push_back({o.reference_label, "#555", LegendEntry::Mark::dashed});
         for (const auto& e : entries) legend_width = std::max(legend_width, 34 + svg_text_width(e.label, 12));
         left = 72, right = o.width - 24 - (legend_width > 0 ? legend_width + 12 : 0);
         top = title.empty() ? 20 : 44 + kTitleLine * double(title.size() - 1), bottom = o.height - 56;
@@ -393,9 +396,7 @@ struct Frame {
         if (std::isnan(options.reference_y)) return "";
         const double yy = py(options.reference_y);
         return format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" stroke-dasharray=\"6 4\"/>\n",
-                      left, yy, right, yy) +
-               format("<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">", left + 6, yy - 5) + escape(options.reference_label) +
-               "</text>\n";
+                      left, yy, right, yy);
     }
 
     // A vertical error bar from y − e to y + e at x, with caps.
@@ -419,6 +420,11 @@ struct Frame {
             switch (entries[i].mark) {
                 case LegendEntry::Mark::line:
                     s += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke-width=\"2\" ", x0 + 6, yy, x0 + 24, yy) +
+                         "stroke=\"" + c + "\"/>\n";
+                    break;
+                case LegendEntry::Mark::dashed:
+                    s += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke-dasharray=\"6 4\" ", x0 + 6, yy,
+                                x0 + 24, yy) +
                          "stroke=\"" + c + "\"/>\n";
                     break;
                 case LegendEntry::Mark::point:

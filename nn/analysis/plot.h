@@ -37,7 +37,7 @@ struct ChartOptions {
     std::string x_label, y_label;  // with their units: "training step", "loss (nats/byte)"
     bool log_x = false;            // equal ratios equal distances (learning-rate sweeps); needs x > 0
     double reference_y = NAN;      // a dashed horizontal line (e.g. the sink threshold); NaN: none
-    std::string reference_label;
+    std::string reference_label;   // its entry in the legend
     int width = 720, height = 440;  // pixels
 };
 
