@@ -3,6 +3,7 @@
 // its attention sink (SPEC §3) and plot loss curves.
 //
 //   gatedgrad train --preset tiny --attn g1 --out runs/g1
+//   gatedgrad train --preset tiny --data input.txt --out runs/mine     (any text: see train --help)
 //   gatedgrad eval  --ckpt runs/g1/model.safetensors --seq-len 256 --rope-scaling yarn
 //   gatedgrad sample --ckpt runs/g1/model.safetensors --prompt "The "
 //   gatedgrad sink  --ckpt runs/g1/model.safetensors --png runs/g1/attention
@@ -13,6 +14,7 @@
 // is one line on stderr, "gatedgrad: <message>".
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -121,6 +123,57 @@ private:
     std::vector<std::function<void(TrainConfig&)>> apply_;
 };
 
+// Appends each train option's default to its --help line: the plain TrainConfig's value,
+// and the presets' where they differ: "(default 300; tiny 600, small 2000)".
+void show_defaults(CLI::App* cmd) {
+    using Get = std::function<std::string(const TrainConfig&)>;
+    const auto text = [](auto value) {
+        std::ostringstream out;
+        out << value;
+        return out.str();
+    };
+    const std::vector<std::pair<const char*, Get>> fields = {
+        {"--attn", [](const TrainConfig& c) { return gate_position_name(c.model.attn.gate); }},
+        {"--gate-fn", [](const TrainConfig& c) { return gate_function_name(c.model.attn.gate_fn); }},
+        {"--gate-sharing", [](const TrainConfig& c) { return gate_sharing_name(c.model.attn.sharing); }},
+        {"--gate-init", [](const TrainConfig& c) { return gate_init_name(c.model.attn.gate_init); }},
+        {"--kv-heads", [&](const TrainConfig& c) { return c.model.attn.n_kv_heads ? text(c.model.attn.n_kv_heads) : "--heads"; }},
+        {"--qk-norm", [](const TrainConfig& c) { return c.model.attn.qk_norm ? "on" : "off"; }},
+        {"--window", [&](const TrainConfig& c) { return text(c.model.attn.window); }},
+        {"--positions", [](const TrainConfig& c) { return c.model.positions == PositionEncoding::rope ? "rope" : "learned"; }},
+        {"--layers", [&](const TrainConfig& c) { return text(c.model.n_layers); }},
+        {"--d-model", [&](const TrainConfig& c) { return text(c.model.d_model); }},
+        {"--heads", [&](const TrainConfig& c) { return text(c.model.attn.n_heads); }},
+        {"--no-ffn", [](const TrainConfig& c) { return c.model.ffn ? "off" : "on"; }},
+        {"--experts", [&](const TrainConfig& c) { return text(c.model.n_experts); }},
+        {"--top-k", [&](const TrainConfig& c) { return text(c.model.top_k); }},
+        {"--steps", [&](const TrainConfig& c) { return text(c.steps); }},
+        {"--batch", [&](const TrainConfig& c) { return text(c.batch_size); }},
+        {"--seq-len", [&](const TrainConfig& c) { return text(c.seq_len); }},
+        {"--lr", [&](const TrainConfig& c) { return text(c.lr); }},
+        {"--warmup", [&](const TrainConfig& c) { return text(c.warmup); }},
+        {"--weight-decay", [&](const TrainConfig& c) { return text(c.weight_decay); }},
+        {"--clip", [&](const TrainConfig& c) { return text(c.grad_clip); }},
+        {"--seed", [&](const TrainConfig& c) { return text(c.seed); }},
+        {"--eval-every", [&](const TrainConfig& c) { return text(c.eval_every); }},
+        {"--ckpt-every", [&](const TrainConfig& c) { return text(c.ckpt_every); }},
+        {"--data", [](const TrainConfig& c) {
+             std::string paths;
+             for (const std::string& d : c.data) paths += (paths.empty() ? "" : " ") + d;
+             return paths;
+         }},
+        {"--val-fraction", [&](const TrainConfig& c) { return text(c.split.val_fraction); }},
+        {"--split", [](const TrainConfig& c) { return split_mode_name(c.split.mode); }},
+    };
+    const TrainConfig plain, tiny = TrainConfig::preset("tiny"), small = TrainConfig::preset("small");
+    for (const auto& [name, get] : fields) {
+        std::string shown = "default " + get(plain);
+        if (get(tiny) != get(plain) || get(small) != get(plain)) shown += "; tiny " + get(tiny) + ", small " + get(small);
+        CLI::Option* opt = cmd->get_option(name);
+        opt->description(opt->get_description() + " (" + shown + ")");
+    }
+}
+
 struct TrainArgs {
     CLI::App* cmd = nullptr;
     std::string preset, config_file, out;
@@ -133,7 +186,7 @@ void add_train(CLI::App& app, TrainArgs& a) {
     a.cmd = app.add_subcommand("train", "train a language model; writes DIR/model.safetensors, DIR/log.jsonl, DIR/config.json");
     CLI::App* cmd = a.cmd;
     CLI::Option* preset = cmd->add_option("--preset", a.preset, "start from a preset: tiny (~0.14M parameters), small (~0.9M) or medium (~15M, for a GPU)")
-                              ->check(CLI::IsMember({"tiny", "small", "medium"}));
+                              ->check(CLI::IsMember({"tiny", "small", "medium"}, CLI::ignore_case));
     cmd->add_option("--config", a.config_file, "start from a TrainConfig JSON file (fields not in it keep their defaults)")
         ->type_name("FILE")
         ->excludes(preset);
@@ -166,7 +219,7 @@ void add_train(CLI::App& app, TrainArgs& a) {
         ->check(kNonNegative);
     o.option<S>("--positions", [](TrainConfig& c, const S& v) {
         c.model.positions = v == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
-    }, "position encoding: rope or learned")->check(CLI::IsMember({"rope", "learned"}));
+    }, "position encoding: rope or learned")->check(CLI::IsMember({"rope", "learned"}, CLI::ignore_case));
     o.option<I>("--layers", [](TrainConfig& c, const I& v) { c.model.n_layers = v; }, "transformer blocks")
         ->check(kPositive);
     o.option<I>("--d-model", [](TrainConfig& c, const I& v) { c.model.d_model = v; }, "model width")
@@ -205,8 +258,25 @@ void add_train(CLI::App& app, TrainArgs& a) {
                 "checkpoint every N steps (0: only at the end)")
         ->check(kNonNegative);
     o.option<std::vector<S>>("--data", [](TrainConfig& c, const std::vector<S>& v) { c.data = v; },
-                             "corpus files or folders (default: the fortunes package)")
+                             "text files or folders of them (see Data below)")
         ->type_name("PATH");
+    o.option<double>("--val-fraction", [](TrainConfig& c, const double& v) { c.split.val_fraction = v; },
+                     "share of the text kept for validation")
+        ->check(bounded(0, 0.5, true));
+    o.option<S>("--split", [](TrainConfig& c, const S& v) { c.split.mode = parse_split_mode(v); },
+                "where validation text is cut off: auto, documents or bytes")
+        ->check(accepted_by(parse_split_mode));
+    show_defaults(cmd);
+    cmd->footer(
+        "Data: each --data PATH is a text file or a folder. A folder gives the files directly in it (not its\n"
+        "subfolders), skipping hidden files and binary ones (with a NUL byte). Each file is cut into documents at\n"
+        "lines holding only \"%\" (the fortunes format); a file without such a line is one document. Then\n"
+        "--split documents sends one document in every round(1/F) to validation (F = --val-fraction: every 10th),\n"
+        "--split bytes the last F of the text (nanoGPT's input.txt split), and --split auto does documents when\n"
+        "there are at least round(1/F) of them, else bytes. The paths are saved absolute in DIR/config.json.\n"
+        "Defaults: those shown, from a plain config; --preset and --config replace them, and flags given replace those.\n"
+        "--resume with another --steps lengthens (or shortens) a run: the learning rate goes on from where the run\n"
+        "stands, down a cosine to its minimum at the new end; a finished run, already at the minimum, stays there.");
 }
 
 // The config of a run: a base (preset, --config file, the resumed run's config.json or the
@@ -238,6 +308,9 @@ TrainConfig train_config(const TrainArgs& a) {
         throw UsageError("d-model " + std::to_string(c.model.d_model) + " is not a multiple of heads " +
                          std::to_string(c.model.attn.n_heads));
     c.out_dir = a.out;
+    // Saved absolute in config.json and the checkpoint, so that eval and sink find the corpus
+    // from any folder.
+    for (std::string& path : c.data) path = fs::absolute(path).lexically_normal().string();
     return c;
 }
 
@@ -270,24 +343,27 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
 }
 
 int run_train(const TrainArgs& a) {
-    const TrainConfig config = train_config(a);
-    const fs::path dir(config.out_dir);
-    const auto data = std::make_shared<const TextDataset>(load_documents(config.data));
-    Trainer trainer(config, data);
+    const TrainConfig requested = train_config(a);
+    const fs::path dir(requested.out_dir);
+    const auto data = std::make_shared<const TextDataset>(load_documents(requested.data), requested.split);
+    Trainer trainer(requested, data);
     if (a.resume) {
         const fs::path ckpt = dir / "model.safetensors";
         if (!fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
         trainer.resume(ckpt.string());
     }
+    const TrainConfig& config = trainer.config();  // resume may restart the schedule
     fs::create_directories(dir);
     write_text_file((dir / "config.json").string(), config.to_json() + "\n");
     if (!a.quiet) {
         std::printf("%s", describe(config, trainer.model().num_parameters()).c_str());
+        std::printf("          %s\n", data->split_summary().c_str());
         const double h = data->unigram_entropy();
         std::printf("unigram baseline (no context): %.4f nats/byte, %.3f bits/byte\n", h, bits(h));
         if (a.resume) std::printf("resuming at step %lld\n", (long long)trainer.step());
-        std::fflush(stdout);
     }
+    if (!trainer.resume_note().empty()) std::printf("%s\n", trainer.resume_note().c_str());  // even when quiet
+    std::fflush(stdout);
     const TrainResult result = trainer.run(a.quiet);
     if (result.diverged) throw std::runtime_error(result.message);
     // Nothing left to train (a finished run resumed): measure the model as it is.
@@ -342,6 +418,21 @@ Checkpoint open_for_data(DataArgs& a) {
     return ck;
 }
 
+// The text a checkpoint was trained on (or --data's), split as in training. Runs from before
+// paths were saved absolute name their corpus relative to the folder they were trained in.
+TextDataset validation_text(const Checkpoint& ck, const DataArgs& a) {
+    try {
+        return TextDataset(load_documents(ck.train.data), ck.train.split);
+    } catch (const std::runtime_error& e) {
+        for (const std::string& path : ck.train.data)
+            if (a.data.empty() && fs::path(path).is_relative() && !fs::exists(path))
+                throw std::runtime_error(std::string(e.what()) + " here, in " + fs::current_path().string() +
+                                         "; the checkpoint names it relative to the folder it was trained in: run "
+                                         "from there, or pass --data PATH");
+        throw;
+    }
+}
+
 // How many of the first n validation batches exist; throws when not even one fits.
 int64_t validation_batch_count(const TextDataset& data, int64_t n, int64_t B, int64_t T) {
     if (data.val_batches(B, T) < 1)
@@ -366,7 +457,8 @@ void add_eval(CLI::App& app, EvalArgs& a) {
     add_data_options(a.cmd, a.data);
     a.cmd->add_option("--batches", a.batches, "validation batches (default: as in training)")->check(kPositive);
     a.cmd->add_option("--rope-scaling", a.rope_scaling, "RoPE rescaling for long contexts: none, pi, ntk, yarn")
-        ->check(accepted_by(parse_rope_scaling));
+        ->check(accepted_by(parse_rope_scaling))
+        ->capture_default_str();
     a.cmd->add_option("--rope-factor", a.rope_factor, "scaling factor s (default: --seq-len / training length)")
         ->check(kPositive);
 }
@@ -388,7 +480,7 @@ int run_eval(EvalArgs& a) {
         std::snprintf(note, sizeof note, " (RoPE scaling %s x%g)", rope_scaling_name(scaling), rope.factor);
         scaling_note = note;
     }
-    const TextDataset data(load_documents(ck.train.data));
+    const TextDataset data = validation_text(ck, a.data);
     const int64_t n = validation_batch_count(data, a.batches > 0 ? a.batches : ck.train.eval_batches, B, T);
     ck.model->eval();
     NoGradGuard no_grad;
@@ -474,9 +566,13 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     const int scale = int(std::clamp<int64_t>(256 / T, 1, 64));  // about 256 pixels a side
     for (size_t l = 0; l < model.blocks.size(); ++l) {
         const Tensor probs = capture.attention[l].probs.select(0, 0);  // (H, T, T): query rows, key columns
-        for (int64_t h = 0; h < probs.size(0); ++h)
+        for (int64_t h = 0; h < probs.size(0); ++h) {
+            HeatmapOptions options;
+            options.title = "layer " + std::to_string(l) + ", head " + std::to_string(h) + " (" +
+                            gate_position_name(model.config().attn.gate) + ")";
             write_heatmap_png((dir / ("layer" + std::to_string(l) + "_head" + std::to_string(h) + ".png")).string(),
-                              probs.select(0, h), scale);
+                              probs.select(0, h), scale, options);
+        }
     }
 
     std::vector<std::string> groups, header{"layer"};
@@ -498,7 +594,8 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     header.push_back("mean");
     ChartOptions chart;
     chart.title = "attention on the first token (" + gate_position_name(model.config().attn.gate) + ")";
-    chart.y_label = "mean attention to position 0";
+    chart.x_label = "layer";
+    chart.y_label = "mean attention to position 0 (fraction)";
     chart.reference_y = analysis.threshold;
     chart.reference_label = "sink threshold";
     write_text_file((dir / "first_token_share.svg").string(), svg_bar_chart(groups, heads, chart));
@@ -508,7 +605,7 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
 int run_sink(SinkArgs& a) {
     Checkpoint ck = open_for_data(a.data);
     const int64_t B = a.data.batch, T = a.data.seq_len;
-    const TextDataset data(load_documents(ck.train.data));
+    const TextDataset data = validation_text(ck, a.data);
     std::vector<Tensor> sequences;
     const int64_t n = validation_batch_count(data, a.batches, B, T);
     for (int64_t i = 0; i < n; ++i) sequences.push_back(data.val_batch(i, B, T).inputs);
@@ -584,18 +681,63 @@ int run_plot(const PlotArgs& a) {
         std::string label = !a.labels.empty() ? a.labels[i] : path.parent_path().filename().string();
         if (label.empty()) label = path.stem().string();
         const std::string color = chart_color(i);
-        // label, x, y, colour, points?, opacity
-        series.push_back({"", log.step, log.loss, color, false, 0.25});  // raw: faint, not in the legend
-        series.push_back({label + " train (smoothed)", log.step, smooth(log.loss), color, false, 1});
-        if (!log.val_step.empty()) series.push_back({label + " validation", log.val_step, log.val_loss, color, true, 1});
+        // label, x, y, colour, points?, opacity, error bars
+        series.push_back({"", log.step, log.loss, color, false, 0.25, {}});  // raw: faint, not in the legend
+        series.push_back({label + " train (smoothed)", log.step, smooth(log.loss), color, false, 1, {}});
+        if (!log.val_step.empty()) series.push_back({label + " validation", log.val_step, log.val_loss, color, true, 1, {}});
     }
     ChartOptions chart;
     chart.title = a.title;
-    chart.x_label = "step";
+    chart.x_label = "training step";
     chart.y_label = "loss (nats/byte)";
     write_text_file(a.out, svg_line_chart(series, chart));
     std::printf("wrote %s (%zu run%s)\n", a.out.c_str(), a.logs.size(), a.logs.size() == 1 ? "" : "s");
     return 0;
+}
+
+// ---------------------------------------------------------------- typos
+
+// The fewest one-character insertions, deletions, substitutions and swaps of neighbours
+// that turn a into b (the optimal-string-alignment distance: "trian" is 1 from "train").
+size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));  // d[i][j]: a[0, i) → b[0, j)
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i)
+        for (size_t j = 1; j <= b.size(); ++j) {
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    return d[a.size()][b.size()];
+}
+
+// "; did you mean X?" for the name nearest to `typed`, when near enough to be a typo (at
+// most a third of its letters wrong, dashes aside); else "".
+std::string did_you_mean(const std::string& typed, const std::vector<std::string>& names) {
+    const size_t letters = typed.size() - std::min(typed.find_first_not_of('-'), typed.size());
+    size_t best_distance = std::max<size_t>(1, letters / 3) + 1;  // the first distance too far
+    std::string best;
+    for (const std::string& name : names)
+        if (const size_t d = edit_distance(typed, name); d < best_distance) best = name, best_distance = d;
+    return best.empty() ? "" : "; did you mean " + best + "?";
+}
+
+// After CLI11 found arguments it did not expect: a suggestion for the first unknown option.
+std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
+    CLI::App* cmd = argv[1][0] == '-' ? &app : app.get_subcommand(argv[1]);
+    std::vector<std::string> names;
+    for (const CLI::Option* opt : cmd->get_options()) {
+        for (const std::string& n : opt->get_lnames()) names.push_back("--" + n);
+        for (const std::string& n : opt->get_snames()) names.push_back("-" + n);
+    }
+    for (int i = cmd == &app ? 1 : 2; i < argc; ++i) {
+        const std::string arg = argv[i], name = arg.substr(0, arg.find('='));
+        if (name.size() < 2 || name == "--" || name[0] != '-' || std::isdigit(static_cast<unsigned char>(name[1])) ||
+            name[1] == '.')
+            continue;  // a value (perhaps a negative number), or the end of the options
+        if (!cmd->get_option_no_throw(name)) return did_you_mean(name, names);
+    }
+    return "";
 }
 
 }  // namespace
@@ -618,15 +760,18 @@ int main(int argc, char** argv) {
     // Without this, "gatedgrad trian" reads as "A subcommand is required".
     const std::vector<std::string> commands{"train", "eval", "sample", "sink", "plot"};
     if (argc < 2 || (argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end())) {
-        std::fprintf(stderr, "gatedgrad: %s; the commands are train, eval, sample, sink and plot (see --help)\n",
-                     argc < 2 ? "no command given" : ("unknown command '" + std::string(argv[1]) + "'").c_str());
+        const std::string hint = argc < 2 ? "" : did_you_mean(argv[1], commands);
+        std::fprintf(stderr, "gatedgrad: %s%s (see --help)\n",
+                     argc < 2 ? "no command given" : ("unknown command '" + std::string(argv[1]) + "'").c_str(),
+                     hint.empty() ? "; the commands are train, eval, sample, sink and plot" : hint.c_str());
         return 2;
     }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
-        std::fprintf(stderr, "gatedgrad: %s (see --help)\n", one_line(e.what()).c_str());
+        const std::string hint = dynamic_cast<const CLI::ExtrasError*>(&e) ? unknown_option_hint(app, argc, argv) : "";
+        std::fprintf(stderr, "gatedgrad: %s%s (see --help)\n", one_line(e.what()).c_str(), hint.c_str());
         return 2;
     }
     try {

@@ -1,5 +1,7 @@
 #include "nn/attention.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 
@@ -55,11 +57,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // ---------------------------------------------------------------- option names
 
 namespace {
+// Case-insensitive: the paper and every text here write "G1", the tables "g1".
 template <class E, size_t N>
 E parse_name(const std::string& name, const std::pair<const char*, E> (&table)[N], const char* what) {
+    std::string lower = name;
+    std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     std::string known;
     for (const auto& [n, e] : table) {
-        if (name == n) return e;
+        if (lower == n) return e;
         known += (known.empty() ? "" : ", ") + std::string(n);
     }
     throw std::invalid_argument(std::string(what) + " '" + name + "' is not one of " + known);

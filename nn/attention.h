@@ -42,6 +42,7 @@ enum class GateSharing { elementwise, headwise, shared };
 enum class GateInit { zero, normal, kaiming, xavier };
 
 // Names used on command lines and in configs: "baseline", "g1".."g5", "value", "key", "query".
+// Parsing ignores case ("G1" is "g1"); the *_name functions give the lower-case form.
 GatePosition parse_gate_position(const std::string& name);
 std::string gate_position_name(GatePosition p);
 GateFunction parse_gate_function(const std::string& name);  // sigmoid, tanh, relu, silu, none

@@ -1,17 +1,20 @@
 #include "nn/rope.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 
 namespace gg::nn {
 
-RopeScaling parse_rope_scaling(const std::string& name) {
+RopeScaling parse_rope_scaling(const std::string& given) {
+    std::string name = given;  // case-insensitive: "YaRN", "NTK" as the papers write them
+    std::ranges::transform(name, name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     if (name == "none") return RopeScaling::none;
     if (name == "pi" || name == "interpolation") return RopeScaling::interpolation;
     if (name == "ntk") return RopeScaling::ntk;
     if (name == "yarn") return RopeScaling::yarn;
-    throw std::invalid_argument("rope scaling '" + name + "' is not one of none, pi, ntk, yarn");
+    throw std::invalid_argument("rope scaling '" + given + "' is not one of none, pi, ntk, yarn");
 }
 
 const char* rope_scaling_name(RopeScaling scaling) {

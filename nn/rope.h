@@ -17,7 +17,7 @@
 namespace gg::nn {
 
 enum class RopeScaling { none, interpolation, ntk, yarn };
-RopeScaling parse_rope_scaling(const std::string& name);  // "none", "pi", "ntk", "yarn"
+RopeScaling parse_rope_scaling(const std::string& name);  // "none", "pi", "ntk", "yarn", any case
 const char* rope_scaling_name(RopeScaling scaling);
 
 struct RopeOptions {

@@ -3,6 +3,7 @@
 // corpus: every sub-command runs, and bad command lines and broken inputs give one line on
 // stderr with exit code 2 (usage) or 1 (runtime).
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,13 +103,14 @@ TEST_CASE("svg_line_chart: axes, legend, gaps and escaping") {
     check_well_formed(svg_line_chart({}, {}));  // nothing to draw is still a picture
 }
 
-TEST_CASE("svg_line_chart: a log x axis puts ticks on decades") {
+TEST_CASE("svg_line_chart: a log x axis spans the data, with the sweep's values as ticks") {
     ChartOptions options;
     options.log_x = true;
     const Series sweep = line("final loss", {1e-4, 3e-4, 1e-3, 3e-3, 1e-2}, {2.5, 2.1, 1.9, 2.0, 2.6});
     const std::string svg = svg_line_chart({sweep}, options);
     check_well_formed(svg);
-    for (const char* tick : {">0.0001</text>", ">0.001</text>", ">0.01</text>"}) CHECK(svg.find(tick) != std::string::npos);
+    for (const char* tick : {">0.0001</text>", ">0.0003</text>", ">0.001</text>", ">0.01</text>"})
+        CHECK(svg.find(tick) != std::string::npos);
     // Equal ratios are equal distances: the three decade ticks are evenly spaced.
     std::vector<double> xs;
     for (const char* tick : {">0.0001</text>", ">0.001</text>", ">0.01</text>"}) {
@@ -117,37 +119,73 @@ TEST_CASE("svg_line_chart: a log x axis puts ticks on decades") {
     }
     CHECK(xs[2] - xs[1] == doctest::Approx(xs[1] - xs[0]).epsilon(0.01));
     CHECK_THROWS_AS(svg_line_chart({line("lr", {0, 1}, {1, 2})}, options), std::invalid_argument);
+
+    // Contexts 64 to 512: the axis is theirs, not the decades 10 to 1000 around them.
+    const std::string contexts = svg_line_chart({line("G1", {64, 128, 256, 512}, {2.1, 2.2, 2.4, 2.9})}, options);
+    for (const char* tick : {">64</text>", ">128</text>", ">256</text>", ">512</text>"})
+        CHECK(contexts.find(tick) != std::string::npos);
+    CHECK(contexts.find(">10</text>") == std::string::npos);
+    CHECK(contexts.find(">1000</text>") == std::string::npos);
 }
 
-TEST_CASE("svg_bar_chart: one bar per series in each group, and the threshold line") {
+TEST_CASE("charts: the legend stands right of the data, long titles wrap, error bars") {
     ChartOptions options;
-    options.reference_y = 0.3;
-    options.reference_label = "threshold";
-    const std::string svg =
-        svg_bar_chart({"layer 0", "layer 1", "layer 2"}, {bars("baseline", {0.6, 0.5, 0.4}), bars("G1", {0.05, 0.04, 0.0})}, options);
+    options.title = "A title long enough that it could never fit on one line of a chart this narrow, so it wraps";
+    options.width = 480;
+    Series a = line("a series with a long label", {1, 2, 3}, {1, 2, 3});
+    a.y_error = {0.5, 0.5, 0.5};
+    const std::string svg = svg_line_chart({a}, options);
     check_well_formed(svg);
-    CHECK(count(svg, "</rect>") == 6);  // bars carry a <title> tooltip; legend swatches do not
-    CHECK(svg.find(">layer 2</text>") != std::string::npos);
-    CHECK(svg.find("stroke-dasharray") != std::string::npos);
-    CHECK(svg.find(">threshold</text>") != std::string::npos);
-    CHECK_THROWS_AS(svg_bar_chart({"layer 0"}, {bars("x", {1, 2})}, {}), std::invalid_argument);
+    CHECK(count(svg, "font-size=\"15\"") >= 2);  // the title took two lines or more
+    // The legend's box starts right of every data point.
+    const double legend_x = std::stod(svg.substr(svg.find("x=\"", svg.rfind("<rect", svg.find("stroke=\"#bbb\""))) + 3));
+    const size_t points = svg.find("points=\"") + 8;
+    const std::string coordinates = svg.substr(points, svg.find('"', points) - points);
+    std::istringstream pairs(coordinates);
+    for (std::string pair; pairs >> pair;) CHECK(std::stod(pair) < legend_x);
+    CHECK(count(svg, "<path") == 3);  // an error bar at each point
+    CHECK(svg.find(">0.5</text>") != std::string::npos);  // the axis covers 1 - 0.5 ...
+    CHECK(svg.find(">3.5</text>") != std::string::npos);  // ... to 3 + 0.5
+    CHECK_THROWS_AS(svg_line_chart({[&] { Series b = a; b.y_error = {1}; return b; }()}, options), std::invalid_argument);
+
+    BarSeries delta = bars("delta", {0.1, -0.2});
+    delta.errors = {0.05, 0.3};
+    const std::string bar_svg = svg_bar_chart({"G1", "G2"}, {delta}, {});
+    check_well_formed(bar_svg);
+    CHECK(count(bar_svg, "<path") == 2);
+    CHECK(bar_svg.find(">-0.5</text>") != std::string::npos);  // the axis covers -0.2 - 0.3
 }
 
-TEST_CASE("write_heatmap_png: cells of scale pixels, 0 white and 1 dark") {
+TEST_CASE("write_heatmap_png: cells of scale pixels, 0 white and 1 dark, framed by axes and a colour bar") {
     TempDir tmp;
     const std::string path = (tmp.path / "map.png").string();
     const Tensor m = from_vector(std::vector<double>{0, 0.5, 1, 1, 0.25, 0}, {2, 3});
-    write_heatmap_png(path, m, 4);
+    HeatmapOptions options;
+    options.title = "layer 0, head 1";
+    const HeatmapLayout layout = write_heatmap_png(path, m, 4, options);
     int w = 0, h = 0, channels = 0;
     unsigned char* pixels = stbi_load(path.c_str(), &w, &h, &channels, 3);
     REQUIRE(pixels != nullptr);
-    CHECK(w == 12);
-    CHECK(h == 8);
-    auto at = [&](int x, int y, int k) { return int(pixels[(y * w + x) * 3 + k]); };
+    CHECK(w == layout.width);
+    CHECK(h == layout.height);
+    CHECK(layout.map_x > 0);
+    CHECK(layout.map_y > 0);
+    auto at = [&](int x, int y, int k) { return int(pixels[((layout.map_y + y) * w + layout.map_x + x) * 3 + k]); };
     CHECK((at(0, 0, 0) == 255 && at(0, 0, 1) == 255 && at(0, 0, 2) == 255));  // cell (0, 0) = 0
     CHECK((at(11, 3, 0) == 8 && at(11, 3, 1) == 48 && at(11, 3, 2) == 107));   // cell (0, 2) = 1, its last pixel
     CHECK(at(4, 0, 0) < at(4, 4, 0));  // 0.5 is darker than 0.25
     CHECK(at(4, 4, 0) < 255);
+    CHECK(at(-1, 0, 0) == 0);  // the frame
+    // Text above the map (the title) and left of it (ticks, the axis label) is drawn in black.
+    auto black_in = [&](int x0, int y0, int x1, int y1) {
+        for (int y = y0; y < y1; ++y)
+            for (int x = x0; x < x1; ++x)
+                if (pixels[(y * w + x) * 3] == 0) return true;
+        return false;
+    };
+    CHECK(black_in(0, 0, w, layout.map_y - 2));
+    CHECK(black_in(0, 0, layout.map_x - 2, h));
+    CHECK(black_in(layout.map_x + 12 + 2, 0, w, h));  // the colour bar and its labels
     stbi_image_free(pixels);
     CHECK_THROWS_AS(write_heatmap_png(path, zeros({3}), 4), std::invalid_argument);
     CHECK_THROWS_AS(write_heatmap_png(path, m, 0), std::invalid_argument);
@@ -185,9 +223,11 @@ struct Outcome {
     std::string out, err;
 };
 
-Outcome run_app(const TempDir& tmp, const std::string& args) {
+// Runs the app with `args`, from the folder `cwd` when one is given.
+Outcome run_app(const TempDir& tmp, const std::string& args, const fs::path& cwd = {}) {
     const fs::path out = tmp.path / "stdout.txt", err = tmp.path / "stderr.txt";
-    const std::string command = "OMP_NUM_THREADS=1 " + app_path().string() + " " + args + " >" + out.string() + " 2>" + err.string();
+    const std::string command = (cwd.empty() ? "" : "cd " + cwd.string() + " && ") + "OMP_NUM_THREADS=1 " +
+                                app_path().string() + " " + args + " >" + out.string() + " 2>" + err.string();
     const int status = std::system(command.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
 }
@@ -273,4 +313,80 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     check_error(run_app(tmp, "eval --ckpt " + truncated.string()), 1, truncated.string());
     check_error(run_app(tmp, "sink --ckpt " + (tmp.path / "missing.safetensors").string()), 1, "missing.safetensors");
     check_error(run_app(tmp, "plot --out " + svg.string() + " " + corpus.string()), 1, "corpus.txt:1");
+}
+
+TEST_CASE("gatedgrad: your own text, absolute data paths, any-case names, typo hints, extended runs") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path run = tmp.path / "run", ckpt = run / "model.safetensors";
+    {
+        std::ofstream out(tmp.path / "input.txt");  // one document: no "%" lines
+        for (int i = 0; i < 200; ++i) out << "Line " << i << " of a plain text file, the nanoGPT way.\n";
+    }
+    const std::string tiny = " --layers 1 --d-model 16 --heads 2 --batch 2 --seq-len 16 --steps 3 --eval-every 3";
+
+    // One file, named relative to the folder the command runs in: split at bytes, saved absolute.
+    const Outcome train = run_app(tmp, "train --data input.txt --attn G1 --out " + run.string() + tiny, tmp.path);
+    INFO("train stdout: " << train.out << "\nstderr: " << train.err);
+    REQUIRE(train.code == 0);
+    CHECK(train.out.find("1 document of 9491 bytes, the last 10% (950 bytes) to validation") != std::string::npos);
+    CHECK(train.out.find("attention g1") != std::string::npos);
+    const auto config = nlohmann::json::parse(read_file(run / "config.json"));
+    CHECK(config["data"] == nlohmann::json::array({(tmp.path / "input.txt").string()}));
+    CHECK(config["split"] == "auto");
+    // eval and sink from any folder find it.
+    CHECK(run_app(tmp, "eval --ckpt " + ckpt.string() + " --rope-scaling YaRN --seq-len 32", "/").code == 0);
+
+    // A folder of .txt files (two documents: also a byte split).
+    fs::create_directories(tmp.path / "texts");
+    std::ofstream(tmp.path / "texts" / "a.txt") << read_file(tmp.path / "input.txt");
+    std::ofstream(tmp.path / "texts" / "b.md") << "# Notes\n\nMore text to learn from.\n";
+    const Outcome folder = run_app(tmp, "train --data " + (tmp.path / "texts").string() + " --out " +
+                                            (tmp.path / "run2").string() + tiny);
+    CHECK(folder.code == 0);
+    CHECK(folder.out.find("2 documents of ") != std::string::npos);
+
+    // Extending a finished run: the learning rate stays where the run left it (min_lr).
+    const Outcome extended = run_app(tmp, "train --resume --steps 6 --quiet --out " + run.string());
+    INFO("extended stdout: " << extended.out << "\nstderr: " << extended.err);
+    CHECK(extended.code == 0);
+    CHECK(extended.out.find("planned for 3 steps and now has 6: from step 4 the learning rate goes on from 3.00e-04") !=
+          std::string::npos);
+    std::istringstream log(read_file(run / "log.jsonl"));
+    std::string line;
+    for (int step = 1; std::getline(log, line); ++step)
+        if (step > 3) CHECK(nlohmann::json::parse(line)["lr"].get<double>() == doctest::Approx(3e-4));
+
+    // Defaults and the data rules in --help.
+    const Outcome help = run_app(tmp, "train --help");
+    CHECK(help.out.find("training steps") != std::string::npos);
+    CHECK(help.out.find("(default 300; tiny 600, small 2000)") != std::string::npos);
+    CHECK(help.out.find("(default g1)") != std::string::npos);
+    CHECK(help.out.find("--split bytes the last F of the text") != std::string::npos);
+    CHECK(help.out.find("--resume with another --steps") != std::string::npos);
+
+    // Typos get a suggestion; a file that is not a checkpoint says so.
+    check_error(run_app(tmp, "train --atn g1 --out " + run.string()), 2, "did you mean --attn?");
+    check_error(run_app(tmp, "train --stpes 3 --out " + run.string()), 2, "did you mean --steps?");
+    check_error(run_app(tmp, "eval --ckpt " + ckpt.string() + " --seq-lne 32"), 2, "did you mean --seq-len?");
+    check_error(run_app(tmp, "trian --out x"), 2, "did you mean train?");
+    check_error(run_app(tmp, "train --bogus --out " + run.string()), 2, "not expected: --bogus (see --help)");
+    check_error(run_app(tmp, "eval --ckpt " + (run / "config.json").string()), 1,
+                (run / "config.json").string() + ": not a safetensors file");
+
+    // A checkpoint from before paths were saved absolute, evaluated from elsewhere: a hint.
+    const fs::path old_run = tmp.path / "old";
+    REQUIRE(run_app(tmp, "train --data texts --out old" + tiny, tmp.path).code == 0);
+    {
+        // What older versions saved: the path as typed.
+        Metadata metadata;
+        NamedTensors tensors = load_tensors((old_run / "model.safetensors").string(), &metadata);
+        auto train_config = nlohmann::json::parse(metadata["train_config"]);
+        train_config["data"] = nlohmann::json::array({"texts"});
+        metadata["train_config"] = train_config.dump();
+        save_tensors((old_run / "model.safetensors").string(), tensors, metadata);
+    }
+    check_error(run_app(tmp, "sink --ckpt " + (old_run / "model.safetensors").string(), "/"), 1,
+                "the checkpoint names it relative to the folder it was trained in");
+    CHECK(run_app(tmp, "sink --ckpt " + (old_run / "model.safetensors").string(), tmp.path).code == 0);
 }

@@ -202,6 +202,13 @@ TEST_CASE("nn: gate inits: zero gives σ = ½ exactly; normal, Kaiming, Xavier d
     CHECK(parse_gate_function("tanh") == GateFunction::tanh_half);
     CHECK(parse_gate_sharing("headwise") == GateSharing::headwise);
     CHECK_THROWS_AS(parse_gate_position("g6"), std::invalid_argument);
+    // Any case, as the paper and the docs write them.
+    CHECK(parse_gate_position("G1") == GatePosition::sdpa_output);
+    CHECK(parse_gate_position("Baseline") == GatePosition::none);
+    CHECK(parse_gate_sharing("HeadWise") == GateSharing::headwise);
+    CHECK(parse_gate_function("SiLU") == GateFunction::silu);
+    CHECK(parse_gate_init("Xavier") == GateInit::xavier);
+    CHECK_THROWS_WITH_AS(parse_gate_position("G6"), doctest::Contains("'G6'"), std::invalid_argument);
     CHECK_THROWS_AS(GatedAttention(attention_options(GatePosition::sdpa_output)).forward(zeros({1, 3, 8})),
                     std::invalid_argument);
     AttentionOptions bad = attention_options(GatePosition::sdpa_output);

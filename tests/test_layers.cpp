@@ -235,6 +235,8 @@ TEST_CASE("nn: RoPE frequencies follow each scaling's formula") {
     CHECK(parse_rope_scaling("pi") == RopeScaling::interpolation);
     CHECK(parse_rope_scaling(rope_scaling_name(RopeScaling::yarn)) == RopeScaling::yarn);
     CHECK_THROWS_AS(parse_rope_scaling("linear"), std::invalid_argument);
+    CHECK(parse_rope_scaling("YaRN") == RopeScaling::yarn);
+    CHECK(parse_rope_scaling("NTK") == RopeScaling::ntk);
 }
 
 TEST_CASE("nn: RoPE rotates channel pairs (c, c + D/2), keeps norms, and q·k depends only on m − n") {

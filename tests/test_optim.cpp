@@ -163,6 +163,24 @@ TEST_CASE("optim: learning-rate schedules") {
     CHECK_THROWS_AS(nn::lr_at({.warmup_steps = 10, .total_steps = 10}, 50), std::invalid_argument);  // cosine over nothing
 }
 
+TEST_CASE("optim: a restarted cosine goes on from where the run stood, down to min_lr at the new end") {
+    // A 110-step run stopped at step 60 (lr 0.55), then extended to 210 steps.
+    LrSchedule extended{.decay = LrSchedule::Decay::cosine, .max_lr = 1.0, .min_lr = 0.1, .warmup_steps = 10,
+                        .total_steps = 210, .restart_step = 60, .restart_lr = 0.55};
+    CHECK(nn::lr_at(extended, 60) == doctest::Approx(0.55));                 // no jump
+    CHECK(nn::lr_at(extended, 135) == doctest::Approx(0.1 + 0.225));         // halfway from 0.55 to 0.1
+    CHECK(nn::lr_at(extended, 209) == doctest::Approx(0.1).epsilon(1e-3));
+    CHECK(nn::lr_at(extended, 210) == doctest::Approx(0.1));
+    CHECK(nn::lr_at(extended, 5) == doctest::Approx(0.6));                   // the warmup is untouched
+    // A finished run (at min_lr) extended stays at min_lr: the cosine from 0.1 to 0.1 is flat.
+    extended.restart_lr = 0.1;
+    CHECK(nn::lr_at(extended, 100) == doctest::Approx(0.1));
+    extended.restart_step = 5;  // inside the warmup
+    CHECK_THROWS_WITH_AS(nn::lr_at(extended, 100), doctest::Contains("restart_step 5"), std::invalid_argument);
+    extended.restart_step = 210;
+    CHECK_THROWS_AS(nn::lr_at(extended, 100), std::invalid_argument);
+}
+
 TEST_CASE("optim: resuming from state_dict gives the same parameters as not stopping") {
     for (const auto& [name, make] : {std::pair{"AdamW", torch_adamw}, std::pair{"SGD", torch_sgd}}) {
         CAPTURE(name);

@@ -199,10 +199,14 @@ TEST_CASE("safetensors: corrupt files are rejected with a precise message") {
         b[0] = 50;
         check_rejected(b, {"header length 50", "larger", "2 bytes"});
     }
-    SUBCASE("absurd header length") {
+    SUBCASE("absurd header length: not a safetensors file at all") {
         std::vector<uint8_t> b = make_file("{}", {});
         b[7] = 1;  // 2^56 + 2
-        check_rejected(b, {"absurd"});
+        CHECK(parse_error(b) ==
+              "safetensors: bad.st: not a safetensors file: its first 8 bytes, read as the header length, give "
+              "72057594037927938 bytes (at most 100000000)");
+        const std::string json = "{\n  \"model\": {}\n}\n";  // a config.json passed as --ckpt
+        check_rejected(std::vector<uint8_t>(json.begin(), json.end()), {"not a safetensors file"});
     }
     SUBCASE("header not JSON") { check_rejected(make_file("{\"w\":", {}), {"not valid JSON"}); }
     SUBCASE("header not an object") { check_rejected(make_file("[1,2]", {}), {"array", "expected an object"}); }

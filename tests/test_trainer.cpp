@@ -119,10 +119,13 @@ TEST_CASE("trainer: configs round-trip through JSON and bad fields are named") {
     TrainConfig c = TrainConfig::preset("tiny");
     c.model.attn.gate = GatePosition::residual;
     c.lr = 0.0123;
+    c.split = {0.2, SplitMode::bytes};
+    c.restart_step = 100, c.restart_lr = 1e-3;
     const TrainConfig back = TrainConfig::from_json(c.to_json());
     CHECK(back.to_json() == c.to_json());
     CHECK_THROWS_WITH_AS(TrainConfig::from_json(R"({"lr": "fast"})"), doctest::Contains("'lr'"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(TrainConfig::preset("huge"), doctest::Contains("huge"), std::invalid_argument);
+    CHECK(TrainConfig::preset("Tiny").to_json() == TrainConfig::preset("tiny").to_json());
     CHECK_THROWS_WITH_AS(LMConfig::from_json(R"({"d_modle": 64})"), doctest::Contains("'d_modle'"),
                          std::invalid_argument);
 }
@@ -135,4 +138,114 @@ TEST_CASE("data: a missing corpus names what to install") {
     CHECK(b.inputs.to_vector<int64_t>()[8] == kBOS);
     // targets are the inputs shifted by one
     CHECK(b.inputs.to_vector<int64_t>()[1] == b.targets.to_vector<int64_t>()[0]);
+}
+
+namespace {
+void write(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+}  // namespace
+
+TEST_CASE("data: one file, a folder of any text files, the fortunes layout") {
+    const fs::path dir = temp_dir("corpus");
+    fs::create_directories(dir / "texts" / "subfolder");
+    std::string text;
+    for (int i = 0; i < 100; ++i) text += "line " + std::to_string(i % 10) + "\n";  // 700 bytes
+    write(dir / "input.txt", text);
+    write(dir / "texts" / "b.md", "# notes\n");
+    write(dir / "texts" / "a.txt", text);
+    write(dir / "texts" / ".hidden", "never read\n");
+    write(dir / "texts" / "a.dat", std::string("\0\0\0\2index", 9));  // binary: skipped in a folder
+    write(dir / "texts" / "subfolder" / "c.txt", "not read either\n");
+    fs::create_symlink(dir / "texts" / "a.txt", dir / "texts" / "a.u8");  // one file, two names: read once
+
+    SUBCASE("one file without '%' lines is one document, split at bytes") {
+        const std::vector<std::string> docs = load_documents({(dir / "input.txt").string()});
+        REQUIRE(docs.size() == 1);
+        CHECK(docs[0] == text);
+        const TextDataset data(docs);  // 701 bytes with the document's closing "\n"
+        CHECK(data.train_stream().size() == 630);  // floor(701 · 0.9)
+        CHECK(data.val_stream().size() == 71);
+        CHECK(data.split_summary() == "1 document of 701 bytes, the last 10% (71 bytes) to validation");
+        CHECK(decode_bytes(data.val_stream()) == text.substr(630) + "\n");  // the end of the text
+        const TextDataset quarter(docs, {0.25, SplitMode::bytes});
+        CHECK(quarter.val_stream().size() == 176);  // 701 − floor(701 · 0.75)
+    }
+    SUBCASE("a folder: its visible text files in name order, each once") {
+        CHECK(load_documents({(dir / "texts").string()}) == std::vector<std::string>{text, "# notes\n"});
+        CHECK(TextDataset(load_documents({(dir / "texts").string()})).split_summary().starts_with("2 documents of 710 bytes"));
+    }
+    SUBCASE("the fortunes layout: documents at '%' lines, one in every 10 to validation") {
+        std::string fortunes;
+        for (int i = 0; i < 30; ++i) fortunes += "fortune " + std::to_string(i) + "\n" + (i % 2 ? "%\n" : "%\r\n");
+        write(dir / "jokes", fortunes);
+        const std::vector<std::string> docs = load_documents({(dir / "jokes").string()});
+        REQUIRE(docs.size() == 30);
+        CHECK(docs[9] == "fortune 9\n");
+        const TextDataset data(docs);
+        CHECK(decode_bytes(data.val_stream()) == "fortune 9\n\nfortune 19\n\nfortune 29\n\n");
+        CHECK(data.split_summary() == "30 documents, one in every 10 to validation (3 of them, 35 bytes)");
+        const TextDataset by_bytes(docs, {0.1, SplitMode::bytes});
+        CHECK(by_bytes.train_stream().size() + by_bytes.val_stream().size() == data.train_stream().size() + data.val_stream().size());
+        CHECK(TextDataset(docs, {0.5, SplitMode::documents}).val_stream().size() == 5 * 11 + 10 * 12);  // the odd ones
+    }
+    SUBCASE("what cannot split says why") {
+        const std::vector<std::string> three{"a\n", "b\n", "c\n"};
+        CHECK_THROWS_WITH_AS(TextDataset(three, {0.1, SplitMode::documents}), doctest::Contains("--split bytes"),
+                             std::runtime_error);
+        CHECK_THROWS_WITH_AS(TextDataset(std::vector<std::string>{""}), doctest::Contains("too few"), std::runtime_error);  // 1 byte: "\n"
+        CHECK_THROWS_AS(TextDataset(three, {0.6, SplitMode::bytes}), std::invalid_argument);
+        CHECK_THROWS_AS(TextDataset(three, {0, SplitMode::bytes}), std::invalid_argument);
+        CHECK_THROWS_WITH_AS(load_documents({(dir / "texts" / "subfolder" / "none").string()}), doctest::Contains("does not exist"),
+                             std::runtime_error);
+        fs::create_directories(dir / "empty");
+        CHECK_THROWS_WITH_AS(load_documents({(dir / "empty").string()}), doctest::Contains("no text found"), std::runtime_error);
+    }
+    CHECK(parse_split_mode("Bytes") == SplitMode::bytes);
+    CHECK(parse_split_mode(split_mode_name(SplitMode::automatic)) == SplitMode::automatic);
+    CHECK_THROWS_WITH_AS(parse_split_mode("lines"), doctest::Contains("auto, documents, bytes"), std::invalid_argument);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("trainer: a run resumed with more steps goes on at its learning rate, not back up a longer cosine") {
+    auto data = tiny_corpus();
+    const double min_lr = 3e-3 * 0.1;
+
+    // Finished at min_lr, extended: it stays at min_lr (the cosine from min_lr to min_lr).
+    const std::string finished = temp_dir("finished");
+    Trainer first(tiny_config(finished), data);
+    first.run(true);
+    TrainConfig forty = tiny_config(finished);
+    forty.steps = 40;
+    Trainer extended(forty, data);
+    extended.resume(finished + "/model.safetensors");
+    CHECK(extended.config().restart_step == 20);
+    CHECK(extended.resume_note().find("planned for 20 steps and now has 40") != std::string::npos);
+    const TrainResult more = extended.run(true);
+    REQUIRE(more.log.size() == 20);
+    for (const StepLog& s : more.log) CHECK(s.lr == doctest::Approx(min_lr));
+    CHECK(TrainConfig::from_json(extended.config().to_json()).restart_step == 20);  // config.json keeps it
+
+    // Paused at step 10 of 20, lengthened to 30: from the lr step 11 would have had, down to min_lr.
+    const std::string paused = temp_dir("paused");
+    Trainer a(tiny_config(paused), data);
+    a.run(true, 10);
+    TrainConfig thirty = tiny_config(paused);
+    thirty.steps = 30;
+    Trainer b(thirty, data);
+    b.resume(paused + "/model.safetensors");
+    const TrainResult rest = b.run(true, 20);  // pauses again at 20
+    REQUIRE(rest.log.size() == 10);
+    CHECK(rest.log[0].lr == doctest::Approx(lr_at(tiny_config(paused).schedule(), 10)));
+    for (size_t i = 1; i < rest.log.size(); ++i) CHECK(rest.log[i].lr < rest.log[i - 1].lr);
+
+    // Resumed again with the same 30 steps (a config without the restart): the checkpoint's plan holds.
+    Trainer c(thirty, data);
+    c.resume(paused + "/model.safetensors");
+    CHECK(c.config().restart_step == 10);
+    CHECK(c.resume_note().empty());
+    const TrainResult last = c.run(true);
+    REQUIRE(last.log.size() == 10);
+    CHECK(last.log[0].lr == doctest::Approx(lr_at(b.config().schedule(), 20)));
+    CHECK(last.log.back().lr == doctest::Approx(min_lr).epsilon(0.05));
+    fs::remove_all(finished);
+    fs::remove_all(paused);
 }

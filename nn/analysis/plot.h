@@ -2,7 +2,9 @@
 // heat maps as PNG, and the numbers behind them as CSV.
 //
 // The SVG is written by hand, one element per line, so a reader can open the file and
-// see the chart's parts: axes, grid, ticks, one <polyline> or <rect> per series, legend.
+// see the chart's parts: axes, grid, ticks, one <polyline> or <rect> per series, error
+// bars, legend. Every chart reads on its own: the title wraps to fit, the legend sits
+// beside the plot (never over data), and heat maps carry axes and a colour bar.
 // Every file is written atomically (temp file + rename): a crashed run never leaves a
 // half-written picture behind.
 #pragma once
@@ -20,35 +22,55 @@ struct Series {
     std::string color;          // any SVG colour; empty: chart_color(index of the series)
     bool points = false;        // a circle at each (x, y) instead of a line
     double opacity = 1;
+    std::vector<double> y_error;  // empty, or one half-width per point (say the std over seeds): error bars
 };
 
 struct BarSeries {
     std::string label;           // legend text
     std::vector<double> values;  // one per group
     std::string color;           // empty: chart_color(index of the series)
+    std::vector<double> errors;  // empty, or one half-width per group (say the std over seeds): error bars
 };
 
 struct ChartOptions {
-    std::string title, x_label, y_label;
-    bool log_x = false;            // decades on the x axis (learning-rate sweeps); needs x > 0
+    std::string title;             // wrapped onto more lines when it is wider than the chart
+    std::string x_label, y_label;  // with their units: "training step", "loss (nats/byte)"
+    bool log_x = false;            // equal ratios equal distances (learning-rate sweeps); needs x > 0
     double reference_y = NAN;      // a dashed horizontal line (e.g. the sink threshold); NaN: none
-    std::string reference_label;
+    std::string reference_label;   // its entry in the legend
     int width = 720, height = 440;  // pixels
 };
 
 // The i-th colour of a fixed palette that stays readable on white.
 std::string chart_color(size_t i);
 
-// Lines (or points) over a shared pair of axes with ticks, grid, title and legend.
+// Lines (or points) over a shared pair of axes with ticks, grid, title and legend. A log
+// x axis spans the data; its ticks are the data's x values when there are few of them.
 std::string svg_line_chart(const std::vector<Series>& series, const ChartOptions& options);
 
 // Side-by-side bars: for each group (say "layer 0"), one bar per series (say baseline, G1).
 std::string svg_bar_chart(const std::vector<std::string>& groups, const std::vector<BarSeries>& series,
                           const ChartOptions& options);
 
+struct HeatmapOptions {
+    std::string title;                                  // wrapped to fit
+    std::string x_label = "key position";               // the columns
+    std::string y_label = "query position";             // the rows
+    std::string value_label = "attention probability";  // the colour bar
+};
+
+// Where write_heatmap_png put the matrix in the picture, in pixels.
+struct HeatmapLayout {
+    int width, height;  // the whole picture
+    int map_x, map_y;   // the top-left corner of cell (0, 0)
+};
+
 // matrix (rows, cols), values in [0, 1] (clamped), as a PNG: each cell a scale × scale
-// square, 0 white and 1 dark blue. Attention probabilities: rows are queries, columns keys.
-void write_heatmap_png(const std::string& path, const Tensor& matrix, int scale);
+// square, 0 white and 1 dark blue, framed by the title, both axes with ticks at positions
+// and their labels, and a colour bar from 0 to 1. The text is ASCII (stb_easy_font).
+// Attention probabilities: rows are queries, columns keys.
+HeatmapLayout write_heatmap_png(const std::string& path, const Tensor& matrix, int scale,
+                                const HeatmapOptions& options = {});
 
 // Replaces `path` atomically; throws std::runtime_error naming the path on failure.
 void write_text_file(const std::string& path, const std::string& text);

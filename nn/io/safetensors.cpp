@@ -201,9 +201,9 @@ SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const 
                        " bytes, shorter than the 8-byte header length");
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file_bytes[static_cast<size_t>(i)];
-    if (header_len > kMaxHeaderBytes)
-        fail(what, "header length " + std::to_string(header_len) + " is absurd (limit " +
-                       std::to_string(kMaxHeaderBytes) + ")");
+    if (header_len > kMaxHeaderBytes)  // most other files (text, JSON, PNG) land here
+        fail(what, "not a safetensors file: its first 8 bytes, read as the header length, give " +
+                       std::to_string(header_len) + " bytes (at most " + std::to_string(kMaxHeaderBytes) + ")");
     if (header_len > file_bytes.size() - 8)
         fail(what, "header length " + std::to_string(header_len) + " is larger than the " +
                        std::to_string(file_bytes.size() - 8) + " bytes that follow it");

@@ -33,7 +33,8 @@ struct SafetensorsFile {
 size_t safetensors_dtype_size(const std::string& dtype);
 
 // Reads and validates a whole file. Throws std::runtime_error with a one-line
-// message starting "safetensors: <path>: " on any I/O error or malformed content.
+// message starting "safetensors: <path>: " on any I/O error or malformed content
+// ("safetensors: <path>: not a safetensors file: ..." when it cannot be one at all).
 SafetensorsFile read_safetensors(const std::string& path);
 
 // Validates and decodes a file already in memory; `what` names it in error

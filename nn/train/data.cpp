@@ -1,13 +1,18 @@
 #include "nn/train/data.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
+#include "gatedgrad_config.h"  // GG_FORTUNES_DIR, written by meson
+
 namespace gg::nn {
+
+const char* const kDefaultCorpus = GG_FORTUNES_DIR;
 
 std::vector<int64_t> encode_bytes(const std::string& text) {
     std::vector<int64_t> ids(text.size());
@@ -28,57 +33,119 @@ void split_fortunes(const std::string& text, std::vector<std::string>& out) {
     std::istringstream in(text);
     std::string line, doc;
     auto flush = [&] {
-        if (doc.find_first_not_of(" \t\n") != std::string::npos) out.push_back(doc);
+        if (doc.find_first_not_of(" \t\r\n") != std::string::npos) out.push_back(doc);
         doc.clear();
     };
     while (std::getline(in, line)) {
-        if (line == "%") flush();
+        if (line == "%" || line == "%\r") flush();  // "\r": a file with Windows line ends
         else doc += line + "\n";
     }
     flush();
+}
+
+std::string read_bytes(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("corpus: cannot read " + path.string());
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
 }
 }  // namespace
 
 std::vector<std::string> load_documents(const std::vector<std::string>& paths) {
     namespace fs = std::filesystem;
-    std::vector<fs::path> files;
+    struct Source {
+        fs::path path;
+        bool in_folder;  // found in a folder, not named: skipped when binary
+    };
+    std::vector<Source> sources;
     for (const std::string& p : paths) {
         std::error_code ec;
         if (fs::is_directory(p, ec)) {
-            for (const auto& entry : fs::directory_iterator(p, ec))
-                if (entry.is_regular_file() && !entry.is_symlink() && entry.path().extension().empty())
-                    files.push_back(entry.path());
+            std::vector<fs::path> found;  // canonical: one entry per file, however many links name it
+            for (const auto& entry : fs::directory_iterator(p, ec)) {
+                if (entry.path().filename().string().starts_with(".") || !entry.is_regular_file()) continue;
+                found.push_back(fs::canonical(entry.path(), ec));
+            }
+            std::sort(found.begin(), found.end());  // directory order is not stable across machines
+            found.erase(std::unique(found.begin(), found.end()), found.end());
+            for (const fs::path& f : found) sources.push_back({f, true});
         } else if (fs::is_regular_file(p, ec)) {
-            files.push_back(p);
+            sources.push_back({p, false});
         } else {
             throw std::runtime_error("corpus: '" + p + "' does not exist" +
-                                     (p == kDefaultCorpus ? " (install it: apt-get install fortunes)" : ""));
+                                     (p == kDefaultCorpus ? " (install the fortunes package, or pass --data FILE)" : ""));
         }
     }
-    std::sort(files.begin(), files.end());  // directory order is not stable across machines
     std::vector<std::string> docs;
-    for (const fs::path& f : files) {
-        std::ifstream in(f, std::ios::binary);
-        std::stringstream text;
-        text << in.rdbuf();
-        split_fortunes(text.str(), docs);
+    for (const Source& source : sources) {
+        const std::string text = read_bytes(source.path);
+        if (source.in_folder && text.find('\0') != std::string::npos) continue;  // e.g. fortunes' .dat indexes
+        split_fortunes(text, docs);
     }
     if (docs.empty())
         throw std::runtime_error("corpus: no text found in " + (paths.empty() ? std::string("(no paths)") : paths[0]) +
-                                 " (install the default corpus with apt-get install fortunes, or pass --data FILE)");
+                                 " (install the default corpus, the fortunes package, or pass --data FILE)");
     return docs;
 }
 
-TextDataset::TextDataset(const std::vector<std::string>& documents, int64_t val_every) {
-    for (size_t i = 0; i < documents.size(); ++i) {
-        const bool val = val_every > 0 && int64_t(i % size_t(val_every)) == val_every - 1;
-        std::vector<int64_t>& stream = val ? val_ : train_;
-        const std::vector<int64_t> ids = encode_bytes(documents[i] + "\n");
-        stream.insert(stream.end(), ids.begin(), ids.end());
+namespace {
+const std::pair<const char*, SplitMode> kSplitModes[] = {
+    {"auto", SplitMode::automatic}, {"documents", SplitMode::documents}, {"bytes", SplitMode::bytes}};
+}  // namespace
+
+SplitMode parse_split_mode(const std::string& name) {
+    std::string lower = name;
+    std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    for (const auto& [n, mode] : kSplitModes)
+        if (lower == n) return mode;
+    throw std::invalid_argument("split '" + name + "' is not one of auto, documents, bytes");
+}
+
+std::string split_mode_name(SplitMode mode) {
+    for (const auto& [n, m] : kSplitModes)
+        if (m == mode) return n;
+    return "?";
+}
+
+TextDataset::TextDataset(const std::vector<std::string>& documents, const CorpusSplit& split) {
+    const double f = split.val_fraction;
+    if (!(f > 0 && f <= 0.5))
+        throw std::invalid_argument("corpus: validation fraction " + std::to_string(f) + " is not in (0, 0.5]");
+    const auto n = static_cast<int64_t>(documents.size());
+    const int64_t every = std::llround(1 / f);  // documents: the every-th, 2·every-th, ... to validation
+    SplitMode mode = split.mode;
+    if (mode == SplitMode::automatic) mode = n >= every ? SplitMode::documents : SplitMode::bytes;
+    std::string percent = std::to_string(f * 100);
+    percent.erase(percent.find_last_not_of('0') + 1);
+    if (percent.back() == '.') percent.pop_back();
+    const std::string docs = std::to_string(n) + (n == 1 ? " document" : " documents");
+
+    if (mode == SplitMode::documents) {
+        for (int64_t i = 0; i < n; ++i) {
+            std::vector<int64_t>& stream = (i + 1) % every == 0 ? val_ : train_;
+            const std::vector<int64_t> ids = encode_bytes(documents[size_t(i)] + "\n");
+            stream.insert(stream.end(), ids.begin(), ids.end());
+        }
+        if (train_.empty() || val_.empty())
+            throw std::runtime_error("corpus: " + docs + " are too few to send one in every " + std::to_string(every) +
+                                     " to validation; split at bytes instead (--split bytes)");
+        summary_ = docs + ", one in every " + std::to_string(every) + " to validation (" + std::to_string(n / every) +
+                   " of them, " + std::to_string(val_.size()) + " bytes)";
+    } else {
+        for (const std::string& doc : documents) {
+            const std::vector<int64_t> ids = encode_bytes(doc + "\n");
+            train_.insert(train_.end(), ids.begin(), ids.end());
+        }
+        const auto cut = static_cast<int64_t>(std::floor(double(train_.size()) * (1 - f)));
+        val_.assign(train_.begin() + cut, train_.end());
+        train_.resize(size_t(cut));
+        if (train_.empty() || val_.empty())
+            throw std::runtime_error("corpus: " + std::to_string(train_.size() + val_.size()) +
+                                     " bytes of text are too few to split into training and validation text");
+        summary_ = docs + " of " + std::to_string(train_.size() + val_.size()) + " bytes, the last " + percent +
+                   "% (" + std::to_string(val_.size()) + " bytes) to validation";
     }
-    if (train_.empty() || val_.empty())
-        throw std::runtime_error("corpus: " + std::to_string(documents.size()) +
-                                 " documents are too few to split into training and validation text");
 }
 
 Batch TextDataset::make_batch(const std::vector<int64_t>& stream, const std::vector<int64_t>& starts, int64_t T) {

@@ -2,8 +2,9 @@
 //
 // Tokens are bytes (0–255) plus BOS = 256. Every sequence the model sees starts with BOS:
 // the attention-sink experiments need a fixed first token for heads to park on.
-// The default corpus is the Debian `fortunes` package: plain-text files whose entries
-// are separated by lines holding only "%".
+// The default corpus is the `fortunes` package: plain-text files whose entries are
+// separated by lines holding only "%". Any text works: one file (nanoGPT's input.txt), a
+// folder of text files, or several of either.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -20,12 +21,32 @@ constexpr int64_t kByteVocab = 257;
 std::vector<int64_t> encode_bytes(const std::string& text);     // no BOS added
 std::string decode_bytes(const std::vector<int64_t>& ids);       // BOS and non-bytes are skipped
 
-constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
+// The fortunes folder, found when gatedgrad is configured (meson -Dfortunes_dir=PATH; Debian
+// and Ubuntu: /usr/share/games/fortunes).
+extern const char* const kDefaultCorpus;
 
-// Documents from files and folders (a folder contributes its regular files without an
-// extension, which is how `fortunes` ships its text). Throws a one-line error that says
-// what to install or pass when nothing is found.
+// Documents from files and folders, in path order:
+//   - a file is read whole;
+//   - a folder contributes the files directly in it (not its subfolders), each once however
+//     many links name it, except hidden ones (".name") and binary ones (a NUL byte: the
+//     fortunes package's .dat indexes);
+//   - each file is cut into documents at lines holding only "%" (the fortunes format); a
+//     file without such a line is one document.
+// Throws a one-line error that says what to install or pass when nothing is found.
 std::vector<std::string> load_documents(const std::vector<std::string>& paths);
+
+// How documents are split into training and validation text (TextDataset).
+enum class SplitMode {
+    automatic,  // documents when there are enough of them for both parts, else bytes
+    documents,  // every k-th document to validation, k = round(1 / val_fraction)
+    bytes,      // the last val_fraction of the bytes, wherever that cut falls (nanoGPT)
+};
+struct CorpusSplit {
+    double val_fraction = 0.1;  // in (0, 0.5]
+    SplitMode mode = SplitMode::automatic;
+};
+SplitMode parse_split_mode(const std::string& name);  // "auto", "documents", "bytes", any case
+std::string split_mode_name(SplitMode mode);
 
 struct Batch {
     Tensor inputs;   // (B, T) int64, column 0 is BOS
@@ -42,14 +63,18 @@ public:
     virtual int64_t val_batches(int64_t B, int64_t T) const = 0;                // how many distinct ones
 };
 
-// Documents are split deterministically (every `val_every`-th one to validation), each
-// split becomes one byte stream (documents joined by "\n"), and a sequence is BOS
-// followed by a window of the stream.
+// Documents are split deterministically (CorpusSplit: by default every 10th document to
+// validation, or the last 10% of the bytes when there are fewer than 10 documents), each
+// part becomes one byte stream (every document followed by "\n"), and a sequence is BOS
+// followed by a window of the stream. Throws when either part would be empty.
 class TextDataset : public BatchSource {
 public:
-    TextDataset(const std::vector<std::string>& documents, int64_t val_every = 10);
+    explicit TextDataset(const std::vector<std::string>& documents, const CorpusSplit& split = {});
     const std::vector<int64_t>& train_stream() const { return train_; }
     const std::vector<int64_t>& val_stream() const { return val_; }
+    // How the split went, in one line: "60 documents, every 10th to validation (6 of them,
+    // 1234 bytes)" or "1 document of 5000 bytes, its last 10% (500 bytes) to validation".
+    const std::string& split_summary() const { return summary_; }
 
     // Random windows of the training stream, drawn from `gen` (seeded: reproducible).
     Batch train_batch(int64_t B, int64_t T, Generator& gen) const override;
@@ -64,6 +89,7 @@ public:
 private:
     static Batch make_batch(const std::vector<int64_t>& stream, const std::vector<int64_t>& starts, int64_t T);
     std::vector<int64_t> train_, val_;
+    std::string summary_;
 };
 
 }  // namespace gg::nn

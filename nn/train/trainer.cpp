@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -37,7 +39,11 @@ std::string TrainConfig::to_json() const {
                                 {"ckpt_every", ckpt_every},
                                 {"seed", seed},
                                 {"out_dir", out_dir},
-                                {"data", data}};
+                                {"data", data},
+                                {"val_fraction", split.val_fraction},
+                                {"split", split_mode_name(split.mode)},
+                                {"restart_step", restart_step},
+                                {"restart_lr", restart_lr}};
     return j.dump(2);
 }
 
@@ -63,11 +69,25 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     field("seed", c.seed);
     field("out_dir", c.out_dir);
     field("data", c.data);
+    field("val_fraction", c.split.val_fraction);
+    std::string split = split_mode_name(c.split.mode);
+    field("split", split);
+    c.split.mode = parse_split_mode(split);
+    field("restart_step", c.restart_step);
+    field("restart_lr", c.restart_lr);
     fields.finish();
     return c;
 }
 
-TrainConfig TrainConfig::preset(const std::string& name) {
+LrSchedule TrainConfig::schedule() const {
+    // A warmup longer than the run would leave no room for the decay.
+    const int64_t warm = std::max<int64_t>(0, std::min(warmup, steps - 1));
+    return {LrSchedule::Decay::cosine, lr, lr * min_lr_ratio, warm, steps, restart_step, restart_lr};
+}
+
+TrainConfig TrainConfig::preset(const std::string& given) {
+    std::string name = given;  // case-insensitive, as the gate names
+    std::ranges::transform(name, name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     TrainConfig c;
     if (name == "tiny") {  // ~0.14M parameters: a couple of minutes on 2 cores
         c.model.d_model = 64, c.model.n_layers = 2, c.model.attn.n_heads = 4;
@@ -79,7 +99,7 @@ TrainConfig TrainConfig::preset(const std::string& name) {
         c.model.d_model = 384, c.model.n_layers = 8, c.model.attn.n_heads = 6;
         c.batch_size = 32, c.seq_len = 256, c.steps = 3000, c.lr = 1e-3, c.warmup = 200;
     } else {
-        throw std::invalid_argument("preset '" + name + "' is not one of tiny, small, medium");
+        throw std::invalid_argument("preset '" + given + "' is not one of tiny, small, medium");
     }
     c.model.max_len = c.seq_len;
     c.eval_every = c.steps / 4;
@@ -126,11 +146,34 @@ void Trainer::resume(const std::string& path) {
     Tensor step = zeros({1}, DType::i64), sampler = zeros({4}, DType::i64);
     extra.emplace_back("trainer.step", step);
     extra.emplace_back("trainer.sampler", sampler);
-    nn::load(*model_, path, &extra);  // checks everything before changing anything
+    const Metadata metadata = nn::load(*model_, path, &extra);  // checks everything before changing anything
     step_ = step.data<int64_t>()[0];
     std::array<uint64_t, 4> s;
     std::memcpy(s.data(), sampler.data<int64_t>(), sizeof(s));
     sampler_.set_state(s);
+    if (auto it = metadata.find("train_config"); it != metadata.end()) continue_schedule(TrainConfig::from_json(it->second));
+}
+
+void Trainer::continue_schedule(const TrainConfig& planned) {
+    resume_note_.clear();
+    if (planned.steps == config_.steps) {  // the same plan: the same curve, restarted or not
+        config_.restart_step = planned.restart_step, config_.restart_lr = planned.restart_lr;
+        return;
+    }
+    // A different length. Inside the warmup the new curve joins the old one smoothly; past it,
+    // the new curve would jump (a finished 600-step run extended to 1200 would go from
+    // min_lr back up to the middle of a longer cosine), so the decay restarts from here.
+    const LrSchedule old = planned.schedule();
+    if (step_ < config_.schedule().warmup_steps || step_ >= config_.steps) return;
+    config_.restart_step = step_;
+    config_.restart_lr = lr_at(old, step_);
+    char note[256];
+    std::snprintf(note, sizeof note,
+                  "the run was planned for %lld steps and now has %lld: from step %lld the learning rate goes on from "
+                  "%.2e, where the first plan left it, down a cosine to %.2e at step %lld",
+                  (long long)planned.steps, (long long)config_.steps, (long long)step_ + 1, config_.restart_lr,
+                  config_.lr * config_.min_lr_ratio, (long long)config_.steps);
+    resume_note_ = note;
 }
 
 double Trainer::evaluate(int64_t seq_len) const {
@@ -177,9 +220,7 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         fs::create_directories(c.out_dir);
         log_file.open(fs::path(c.out_dir) / "log.jsonl", step_ > 0 ? std::ios::app : std::ios::trunc);
     }
-    // A warmup longer than the run would leave no room for the decay.
-    const int64_t warmup = std::max<int64_t>(0, std::min(c.warmup, c.steps - 1));
-    const LrSchedule schedule{LrSchedule::Decay::cosine, c.lr, c.lr * c.min_lr_ratio, warmup, c.steps};
+    const LrSchedule schedule = c.schedule();
     const int64_t last = stop_at > 0 ? std::min(stop_at, c.steps) : c.steps;
     const auto start = std::chrono::steady_clock::now();
     model_->train();

@@ -41,7 +41,13 @@ struct TrainConfig {
     uint64_t seed = 1;       // model init and batch order
     std::string out_dir;     // checkpoints and log.jsonl go here; empty: nowhere
     std::vector<std::string> data{kDefaultCorpus};
+    CorpusSplit split;       // how data is cut into training and validation text
+    // Set by Trainer::resume when a run is resumed with a different number of steps: the
+    // cosine restarts at this step from this learning rate (schedule.h). 0: never restarted.
+    int64_t restart_step = 0;
+    double restart_lr = 0;
 
+    LrSchedule schedule() const;  // warmup + cosine (with the restart, if any) over `steps`
     std::string to_json() const;
     static TrainConfig from_json(const std::string& json);  // fields not given keep defaults
     static TrainConfig preset(const std::string& name);     // "tiny", "small", "medium"
@@ -69,8 +75,12 @@ public:
     // The model, its optimiser state and every batch live on `device`; checkpoints hold the
     // same bytes whichever device wrote them, so a run can resume on another device.
     Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data, Device device = Device::CPU);
-    // Continues from a checkpoint written by this trainer (same config).
+    // Continues from a checkpoint written by this trainer (same config). When the config's
+    // steps differ from those the checkpoint's run planned (a finished run extended), the
+    // learning rate goes on from where the checkpoint left it, on a cosine re-stretched to
+    // the new end (config().restart_step), and resume_note() says so.
     void resume(const std::string& checkpoint_path);
+    const std::string& resume_note() const { return resume_note_; }  // empty: nothing changed
     // Trains up to config.steps, or pauses after step `stop_at` (> 0) with a checkpoint,
     // on the same schedule. `quiet` prints nothing (tests).
     TrainResult run(bool quiet = false, int64_t stop_at = 0);
@@ -84,6 +94,7 @@ public:
     Device device() const { return device_; }
 
 private:
+    void continue_schedule(const TrainConfig& planned);  // resume(): the plan in the checkpoint
     TrainConfig config_;
     std::shared_ptr<const BatchSource> data_;
     Device device_;
@@ -91,6 +102,7 @@ private:
     std::unique_ptr<AdamW> optimizer_;
     Generator sampler_;
     int64_t step_ = 0;
+    std::string resume_note_;
 };
 
 // Loads a model saved by Trainer::save (config from the file's metadata).

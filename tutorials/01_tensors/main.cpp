@@ -1,7 +1,7 @@
 // Tutorial 01 — tensors: a shape and strides over shared storage.
 //
 // Build and run from the repository root:
-//   meson setup build && meson compile -C build && ./build/tutorials/tutorial_01_tensors
+//   tools/build tutorial_01_tensors && ./build/tutorials/tutorial_01_tensors
 #include <iostream>
 
 #include "gatedgrad.h"

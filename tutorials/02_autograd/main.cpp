@@ -1,13 +1,28 @@
 // Tutorial 02 — autograd: record an expression, backpropagate, check the gradient.
 //
 // Build and run from the repository root:
-//   meson setup build && meson compile -C build && ./build/tutorials/tutorial_02_autograd
+//   tools/build tutorial_02_autograd && ./build/tutorials/tutorial_02_autograd
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "gatedgrad.h"
+
+// A tensor's values to 6 decimals, "(a, b, c)" (a scalar: just its value): enough digits to
+// check the hand calculation in README.md, which the tensor printout's 4 do not give.
+std::string six_digits(const gg::Tensor& t) {
+    const std::vector<double> values = t.to_vector<double>();
+    std::string text;
+    char number[32];
+    for (double v : values) {
+        std::snprintf(number, sizeof number, "%.6f", v);
+        text += (text.empty() ? "" : ", ") + std::string(number);
+    }
+    return t.dim() == 0 ? text : "(" + text + ")";
+}
 
 // A one-neuron logistic regression and its binary cross-entropy on N points:
 //   p_i = σ(x_i · w + b),   L = −(1/N) Σ_i [ y_i log p_i + (1 − y_i) log(1 − p_i) ]
@@ -38,11 +53,19 @@ int main() {
     std::cout << "backward: dL/dw = " << w.grad() << "\n";
     std::cout << "backward: dL/db = " << b.grad() << "\n\n";
 
-    // 3. The same gradient by hand (README): dL/dw = xᵀ (p − y) / N and dL/db = Σ (p − y) / N.
-    const gg::Tensor p = gg::sigmoid(gg::matmul(x, w) + b).detach();
+    // 3. The same gradient by hand (README): dL/dw = xᵀ (p − y) / N and dL/db = Σ (p − y) / N,
+    //    with every intermediate printed to 6 digits, to check the README's arithmetic.
+    const gg::Tensor z = (gg::matmul(x, w) + b).detach();
+    const gg::Tensor p = gg::sigmoid(z);
     const gg::Tensor dw = gg::matmul(p - y, x) / 3.0, db = (p - y).sum() / 3.0;
     const double by_hand_error = std::max(gg::amax(gg::abs(dw - w.grad())).item(), std::abs((db - b.grad()).item()));
-    std::cout << "by hand:  dL/dw = " << dw << "\n";
+    std::printf("by hand:  z = x w + b             = %s\n", six_digits(z).c_str());
+    std::printf("          p = sigmoid(z)          = %s\n", six_digits(p).c_str());
+    std::printf("          p - y                   = %s\n", six_digits(p - y).c_str());
+    std::printf("          dL/dw = x^T (p - y) / 3 = %s\n", six_digits(dw).c_str());
+    std::printf("          dL/db = sum(p - y) / 3  = %s\n", six_digits(db).c_str());
+    std::printf("backward() to 6 digits:    dL/dw = %s, dL/db = %s\n", six_digits(w.grad()).c_str(),
+                six_digits(b.grad()).c_str());
     std::printf("max |backward - by hand| = %.1e\n\n", by_hand_error);
 
     // 4. gradcheck compares backward() with central differences (f(x+ε) − f(x−ε)) / 2ε.

@@ -1,7 +1,7 @@
 // Tutorial 03 — modules: parameters with names, an optimiser, a checkpoint.
 //
 // Build and run from the repository root:
-//   tools/build && ./build/tutorials/tutorial_03_modules
+//   tools/build tutorial_03_modules && ./build/tutorials/tutorial_03_modules
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

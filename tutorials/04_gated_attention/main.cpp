@@ -1,7 +1,7 @@
 // Tutorial 04 — one gated attention layer: its gate values and its attention.
 //
 // Build and run from the repository root:
-//   tools/build && ./build/tutorials/tutorial_04_gated_attention
+//   tools/build tutorial_04_gated_attention && ./build/tutorials/tutorial_04_gated_attention
 #include <cstdio>
 
 #include "gatedgrad.h"

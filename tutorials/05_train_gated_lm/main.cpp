@@ -1,7 +1,7 @@
 // Tutorial 05 — train a small gated language model with the Trainer.
 //
 // Build and run from the repository root (about a minute on 2 cores; --steps N for more):
-//   tools/build && OMP_NUM_THREADS=1 ./build/tutorials/tutorial_05_train_gated_lm
+//   tools/build tutorial_05_train_gated_lm && OMP_NUM_THREADS=1 ./build/tutorials/tutorial_05_train_gated_lm
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

@@ -325,13 +325,13 @@ void write_copy_results(const std::filesystem::path& dir, const CopySetup& setup
     // Per layer (mean over heads): α for the two kinds of query, and G1's gate.
     const std::string title = "Bigram-Backcopy (" + setup.name + (setup.exclude_self ? ", own key hidden)" : ", standard mask)");
     std::vector<std::string> groups;
-    std::vector<BarSeries> bars{{"baseline, non-trigger queries", {}, "#9ecae1"},
-                                {"baseline, trigger queries", {}, "#08519c"},
-                                {"G1, non-trigger queries", {}, "#fdae6b"},
-                                {"G1, trigger queries", {}, "#d94801"},
-                                {"G1, non-trigger queries, alpha x gate", {}, "#fdd0a2"}};
-    std::vector<BarSeries> gate_bars{{"G1 gate, non-trigger queries", {}, "#fdae6b"},
-                                     {"G1 gate, trigger queries", {}, "#d94801"}};
+    std::vector<BarSeries> bars{{"baseline, non-trigger queries", {}, "#9ecae1", {}},
+                                {"baseline, trigger queries", {}, "#08519c", {}},
+                                {"G1, non-trigger queries", {}, "#fdae6b", {}},
+                                {"G1, trigger queries", {}, "#d94801", {}},
+                                {"G1, non-trigger queries, alpha x gate", {}, "#fdd0a2", {}}};
+    std::vector<BarSeries> gate_bars{{"G1 gate, non-trigger queries", {}, "#fdae6b", {}},
+                                     {"G1 gate, trigger queries", {}, "#d94801", {}}};
     std::vector<std::vector<double>> rows;
     for (size_t i = 0; i < runs.size(); i += 2) {
         const CopyReport &b = runs[i].report, &g = runs[i + 1].report;
@@ -350,7 +350,8 @@ void write_copy_results(const std::filesystem::path& dir, const CopySetup& setup
                             gate_bars[1].values.back(), bars[4].values.back()});
         }
     }
-    ChartOptions chart = chart_options(title + ": attention on BOS per layer (mean over heads; model layers x heads)", "",
+    ChartOptions chart = chart_options(title + ": attention on BOS per layer (mean over heads)",
+                                       "model (layers x heads) and layer",
                                        "alpha (attention on position 0)", 0.3, "sink threshold 0.3");
     write_text_file(file("alpha.svg"), svg_bar_chart(groups, bars, chart));
     chart.title = title + ": G1 gate per layer (mean over heads and channels)";
@@ -390,7 +391,8 @@ void write_copy_results(const std::filesystem::path& dir, const CopySetup& setup
         auto heatmap = [&](int64_t l, int64_t h) {
             const std::string stem = "heatmap_" + run.shape.stem() + "_" + run.name + "_layer" + std::to_string(l) +
                                      "_head" + std::to_string(h);
-            write_head_heatmaps(file(stem), *run.model, ids, l, h, int(256 / setup.seq_len));  // 4 px at T = 64
+            write_head_heatmaps(file(stem), run.name + " " + run.shape.stem(), *run.model, ids, l, h,
+                                int(256 / setup.seq_len));  // 4 px at T = 64
         };
         const QueryClass& other = run.report.other;
         for (int64_t l : {int64_t(0), run.report.L - 1}) {

@@ -180,7 +180,7 @@ void write_text_results(const std::filesystem::path& dir, const TrainConfig& tin
     std::vector<std::string> groups;
     std::vector<BarSeries> bars;
     std::vector<std::vector<double>> rows;
-    for (const TextRun& run : runs) bars.push_back({model_label(run), {}, ""});
+    for (const TextRun& run : runs) bars.push_back({model_label(run), {}, "", {}});
     for (size_t l = 0; l < runs[0].analysis.layers.size(); ++l) {
         groups.push_back("layer " + std::to_string(l));
         for (size_t r = 0; r < runs.size(); ++r) {
@@ -192,7 +192,8 @@ void write_text_results(const std::filesystem::path& dir, const TrainConfig& tin
                                 layer.gated_entropy, layer.max_abs_hidden, layer.max_abs_hidden_first});
         }
     }
-    const ChartOptions chart = chart_options("natural text, tiny preset: attention on BOS per layer (mean over heads)", "",
+    const ChartOptions chart = chart_options("natural text, tiny preset: attention on BOS per layer (mean over heads)",
+                                             "model, learning rate and layer",
                                              "alpha (attention on position 0)", 0.3, "sink threshold 0.3");
     write_text_file((dir / "b_alpha.svg").string(), svg_bar_chart(groups, bars, chart));
     write_text_file((dir / "b_per_head.csv").string(),
@@ -233,7 +234,9 @@ void write_text_results(const std::filesystem::path& dir, const TrainConfig& tin
             char stem[96];
             std::snprintf(stem, sizeof stem, "b_heatmap_%s_lr%.0e_layer%d_head%d", run->name.c_str(), run->lr,
                           int(best_l), int(best_h));
-            write_head_heatmaps((dir / stem).string(), *run->model, first, best_l, best_h, 4);
+            char name[48];
+            std::snprintf(name, sizeof name, "%s, lr %.0e", run->name.c_str(), run->lr);
+            write_head_heatmaps((dir / stem).string(), name, *run->model, first, best_l, best_h, 4);
         }
     }
 }

@@ -138,7 +138,7 @@ json summarise(const Sweep& s, const std::vector<Run>& runs, const std::vector<n
                             {"diverged_runs", diverged}, {"stable", stable}});
         }
         summary["models"][model] = {{"largest_stable_lr", largest_stable}, {"rates", rows}};
-        mean_loss.push_back({model + " (mean over seeds)", s.lrs, means, gated ? "#d62728" : "#1f77b4"});
+        mean_loss.push_back({model + " (mean over seeds)", s.lrs, means, gated ? "#d62728" : "#1f77b4", false, 1, {}});
     }
     const double stable_base = summary["models"]["baseline"]["largest_stable_lr"].get<double>();
     const double stable_g1 = summary["models"]["G1"]["largest_stable_lr"].get<double>();
@@ -173,7 +173,7 @@ void write_results(const std::filesystem::path& dir, const Sweep& s, const std::
         for (size_t i = 0; i < runs.size(); ++i)
             if (runs[i].gated == gated)
                 curves.push_back({"", {runs[i].lr}, {json_number(results[i]["val_loss"])}, gated ? "#d62728" : "#1f77b4",
-                                  true, 0.6});
+                                  true, 0.6, {}});
     ChartOptions chart =
         chart_options("Final validation loss after " + std::to_string(s.steps) + " steps, " + std::to_string(s.layers) +
                           "-layer LM",
@@ -193,7 +193,7 @@ void write_results(const std::filesystem::path& dir, const Sweep& s, const std::
             std::snprintf(label, sizeof label, "%s, lr %.1e", runs[i].model().c_str(), runs[i].lr);
             lines.push_back(line(label, steps, smooth(loss, 0.8), chart_color(lines.size())));
         }
-    chart = chart_options("Training loss (EMA 0.8), seed 1, two largest rates", "step", "training loss (nats/byte)",
+    chart = chart_options("Training loss (EMA 0.8), seed 1, two largest rates", "training step", "training loss (nats/byte)",
                           unigram, "unigram entropy");
     write_text_file(dir / "loss_curves.svg", svg_line_chart(lines, chart));
 }

@@ -228,25 +228,32 @@ void write_results(const std::filesystem::path& dir, const Settings& s, const st
     write_json(dir / "summary.json", summary, 1);
 
     std::vector<std::string> bars;
-    std::vector<double> delta, shares;
+    // Error bars: half the range over seeds, as in the table (none with one seed).
+    std::vector<double> delta, delta_spread, shares, share_spread;
     for (size_t v = 0; v < all.size(); ++v) {
         bars.push_back(all[v].short_name);
         delta.push_back(rows[v].loss.mean - rows[index_of(all, "base")].loss.mean);
+        delta_spread.push_back(rows[v].loss.half_range);
         shares.push_back(rows[v].share.mean);
+        share_spread.push_back(rows[v].share.half_range);
     }
-    ChartOptions chart = chart_options("Validation loss minus the baseline's (mean over seeds; lower is better)", "",
-                                       "Δ validation loss (nats/byte)");
+    ChartOptions chart = chart_options("Validation loss minus the baseline's (mean over seeds, bars: half their range; "
+                                       "lower is better)",
+                                       "variant (table.csv)", "Δ validation loss (nats/byte)");
     chart.width = 1100;
-    write_text_file(dir / "loss_vs_baseline.svg", svg_bar_chart(bars, {{"Δ loss vs baseline", delta, ""}}, chart));
-    chart.title = "First-token attention share (mean over heads, layers, queries; seeds)";
-    chart.y_label = "attention on position 0";
+    write_text_file(dir / "loss_vs_baseline.svg",
+                    svg_bar_chart(bars, {{"Δ loss vs baseline", delta, "", delta_spread}}, chart));
+    chart.title = "First-token attention share (mean over heads, layers, queries and seeds; bars: half the range)";
+    chart.y_label = "attention on position 0 (fraction)";
     chart.reference_y = 0.3, chart.reference_label = "sink threshold 0.3";
-    write_text_file(dir / "first_token_share.svg", svg_bar_chart(bars, {{"first-token share", shares, ""}}, chart));
+    write_text_file(dir / "first_token_share.svg",
+                    svg_bar_chart(bars, {{"first-token share", shares, "", share_spread}}, chart));
     std::vector<std::string> layers;
     for (size_t l = 0; l < plain.size(); ++l) layers.push_back("layer " + std::to_string(l));
-    chart = chart_options("Trained G1 model: attention entropy, plain vs gated (article 7.3)", "", "entropy (nats)");
+    chart = chart_options("Trained G1 model: attention entropy, plain vs gated (article 7.3)", "layer",
+                          "entropy (nats)");
     write_text_file(dir / "g1_entropy.svg",
-                    svg_bar_chart(layers, {{"plain entropy", plain, ""}, {"gated entropy", gated, ""}}, chart));
+                    svg_bar_chart(layers, {{"plain entropy", plain, "", {}}, {"gated entropy", gated, "", {}}}, chart));
 }
 
 }  // namespace

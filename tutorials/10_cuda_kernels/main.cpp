@@ -3,7 +3,7 @@
 // GPU.
 //
 // Build and run from the repository root:
-//   tools/build && ./build/tutorials/tutorial_10_cuda_kernels
+//   tools/build tutorial_10_cuda_kernels && ./build/tutorials/tutorial_10_cuda_kernels
 #include "tutorials/10_cuda_kernels/parts.h"
 
 int main() {

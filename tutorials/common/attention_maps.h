@@ -12,8 +12,9 @@ gg::Tensor per_query_gate(const gg::Tensor& gate);
 
 // Runs `model` on ids (1, T) and writes head `head` of layer `layer`: `stem`.png, the attention
 // probabilities (T, T) with query rows and key columns, each entry a scale × scale square;
-// for a gated model also `stem`_gated.png, each query's row times its mean gate.
-void write_head_heatmaps(const std::string& stem, const gg::nn::GatedTransformerLM& model, const gg::Tensor& ids,
-                         int64_t layer, int64_t head, int scale);
+// for a gated model also `stem`_gated.png, each query's row times its mean gate. `model_name`
+// starts each picture's title ("g1 2x4" → "g1 2x4: layer 0, head 2").
+void write_head_heatmaps(const std::string& stem, const std::string& model_name, const gg::nn::GatedTransformerLM& model,
+                         const gg::Tensor& ids, int64_t layer, int64_t head, int scale);
 
 }  // namespace tutorial

@@ -75,7 +75,7 @@ gg::nn::ChartOptions chart_options(const std::string& title, const std::string& 
 
 gg::nn::Series line(const std::string& label, const std::vector<double>& x, const std::vector<double>& y,
                     const std::string& color) {
-    return {label, x, y, color, false, 1.0};
+    return {label, x, y, color, false, 1.0, {}};
 }
 
 }  // namespace tutorial
