@@ -124,6 +124,7 @@ bool part_gemm_ladder() {
     for (const RungNote& note : kNotes) {
         std::vector<float> C(size_t(M) * N);
         gg::cuda::emulated::gemm_ladder(note.rung, M, N, K, 1.0f, A.data(), B.data(), 0.0f, C.data());
+        // Both tensor-core kernels are rung 8.
         std::printf("\nrung %d %s (cuda/gemm_ladder/%s): %s\n",
                     note.rung == Rung::tensor_core_bf16 ? 8 : int(note.rung), gg::cuda::rung_name(note.rung),
                     note.file, note.change);
