@@ -185,14 +185,16 @@ __device__ void clear(Accumulator<T, kD>& a) {
 
 // Visible keys of query i: [first, last]. Query i sits at position Tk − Tq + i; with
 // exclude_self its own key is hidden too, except at position 0, which has nothing else to see.
+// ::min and ::max are CUDA's (or the emulator's): in a file that also includes
+// autograd/ops.h, an unqualified max would find gg::max and stop there.
 struct KeyRange {
     int64_t first, last;
 };
 __device__ inline KeyRange visible_keys(const AttentionShape& s, int64_t i) {
     const int64_t pos = s.Tk - s.Tq + i;
-    int64_t last = s.causal ? min(pos, s.Tk - 1) : s.Tk - 1;
+    int64_t last = s.causal ? ::min(pos, s.Tk - 1) : s.Tk - 1;
     if (s.exclude_self && pos > 0) last = pos - 1;
-    const int64_t first = s.window > 0 ? max(int64_t(0), pos - s.window + 1) : int64_t(0);
+    const int64_t first = s.window > 0 ? ::max(int64_t(0), pos - s.window + 1) : int64_t(0);
     return {first, last};
 }
 
@@ -384,7 +386,7 @@ __device__ void store_lane_row(T* out, const T (&a)[Layout<T, kD>::lane_cols], T
 // Butterflies: all 8 lanes end with the same bits.
 template <class T>
 __device__ T row_max(T x) {
-    for (int offset = 1; offset < kColGroups; offset *= 2) x = max(x, __shfl_xor_sync(kFullMask, x, offset));
+    for (int offset = 1; offset < kColGroups; offset *= 2) x = ::max(x, __shfl_xor_sync(kFullMask, x, offset));
     return x;
 }
 template <class T>

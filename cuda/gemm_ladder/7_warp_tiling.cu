@@ -32,6 +32,9 @@ constexpr int kIterM = kWarpM / (kLaneRows * kSub);     // 2 sub-tiles down
 constexpr int kIterN = kWarpN / (kLaneCols * kSub);     // 2 sub-tiles across
 constexpr int kWarpsAcross = kVecTile / kWarpN;         // 4
 static_assert((kVecTile / kWarpM) * kWarpsAcross * kWarpSize == kVecThreads, "one warp per warp tile");
+static_assert(tiling(Rung::warp_tiling) == Tiling{kVecThreads, kVecTile, kVecTile, kVecSliceK, kIterM * kSub,
+                                                 kIterN * kSub, 4},
+              "ladder.h");
 
 // A (M, K), B (K, N), C (M, N).
 template <bool kVector>

@@ -38,6 +38,9 @@ constexpr int kFrag = 16;                    // a fragment covers 16 × 16 of C
 constexpr int kFrags = kWarpTile / kFrag;    // 2 × 2 fragments per warp
 constexpr int kWarpsAcross = kTile / kWarpTile;
 constexpr int kThreads = kWarpsAcross * kWarpsAcross * kWarpSize;  // 128
+static_assert(tiling(Rung::tensor_core_tf32) == Tiling{kThreads, kTile, kTile, kSliceK, kWarpTile, kWarpTile, 1} &&
+                  tiling(Rung::tensor_core_bf16) == tiling(Rung::tensor_core_tf32),
+              "ladder.h");
 // Row padding of the shared tiles: rows 8 elements longer keep every fragment's first element
 // 32-byte aligned and ldm a multiple of 16 bytes, as load/store_matrix_sync require, and
 // spread a fragment's rows over more shared-memory banks.

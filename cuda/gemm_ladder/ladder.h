@@ -54,6 +54,33 @@ constexpr const char* rung_name(Rung rung) {
     return "?";
 }
 
+// How a rung divides the work, as its file's constants say (each rung file checks its entry
+// with a static_assert). A block of `threads` threads computes a block_m × block_n tile of C.
+// Rungs 3–8 walk K in slices of slice_k, staged in shared memory, so each element of a slice
+// is read from global memory once per block; rungs 1–2 (slice_k 0) read every operand
+// straight from global memory. The register tile, reg_m × reg_n, is the set of results that
+// reuse each operand loaded into registers: one thread's in rungs 1–7, one warp's WMMA
+// fragments in rung 8. `vector` is the elements one load instruction moves (float4: 4).
+struct Tiling {
+    int threads, block_m, block_n, slice_k, reg_m, reg_n, vector;
+    constexpr bool operator==(const Tiling&) const = default;
+};
+
+constexpr Tiling tiling(Rung rung) {
+    switch (rung) {
+        case Rung::naive:
+        case Rung::coalesced: return {1024, 32, 32, 0, 1, 1, 1};
+        case Rung::shared_tiles: return {1024, 32, 32, 32, 1, 1, 1};
+        case Rung::register_1d: return {512, 64, 64, 8, 8, 1, 1};
+        case Rung::register_2d: return {256, 128, 128, 8, 8, 8, 1};
+        case Rung::vectorized:
+        case Rung::warp_tiling: return {256, 128, 128, 8, 8, 8, 4};
+        case Rung::tensor_core_tf32:
+        case Rung::tensor_core_bf16: return {128, 64, 64, 16, 32, 32, 1};
+    }
+    return {};
+}
+
 // Runs one rung (cuda/gemm_ladder/ladder.cu): A, B, C are device pointers. Throws
 // std::invalid_argument for a negative size or a matrix of 2³¹ elements or more (the kernels
 // index with int).

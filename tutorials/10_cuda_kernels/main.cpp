@@ -8,4 +8,7 @@
 
 int main() {
     tutorial::part_basics();
+    const bool ladder_matches = tutorial::part_gemm_ladder();
+    const bool attention_matches = tutorial::part_attention();
+    return ladder_matches && attention_matches ? 0 : 1;
 }
