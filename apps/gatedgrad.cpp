@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda.h"
 #include "gatedgrad.h"
 
 using namespace gg;
@@ -174,9 +175,33 @@ void show_defaults(CLI::App* cmd) {
     }
 }
 
+// ---------------------------------------------------------------- devices
+
+// --device of train, eval, sample and sink.
+void add_device_option(CLI::App* cmd, std::string& device) {
+    cmd->add_option("--device", device, "where to run: cpu, cuda (the GPU), or auto (cuda when a GPU answers, else cpu)")
+        ->check(CLI::IsMember({"cpu", "cuda", "auto"}, CLI::ignore_case))
+        ->capture_default_str();
+}
+
+// cuda without a GPU stops here, with backend()'s one line on why (no driver, no device, or a
+// library built without the kernels), before anything is loaded or trained.
+Device parse_device(std::string name) {
+    std::ranges::transform(name, name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (name == "auto") return device_available(Device::CUDA) ? Device::CUDA : Device::CPU;
+    if (name != "cuda") return Device::CPU;
+    backend(Device::CUDA);
+    return Device::CUDA;
+}
+
+std::string device_label(Device device) { return device == Device::CUDA ? "cuda (" + cuda::device_name() + ")" : "cpu"; }
+
+// The device a model's parameters live on.
+Device device_of(const Module& model) { return model.parameters().front().device(); }
+
 struct TrainArgs {
     CLI::App* cmd = nullptr;
-    std::string preset, config_file, out;
+    std::string preset, config_file, out, device = "cpu";
     bool resume = false, quiet = false;
     std::unique_ptr<Overrides> overrides;
     CLI::Option *steps = nullptr, *warmup = nullptr, *eval_every = nullptr;  // --steps rescales the others
@@ -193,6 +218,7 @@ void add_train(CLI::App& app, TrainArgs& a) {
     cmd->add_option("--out", a.out, "output directory")->type_name("DIR")->required();
     cmd->add_flag("--resume", a.resume, "continue the run in DIR from DIR/model.safetensors (config from DIR/config.json)");
     cmd->add_flag("--quiet", a.quiet, "print only the final result");
+    add_device_option(cmd, a.device);
 
     a.overrides = std::make_unique<Overrides>(cmd);
     Overrides& o = *a.overrides;
@@ -346,7 +372,8 @@ int run_train(const TrainArgs& a) {
     const TrainConfig requested = train_config(a);
     const fs::path dir(requested.out_dir);
     const auto data = std::make_shared<const TextDataset>(load_documents(requested.data), requested.split);
-    Trainer trainer(requested, data);
+    const Device device = parse_device(a.device);
+    Trainer trainer(requested, data, device);
     if (a.resume) {
         const fs::path ckpt = dir / "model.safetensors";
         if (!fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
@@ -358,6 +385,7 @@ int run_train(const TrainArgs& a) {
     if (!a.quiet) {
         std::printf("%s", describe(config, trainer.model().num_parameters()).c_str());
         std::printf("          %s\n", data->split_summary().c_str());
+        std::printf("device    %s\n", device_label(device).c_str());
         const double h = data->unigram_entropy();
         std::printf("unigram baseline (no context): %.4f nats/byte, %.3f bits/byte\n", h, bits(h));
         if (a.resume) std::printf("resuming at step %lld\n", (long long)trainer.step());
@@ -392,7 +420,7 @@ Checkpoint open_checkpoint(const std::string& path) {
 
 // What eval and sink share: the checkpoint and the validation text to run it on.
 struct DataArgs {
-    std::string ckpt;
+    std::string ckpt, device = "cpu";
     std::vector<std::string> data;
     int64_t seq_len = 0, batch = 0;  // 0: as in training
 };
@@ -403,11 +431,14 @@ void add_data_options(CLI::App* cmd, DataArgs& a) {
     cmd->add_option("--seq-len", a.seq_len, "tokens per sequence (default: the training length)")
         ->check(bounded(2));
     cmd->add_option("--batch", a.batch, "sequences per batch (default: the training batch)")->check(kPositive);
+    add_device_option(cmd, a.device);
 }
 
 // Fills in the training defaults and checks the model can run at that length.
 Checkpoint open_for_data(DataArgs& a) {
+    const Device device = parse_device(a.device);
     Checkpoint ck = open_checkpoint(a.ckpt);
+    ck.model->to(device);
     if (!a.data.empty()) ck.train.data = a.data;
     if (a.seq_len == 0) a.seq_len = ck.train.seq_len;
     if (a.batch == 0) a.batch = ck.train.batch_size;
@@ -487,7 +518,7 @@ int run_eval(EvalArgs& a) {
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
         const Batch b = data.val_batch(i, B, T);
-        total += ck.model->forward(b.inputs, b.targets).loss.item();
+        total += ck.model->forward(b.inputs.to(device_of(*ck.model)), b.targets.to(device_of(*ck.model))).loss.item();
     }
     const double loss = total / double(n);
     std::printf("%s: trained at %lld tokens, evaluated at %lld%s, %lld batches of %lld\n", a.data.ckpt.c_str(),
@@ -500,7 +531,7 @@ int run_eval(EvalArgs& a) {
 
 struct SampleArgs {
     CLI::App* cmd = nullptr;
-    std::string ckpt, prompt;
+    std::string ckpt, prompt, device = "cpu";
     SampleOptions options;
     uint64_t seed = 1;
 };
@@ -517,10 +548,13 @@ void add_sample(CLI::App& app, SampleArgs& a) {
         ->check(kNonNegative)
         ->capture_default_str();
     a.cmd->add_option("--seed", a.seed, "sampling seed")->capture_default_str();
+    add_device_option(a.cmd, a.device);
 }
 
 int run_sample(const SampleArgs& a) {
+    const Device device = parse_device(a.device);
     const auto model = load_model(a.ckpt);
+    model->to(device);
     std::vector<int64_t> prompt{kBOS};
     for (int64_t id : encode_bytes(a.prompt)) prompt.push_back(id);
     Generator gen(a.seed);
@@ -609,7 +643,7 @@ int run_sink(SinkArgs& a) {
     std::vector<Tensor> sequences;
     const int64_t n = validation_batch_count(data, a.batches, B, T);
     for (int64_t i = 0; i < n; ++i) sequences.push_back(data.val_batch(i, B, T).inputs);
-    const Tensor ids = cat(sequences, 0);  // (n·B, T), each sequence BOS first
+    const Tensor ids = cat(sequences, 0).to(device_of(*ck.model));  // (n·B, T), each sequence BOS first
     ck.model->eval();
     const ModelAnalysis analysis = analyze(*ck.model, ids, a.threshold);
     std::printf("%s: attention %s, %lld sequences of %lld tokens (BOS first)\n", a.data.ckpt.c_str(),

@@ -390,3 +390,54 @@ TEST_CASE("gatedgrad: your own text, absolute data paths, any-case names, typo h
                 "the checkpoint names it relative to the folder it was trained in");
     CHECK(run_app(tmp, "sink --ckpt " + (old_run / "model.safetensors").string(), tmp.path).code == 0);
 }
+
+TEST_CASE("gatedgrad --device: cuda runs the CPU's numbers on the emulated device; without a GPU it is one line") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = tmp.path / "corpus.txt";
+    {
+        std::ofstream out(corpus);
+        for (int i = 0; i < 40; ++i) out << "Fortune number " << i << ": the quick brown fox jumps over the lazy dog.\n%\n";
+    }
+    const std::string tiny = " --data " + corpus.string() +
+                             " --layers 1 --d-model 16 --heads 2 --batch 2 --seq-len 16 --steps 3 --eval-every 3";
+    const auto final_loss = [](const Outcome& o) {
+        const size_t at = o.out.find("final validation loss ");
+        return at == std::string::npos ? std::string("none") : o.out.substr(at, 32);
+    };
+    const fs::path on_cpu = tmp.path / "cpu", on_cuda = tmp.path / "cuda";
+    const Outcome cpu = run_app(tmp, "train" + tiny + " --out " + on_cpu.string());
+    REQUIRE(cpu.code == 0);
+    const std::string greedy = " --prompt Fortune --tokens 12 --temperature 0";
+    const Outcome cpu_sample = run_app(tmp, "sample --ckpt " + (on_cpu / "model.safetensors").string() + greedy);
+
+    // The emulated CUDA device (GATEDGRAD_CUDA=emulator, inherited by the app).
+    setenv("GATEDGRAD_CUDA", "emulator", 1);
+    const Outcome cuda = run_app(tmp, "train" + tiny + " --device CUDA --out " + on_cuda.string());
+    const Outcome cuda_sample =
+        run_app(tmp, "sample --ckpt " + (on_cpu / "model.safetensors").string() + greedy + " --device cuda");
+    const Outcome cuda_eval = run_app(tmp, "eval --ckpt " + (on_cuda / "model.safetensors").string() + " --device cuda");
+    const Outcome cuda_sink =
+        run_app(tmp, "sink --ckpt " + (on_cuda / "model.safetensors").string() + " --batches 1 --device cuda");
+    unsetenv("GATEDGRAD_CUDA");
+    INFO("cuda train stdout: " << cuda.out << "\nstderr: " << cuda.err);
+    REQUIRE(cuda.code == 0);
+    CHECK(cuda.out.find("device    cuda (emulator)") != std::string::npos);
+    CHECK(final_loss(cuda) == final_loss(cpu));  // the same 4 decimals
+    CHECK(cuda_sample.code == 0);
+    CHECK(cuda_sample.out == cpu_sample.out);
+    CHECK(cuda_eval.code == 0);
+    CHECK(cuda_eval.out.find("perplexity") != std::string::npos);
+    CHECK(cuda_sink.code == 0);
+    CHECK(cuda_sink.out.find("sink layers") != std::string::npos);
+
+    check_error(run_app(tmp, "train --device tpu --out " + (tmp.path / "x").string()), 2, "tpu");
+    if (!gg::device_available(gg::Device::CUDA)) {  // a machine without a GPU, as CI's
+        check_error(run_app(tmp, "train" + tiny + " --device cuda --out " + (tmp.path / "y").string()), 1,
+                    "no CUDA device");
+        CHECK_FALSE(fs::exists(tmp.path / "y" / "model.safetensors"));
+        const Outcome fallback = run_app(tmp, "train" + tiny + " --device auto --out " + (tmp.path / "z").string());
+        CHECK(fallback.code == 0);
+        CHECK(fallback.out.find("device    cpu") != std::string::npos);
+    }
+}
