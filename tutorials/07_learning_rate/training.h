@@ -26,7 +26,7 @@ struct RunSettings {
     int64_t layers = 8, d_model = 64, heads = 4;
     std::string init = "gpt2";  // or "torch" (LMConfig::init)
     bool gated = false;         // the G1 gate (SDPA output, element-wise sigmoid) or none
-    int64_t steps = 300, warmup = 10, batch = 8, seq_len = 64;
+    int64_t steps = 200, warmup = 10, batch = 8, seq_len = 64;
     double lr = 1e-2;
     double clip = 1.0;          // gradient-norm clipping; 0: none
     double weight_decay = 0.1;
