@@ -29,7 +29,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) {
 
 Tensor Linear::forward(const Tensor& x) const {
     check_last_dim("Linear", x, weight.size(1));
-    const Tensor y = matmul(x, weight.t());  // the transpose is a view: GEMM reads it as such
+    const Tensor in = input_transform ? input_transform(x) : x;
+    const Tensor y = matmul(in, weight.t());  // the transpose is a view: GEMM reads it as such
     return bias.defined() ? y + bias : y;
 }
 

@@ -3,6 +3,8 @@
 // Shapes: B batch, T time, C = d_model channels. Every layer takes float tensors of its
 // parameters' dtype; create in float32 and call Module::to(DType::f64) for gradchecks.
 #pragma once
+#include <functional>
+
 #include "nn/module.h"
 
 namespace gg::nn {
@@ -13,6 +15,9 @@ public:
     Linear(int64_t in_features, int64_t out_features, bool bias = true);
     Tensor forward(const Tensor& x) const;  // (..., in) → (..., out)
     Tensor weight, bias;                    // bias undefined when disabled
+    // When set, forward() multiplies input_transform(x) instead of x: an experiment's hook
+    // (tutorial 07 rounds every matmul input to bfloat16 with it). Not state: never saved.
+    std::function<Tensor(const Tensor&)> input_transform;
 };
 
 // Rows of a (num_embeddings, dim) table, N(0, 1) init as torch.

@@ -38,6 +38,23 @@ TEST_CASE("nn: Linear computes x Wᵀ + b, with and without bias; gradients chec
     CHECK_THROWS_AS(Linear(5, 3).forward(zeros({2, 4})), std::invalid_argument);
 }
 
+TEST_CASE("nn: Linear::input_transform is applied to x before the product, and its gradient flows through it") {
+    Generator gen(2);
+    Linear lin(4, 3);
+    lin.to(DType::f64);
+    randomize(lin, gen);
+    const Tensor x = randn({2, 4}, gen, DType::f64);
+    const Tensor plain = lin.forward(x);
+    lin.input_transform = [](const Tensor& in) { return in * 2.0; };
+    CHECK(max_abs_diff(lin.forward(x * 0.5), plain) < 1e-12);  // W(2 · x/2) + b
+    CHECK(max_abs_diff(lin.forward(x), plain) > 1e-3);
+    const int n = check_gradients(lin, {x.clone().requires_grad_()},
+                                  [&](const std::vector<Tensor>& in) { return lin.forward(in[0]); });
+    CHECK(n == 2);
+    lin.input_transform = nullptr;
+    CHECK(max_abs_diff(lin.forward(x), plain) == 0);
+}
+
 TEST_CASE("nn: Embedding picks rows, and repeated ids add up in the gradient") {
     Generator gen(2);
     Embedding emb(6, 4);

@@ -26,9 +26,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "attention_sink.h"
 #include "common/options.h"
@@ -58,62 +62,103 @@ TokenScores score_tokens(const Tensor& logits, const Tensor& targets) {
 
 int main(int argc, char** argv) {
     ExperimentOptions options;
-    bool demo = false, one_process = false;
+    bool demo = false;
     std::string part = "ab";
     CLI::App app{"Tutorial 06: the attention sink, baseline vs G1 (Bigram-Backcopy and natural text)"};
-    app.add_flag("--demo", demo, "part (a2) only: one 1-layer 4-head pair, half the steps, a short table (about a minute)");
+    app.add_flag("--demo", demo, "part (a1) only: one seed, half the steps, a short table (a few minutes)");
     add_quick_and_out(app, options, "both parts, shortened (a smoke test)", "tutorials/06_attention_sink/results");
+    app.add_option("--jobs", options.jobs, "trainings at the same time (one process each)")->check(CLI::PositiveNumber);
     app.add_option("--part", part, "which parts to run: a, b or ab")->check(CLI::IsMember({"a", "b", "ab"}));
-    app.add_flag("--one-process", one_process, "run part (b) after (a), not beside it in a second process");
     // Part (a)'s options override the same field of every setup that runs.
     std::string variant = "both";
     CopySetup over;
-    app.add_option("--a-setup", variant, "part (a): a1 (standard causal mask), a2 (own key hidden) or both")
+    app.add_option("--a-setup", variant, "part (a): a1 (ordinary causal mask), a2 (own key hidden) or both")
         ->check(CLI::IsMember({"a1", "a2", "both"}));
+    auto* o_conc = app.add_option("--a-concentration", over.concentration,
+                                  "part (a): Dirichlet concentration of the chain's rows over all tokens; 0: "
+                                  "--a-successors likely successors per token")
+                       ->check(CLI::NonNegativeNumber);
+    auto* o_succ = app.add_option("--a-successors", over.successors, "part (a): successors per token (concentration 0)")
+                       ->check(CLI::Range(1, 64));
+    auto* o_trig = app.add_option("--a-triggers", over.triggers, "part (a): trigger tokens")->check(CLI::Range(1, 31));
+    auto* o_models = app.add_option("--a-models", over.models, "part (a): model shapes LAYERSxHEADS, e.g. 1x1 2x4");
+    auto* o_width = app.add_option("--a-d-model", over.d_model, "part (a): model width")->check(CLI::PositiveNumber);
+    auto* o_ffn = app.add_option("--a-ffn", over.ffn, "part (a): blocks with the SwiGLU FFN (true) or attention only (false)");
+    auto* o_init = app.add_option("--a-init", over.init, "part (a): gpt2 or torch initialisation (LMConfig::init)")
+                       ->check(CLI::IsMember({"gpt2", "torch"}));
+    auto* o_pos = app.add_option("--a-positions", over.positions, "part (a): rope or learned (absolute) positions")
+                      ->check(CLI::IsMember({"rope", "learned"}));
+    auto* o_seeds = app.add_option("--a-seeds", over.seeds, "part (a): seeds 1 ... N")->check(CLI::PositiveNumber);
     auto* o_steps = app.add_option("--a-steps", over.steps, "part (a): training steps")->check(CLI::PositiveNumber);
+    auto* o_batch = app.add_option("--a-batch", over.batch, "part (a): sequences per batch")->check(CLI::PositiveNumber);
+    auto* o_len = app.add_option("--a-seq-len", over.seq_len, "part (a): tokens per sequence")->check(CLI::Range(4, 512));
+    auto* o_warm = app.add_option("--a-warmup", over.warmup, "part (a): warmup steps")->check(CLI::NonNegativeNumber);
     auto* o_lr = app.add_option("--a-lr", over.lr, "part (a): peak learning rate")->check(CLI::PositiveNumber);
     auto* o_wd = app.add_option("--a-weight-decay", over.weight_decay, "part (a): AdamW weight decay")
                      ->check(CLI::NonNegativeNumber);
-    auto* o_batch = app.add_option("--a-batch", over.batch, "part (a): sequences per batch")->check(CLI::PositiveNumber);
-    auto* o_len = app.add_option("--a-seq-len", over.seq_len, "part (a): tokens per sequence")->check(CLI::Range(4, 512));
-    auto* o_models = app.add_option("--a-models", over.models, "part (a): model shapes LAYERSxHEADS, e.g. 1x4 2x4 1x1");
-    auto* o_pos = app.add_option("--a-positions", over.positions, "part (a): rope or learned (absolute) positions")
-                      ->check(CLI::IsMember({"rope", "learned"}));
-    auto* o_ffn = app.add_flag("--a-ffn", over.ffn, "part (a): blocks with the SwiGLU FFN (default: attention only)");
     CLI11_PARSE(app, argc, argv);
     line_buffered_stdout();
 
     // Part (a)'s setups: (a1), (a2) or both, shortened by --demo or --quick, then overridden.
-    if (demo && !app.count("--a-setup")) variant = "a2";  // the setup with a sink to show
+    if (demo && !app.count("--a-setup")) variant = "a1";
     std::vector<CopySetup> setups;
-    if (variant != "a2") setups.push_back(own_token_visible());
-    if (variant != "a1") setups.push_back(own_token_hidden());
+    if (variant != "a2") setups.push_back(ordinary_mask());
+    if (variant != "a1") setups.push_back(own_key_hidden());
     for (CopySetup& s : setups) {
-        if (demo) s.points = 1, s.models = {"1x4"}, s.steps /= 2;
-        if (options.quick) s.steps = 150, s.points = 3;
+        if (demo) s.seeds = 1, s.steps /= 2, s.points /= 2;
+        if (options.quick) s.seeds = 1, s.steps = 150, s.points = 3, s.models = {s.models[0]};
+        if (*o_conc) s.concentration = over.concentration;
+        if (*o_succ) s.successors = over.successors;
+        if (*o_trig) s.triggers = over.triggers;
+        if (*o_models) s.models = over.models;
+        if (*o_width) s.d_model = over.d_model;
+        if (*o_ffn) s.ffn = over.ffn;
+        if (*o_init) s.init = over.init;
+        if (*o_pos) s.positions = over.positions;
+        if (*o_seeds) s.seeds = over.seeds;
         if (*o_steps) s.steps = over.steps;
-        if (*o_lr) s.lr = over.lr;
-        if (*o_wd) s.weight_decay = over.weight_decay;
         if (*o_batch) s.batch = over.batch;
         if (*o_len) s.seq_len = over.seq_len;
-        if (*o_models) s.models = over.models;
-        if (*o_pos) s.positions = over.positions;
-        if (*o_ffn) s.ffn = over.ffn;
+        if (*o_warm) s.warmup = over.warmup;
+        if (*o_lr) s.lr = over.lr;
+        if (*o_wd) s.weight_decay = over.weight_decay;
+        s.points = std::max<int64_t>(1, std::min(s.points, s.steps));
     }
     if (demo) part = "a";
-
-    const auto start = Clock::now();
-    const std::function<void()> part_a = [&] {
-        for (const CopySetup& setup : setups) copy_task(setup, demo, options.out);
-    };
-    const std::function<void()> part_b = [&] { natural_text(options.quick, options.out); };
     const bool a = part.find('a') != std::string::npos, b = part.find('b') != std::string::npos;
-    if (a && b && !one_process) {
-        run_side_by_side({part_a, part_b});  // two cores: (b)'s output is printed after (a)'s
-    } else {
-        if (a) part_a();
-        if (b) part_b();
+
+    // Every training of both parts, two at a time; the checkpoints go to a scratch folder.
+    const auto start = Clock::now();
+    const std::filesystem::path scratch = std::filesystem::temp_directory_path() /
+                                          ("gatedgrad_tutorial06_" + std::to_string(getpid()));
+    std::filesystem::create_directories(scratch);
+    std::vector<TrainingJob> jobs;
+    std::vector<size_t> first;  // where each setup's (then part (b)'s) jobs start
+    for (const CopySetup& s : a ? setups : std::vector<CopySetup>{}) {
+        first.push_back(jobs.size());
+        try {
+            for (TrainingJob& job : copy_task_jobs(s, scratch.string())) jobs.push_back(std::move(job));
+        } catch (const std::invalid_argument& e) {  // a model shape the width does not allow
+            std::fprintf(stderr, "tutorial 06: %s\n", e.what());
+            std::filesystem::remove_all(scratch);
+            return 2;
+        }
     }
-    std::printf("\ntotal time %.0f s\n", seconds_since(start));
+    first.push_back(jobs.size());
+    if (b)
+        for (TrainingJob& job : natural_text_jobs(options.quick, scratch.string())) jobs.push_back(std::move(job));
+    std::printf("%zu trainings, %d at a time:\n", jobs.size(), options.jobs);
+    const std::vector<std::string> results =
+        run_in_processes(std::ssize(jobs), options.jobs, [&](int64_t i) { return jobs[i].run(); });
+    const auto slice = [&](size_t from, size_t to) {
+        return std::vector<std::string>(results.begin() + from, results.begin() + to);
+    };
+
+    // The reports, in the parent, from the saved models.
+    if (a)
+        for (size_t k = 0; k < setups.size(); ++k) copy_task_report(setups[k], slice(first[k], first[k + 1]), demo, options.out);
+    if (b) natural_text_report(options.quick, slice(first.back(), results.size()), options.out);
+    std::filesystem::remove_all(scratch);
+    std::printf("\ntotal time %s\n", minutes_and_cpu_minutes(start).c_str());
     return 0;
 }

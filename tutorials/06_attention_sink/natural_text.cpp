@@ -40,37 +40,44 @@ Tensor analysis_ids(const TextDataset& data, int64_t n, int64_t B, int64_t T) {
     return cat(parts, 0);
 }
 
-// Trains one model, measuring α (mean over layers and heads) and the validation loss
-// `points` times along the way; then analyze() on 4 validation batches.
-TextRun train_text(const std::shared_ptr<TextDataset>& data, GatePosition gate, double lr_scale, int64_t steps,
-                   int64_t points) {
+// The trainings of part (b): the baseline and G1 at the preset's learning rate and at 3× it.
+struct TextRunSpec {
+    GatePosition gate;
+    double lr_scale;
+};
+const std::vector<TextRunSpec> kTextRuns{{GatePosition::none, 1.0}, {GatePosition::sdpa_output, 1.0},
+                                         {GatePosition::none, 3.0}, {GatePosition::sdpa_output, 3.0}};
+
+TrainConfig text_config(const TextRunSpec& spec, int64_t steps) {
     TrainConfig c = TrainConfig::preset("tiny");
-    c.model.attn.gate = gate;
-    c.lr *= lr_scale;
+    c.model.attn.gate = spec.gate;
+    c.lr *= spec.lr_scale;
     c.steps = steps, c.eval_every = 0;
-    TextRun run;
-    run.name = gate_position_name(gate), run.lr = c.lr;
+    return c;
+}
+
+// Trains one model in a child process, measuring α (mean over layers and heads) and the
+// validation loss `points` times along the way; saves it to `checkpoint`.
+std::string train_text(const TextRunSpec& spec, int64_t steps, int64_t points, const std::string& checkpoint) {
+    const TrainConfig c = text_config(spec, steps);
+    const auto data = std::make_shared<TextDataset>(load_documents(c.data));
     const auto start = Clock::now();
     Trainer trainer(c, data);
     const Tensor probe = analysis_ids(*data, 1, c.batch_size, c.seq_len);
+    json curve = {{"step", json::array()}, {"mean_alpha", json::array()}, {"val_loss", json::array()}};
     for (int64_t k = 1; k <= points; ++k) {
         trainer.run(true, k * steps / points);
         trainer.model().eval();
-        run.curve_step.push_back(double(trainer.step()));
-        run.curve_alpha.push_back(analyze(trainer.model(), probe).mean_first_token_share);
-        run.curve_val.push_back(trainer.evaluate());
+        curve["step"].push_back(trainer.step());
+        curve["mean_alpha"].push_back(analyze(trainer.model(), probe).mean_first_token_share);
+        curve["val_loss"].push_back(trainer.evaluate());
+        trainer.model().train();
     }
-    run.val_loss = run.curve_val.back();
-    run.seconds = seconds_since(start);
-    run.model = std::make_shared<GatedTransformerLM>(c.model);
-    copy_state(run.model->state_dict(), trainer.model().state_dict(), "tutorial 06", "the trainer", "the copy");
-    run.model->eval();
-    run.analysis = analyze(*run.model, analysis_ids(*data, 4, c.batch_size, c.seq_len));
-    std::printf("  %-8s lr %.0e: %lld steps in %.0f s, validation loss %.4f, mean alpha %.3f, sink heads %lld of %lld\n",
-                run.name.c_str(), run.lr, (long long)steps, run.seconds, run.val_loss,
-                run.analysis.mean_first_token_share, (long long)run.analysis.sink_heads,
-                (long long)run.analysis.heads);
-    return run;
+    trainer.save(checkpoint);
+    const double seconds = seconds_since(start);
+    std::printf("  trained %-8s lr %.0e (natural text) in %4.0f s\n", gate_position_name(spec.gate).c_str(), c.lr,
+                seconds);
+    return json{{"checkpoint", checkpoint}, {"seconds", seconds}, {"curve", curve}}.dump();
 }
 
 // StreamingLLM (article 8.2): the same weights in a model whose attention sees only the last
@@ -106,16 +113,42 @@ void write_text_results(const std::filesystem::path& dir, const TrainConfig& tin
 
 }  // namespace
 
-void natural_text(bool quick, const std::string& out) {
+std::vector<TrainingJob> natural_text_jobs(bool quick, const std::string& scratch) {
+    const int64_t steps = quick ? 60 : TrainConfig::preset("tiny").steps, points = quick ? 2 : 6;
+    std::vector<TrainingJob> jobs;
+    for (const TextRunSpec& spec : kTextRuns) {
+        const std::string checkpoint = scratch + "/b_" + std::to_string(jobs.size()) + ".safetensors";
+        jobs.push_back({checkpoint, [=] { return train_text(spec, steps, points, checkpoint); }});
+    }
+    return jobs;
+}
+
+void natural_text_report(bool quick, const std::vector<std::string>& results, const std::string& out) {
     const TrainConfig tiny = TrainConfig::preset("tiny");
     auto data = std::make_shared<TextDataset>(load_documents(tiny.data));
-    const int64_t steps = quick ? 60 : tiny.steps, points = quick ? 2 : 6, T = tiny.seq_len;
+    const int64_t steps = quick ? 60 : tiny.steps, T = tiny.seq_len;
     std::printf("\n== (b) natural text (%s), tiny preset: d_model %d, %d layers, 4 heads, T = %d, %lld steps\n",
                 tiny.data[0].c_str(), int(tiny.model.d_model), int(tiny.model.n_layers), int(T), (long long)steps);
     std::vector<TextRun> runs;
-    for (double scale : {1.0, 3.0})
-        for (GatePosition gate : {GatePosition::none, GatePosition::sdpa_output})
-            runs.push_back(train_text(data, gate, scale, steps, points));
+    for (size_t i = 0; i < kTextRuns.size(); ++i) {
+        const json j = json::parse(results[i]);
+        TextRun run;
+        run.name = gate_position_name(kTextRuns[i].gate), run.lr = text_config(kTextRuns[i], steps).lr;
+        run.seconds = j["seconds"].get<double>();
+        run.curve_step = json_numbers(j["curve"]["step"]);
+        run.curve_alpha = json_numbers(j["curve"]["mean_alpha"]);
+        run.curve_val = json_numbers(j["curve"]["val_loss"]);
+        run.val_loss = run.curve_val.back();
+        run.model = load_model(j["checkpoint"].get<std::string>());
+        run.model->eval();
+        run.analysis = analyze(*run.model, analysis_ids(*data, 4, tiny.batch_size, T));
+        std::printf("  %-8s lr %.0e: %lld steps in %.0f s, validation loss %.4f, mean alpha %.3f, sink heads %lld of "
+                    "%lld\n",
+                    run.name.c_str(), run.lr, (long long)steps, run.seconds, run.val_loss,
+                    run.analysis.mean_first_token_share, (long long)run.analysis.sink_heads,
+                    (long long)run.analysis.heads);
+        runs.push_back(std::move(run));
+    }
     for (TextRun& run : runs) {
         std::printf("\n%s:\n%s", model_label(run).c_str(), run.analysis.table().c_str());
         for (size_t l = 0; l < run.analysis.layers.size(); ++l) {

@@ -3,15 +3,18 @@
 // Does the G1 gate (σ(x W_g) ⊙ SDPA output) let a model train at larger learning rates?
 // We sweep the peak learning rate for a standard attention LM and the same LM with the
 // gate, on the same data, schedule, steps and seeds, and report for every run its final
-// validation loss, largest gradient norm, loss spikes and whether it diverged. A deep,
-// narrow model (8 layers of width 64) makes stability the bottleneck.
+// validation loss, largest gradient norm, loss spikes and whether it diverged. Then we search
+// for a regime in which the baseline breaks: no gradient clipping, no warmup, a deeper and
+// narrower model, bfloat16 matmul inputs, weight decay on matrices only (training.h).
 //
-// Run from the repository root (two runs at a time, one thread each; about 15 minutes):
+// Run from the repository root (two runs at a time, one thread each):
 //   OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive ./build/tutorials/tutorial_07_learning_rate
-// --quick is a one-minute version; --out DIR writes the results there (the committed ones:
-// --out tutorials/07_learning_rate/results).
+// runs the reference sweep (8 layers of width 64, five rates, two seeds); --regimes all adds the
+// search. --quick is a one-minute version; --out DIR writes the results there (the committed
+// ones: --out tutorials/07_learning_rate/results).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -22,39 +25,32 @@
 #include "common/processes.h"
 #include "common/results.h"
 #include "common/timing.h"
-#include "gatedgrad.h"
+#include "sweep.h"
 
 using namespace gg::nn;
 using namespace tutorial;
 
 namespace {
 
-// 1. The sweep: every rate × seed × {baseline, G1}. A seed fixes the initial weights and
-//    the batch order, the same for both models.
-struct Sweep {
-    std::vector<double> lrs{3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0};
-    int64_t seeds = 2;  // seeds 1 … seeds at every rate
-    int64_t steps = 300, warmup = 10, batch = 8, seq_len = 64;
-    double clip = 1.0;  // gradient-norm clipping; 0: none
-    int64_t layers = 8, d_model = 64, heads = 4;
-};
-
-struct Run {
-    bool gated;
-    double lr;
-    uint64_t seed;
-    std::string model() const { return gated ? "G1" : "baseline"; }
-};
-
-TrainConfig train_config(const Sweep& s, const Run& r) {
-    TrainConfig c;
-    c.model.n_layers = s.layers, c.model.d_model = s.d_model, c.model.attn.n_heads = s.heads;
-    c.model.attn.gate = r.gated ? GatePosition::sdpa_output : GatePosition::none;
-    c.model.max_len = c.seq_len = s.seq_len;
-    c.batch_size = s.batch, c.steps = s.steps, c.warmup = s.warmup, c.lr = r.lr, c.seed = r.seed;
-    c.grad_clip = s.clip;
-    c.eval_every = 0;  // validate once, at the end
-    return c;
+// 1. The regimes. The reference sweeps every rate; each regime of the search adds one change
+//    to the one before it, towards the setting most likely to break a baseline.
+std::vector<Regime> all_regimes() {
+    const std::vector<double> rates{1e-2, 3e-2, 1e-1, 3e-1, 1.0};  // a search starts at 1e-1
+    Regime reference{"reference", "8 layers x 64, clip 1, warmup 10, weight decay 0.1 on all, float32", RunSettings{},
+                     rates, true};
+    std::vector<Regime> r{reference};
+    auto next = [&](std::string name, std::string what, auto change) {
+        Regime g = r.back();
+        g.name = std::move(name), g.what = std::move(what), g.lrs = rates, g.start = 2, g.every_rate = false;
+        change(g.settings);
+        r.push_back(g);
+    };
+    next("no_clip", "no gradient clipping", [](RunSettings& s) { s.clip = 0; });
+    next("no_warmup", "+ no warmup", [](RunSettings& s) { s.warmup = 0; });
+    next("deep_narrow", "+ 16 layers x 32 (2 heads)", [](RunSettings& s) { s.layers = 16, s.d_model = 32, s.heads = 2; });
+    next("bf16", "+ bfloat16 matmul inputs", [](RunSettings& s) { s.bf16 = true; });
+    next("decay_matrices", "+ weight decay on matrices only", [](RunSettings& s) { s.decay_matrices_only = true; });
+    return r;
 }
 
 // 2. A loss spike (our definition, stated in the README): a step whose training loss exceeds
@@ -76,177 +72,136 @@ int64_t count_spikes(const std::vector<double>& loss) {
     return spikes;
 }
 
-// 3. One training run, in a child process: its summary and per-step log as JSON.
-std::string train_one(const Sweep& s, const Run& r, const std::shared_ptr<const TextDataset>& data, double unigram) {
-    Trainer trainer(train_config(s, r), data);
-    const TrainResult result = trainer.run(/*quiet=*/true);
-    std::vector<double> loss, grad_norm;
-    for (const StepLog& l : result.log) loss.push_back(l.loss), grad_norm.push_back(l.grad_norm);
-    const double val = result.diverged ? NAN : result.final_val_loss;
-    // After the warmup: the first steps' gradients come from the initialisation, the same at every rate.
-    const int64_t warmup = std::min(s.warmup, s.steps - 1);  // as the trainer clamps it
-    const auto after_warmup = grad_norm.begin() + std::min<int64_t>(warmup, std::ssize(grad_norm));
-    const double max_grad = after_warmup == grad_norm.end() ? NAN : *std::max_element(after_warmup, grad_norm.end());
-    const int64_t spikes = count_spikes(loss);
-    const bool diverged = result.diverged || !(val < unigram);  // worse than ignoring the context
-    std::printf("  %-8s lr %.1e seed %llu: val loss %.4f, max |g| %6.2f, spikes %lld, %s (%.0f s)\n", r.model().c_str(),
-                r.lr, static_cast<unsigned long long>(r.seed), val, max_grad, static_cast<long long>(spikes),
-                diverged ? "DIVERGED" : "ok", result.seconds);
-    nlohmann::json j = {{"val_loss", val}, {"max_grad_norm", max_grad}, {"spikes", spikes}, {"diverged", diverged},
-                        {"seconds", result.seconds}, {"loss", loss}, {"grad_norm", grad_norm}};
+// 3. One training run, in a child process: its summary and per-step log as JSON. It diverged
+//    when its loss stopped being finite or it ended above the unigram entropy (worse than a
+//    model that ignores context).
+std::string train_one(const Regime& regime, const Run& r, const std::shared_ptr<const TextDataset>& data,
+                      double unigram) {
+    RunSettings s = regime.settings;
+    s.gated = r.gated, s.lr = r.lr, s.seed = r.seed;
+    const RunLog log = train_run(s, data);
+    const int64_t warmup = std::min(s.warmup, s.steps - 1);  // gradients after it: the first come from the init
+    const auto after = log.grad_norm.begin() + std::min<int64_t>(warmup, std::ssize(log.grad_norm));
+    const double max_grad = after == log.grad_norm.end() ? NAN : *std::max_element(after, log.grad_norm.end());
+    const int64_t spikes = count_spikes(log.loss);
+    const bool diverged = log.nonfinite || !(log.val_loss < unigram);
+    std::printf("  %-14s %-8s lr %.1e seed %llu: val loss %.4f, max |g| %8.2f, spikes %lld, %s (%.0f s)\n",
+                regime.name.c_str(), r.model().c_str(), r.lr, static_cast<unsigned long long>(r.seed), log.val_loss,
+                max_grad, static_cast<long long>(spikes), diverged ? "DIVERGED" : "ok", log.seconds);
+    nlohmann::json j = {{"val_loss", log.val_loss}, {"max_grad_norm", max_grad}, {"spikes", spikes},
+                        {"diverged", diverged},     {"seconds", log.seconds},    {"loss", log.loss},
+                        {"grad_norm", log.grad_norm}};
     return j.dump();
 }
 
-// 4. The table, per model and rate (over seeds: each loss, the worst gradient, all spikes).
-//    A rate is stable for a model when every seed finished below the unigram baseline
-//    without a loss spike. Returns the summary; `mean_loss` gets each model's line.
-json summarise(const Sweep& s, const std::vector<Run>& runs, const std::vector<nlohmann::json>& results,
-               double unigram, std::vector<Series>& mean_loss) {
-    std::printf("\n%-8s  %8s  %5s  %-15s  %11s  %6s  %s\n", "model", "peak lr", "seeds", "final val loss",
-                "max |grad|*", "spikes", "diverged");
-    json summary = {{"unigram_entropy", unigram}, {"steps", s.steps}, {"warmup", s.warmup}, {"layers", s.layers},
-                    {"d_model", s.d_model},       {"heads", s.heads}, {"batch", s.batch},   {"seq_len", s.seq_len},
-                    {"models", json::object()}};
-    for (bool gated : {false, true}) {
-        const std::string model = gated ? "G1" : "baseline";
-        std::vector<double> means;
-        double largest_stable = NAN;
-        json rows = json::array();
-        for (double lr : s.lrs) {
-            std::vector<double> vals;
-            double max_grad = 0;
-            int64_t spikes = 0, diverged = 0, n = 0;
-            std::string each;
-            for (size_t i = 0; i < runs.size(); ++i) {
-                if (runs[i].gated != gated || runs[i].lr != lr) continue;
-                const nlohmann::json& j = results[i];
-                vals.push_back(json_number(j["val_loss"]));
-                max_grad = std::max(max_grad, json_number(j["max_grad_norm"]));
-                spikes += j["spikes"].get<int64_t>();
-                diverged += j["diverged"].get<bool>();
-                ++n;
-                char v[32];
-                std::snprintf(v, sizeof v, "%s%.3f", each.empty() ? "" : "/", vals.back());
-                each += v;
+// 4. The search for each model's largest stable rate on a regime's grid. A rate is stable
+//    when every seed at it neither diverged nor spiked; so seed 1 runs first, and the other
+//    seeds only where seed 1 was stable. From the regime's starting rate a model walks up
+//    while stable, or down while unstable, and stops where the answer changes: the largest
+//    stable rate and the next one up are then measured (stability assumed to get only harder
+//    higher up, which the reference sweep of every rate checks). Each wave trains every run
+//    still to do, two at a time.
+struct Walk {
+    size_t k;           // index of the rate being tried
+    int direction = 0;  // +1 going up, -1 going down, 0 not yet moved
+    bool done = false;
+};
+
+void search(const std::vector<Regime>& regimes, int64_t seeds, int jobs, const std::shared_ptr<const TextDataset>& data,
+            double unigram, std::vector<Run>& runs, std::vector<nlohmann::json>& results) {
+    std::vector<std::array<Walk, 2>> walks;
+    for (const Regime& r : regimes) walks.push_back({Walk{r.every_rate ? 0 : r.start}, Walk{r.every_rate ? 0 : r.start}});
+    auto ran = [&](size_t g, bool gated, double lr) {
+        int64_t n = 0;
+        for (const Run& r : runs) n += r.regime == g && r.gated == gated && r.lr == lr;
+        return n;
+    };
+    while (true) {
+        std::vector<Run> wave;
+        for (size_t g = 0; g < regimes.size(); ++g)
+            for (bool gated : {false, true}) {
+                const Walk& w = walks[g][gated];
+                if (w.done) continue;
+                const double lr = regimes[g].lrs[w.k];
+                const int64_t from = ran(g, gated, lr) + 1, to = regimes[g].every_rate || from > 1 ? seeds : 1;
+                for (int64_t seed = from; seed <= to; ++seed) wave.push_back({g, gated, lr, static_cast<uint64_t>(seed)});
             }
-            means.push_back(average(vals));
-            const bool stable = diverged == 0 && spikes == 0;
-            if (stable) largest_stable = lr;
-            std::printf("%-8s  %8.1e  %5lld  %-15s  %11.2f  %6lld  %lld of %lld\n", model.c_str(), lr, (long long)n,
-                        each.c_str(), max_grad, (long long)spikes, (long long)diverged, (long long)n);
-            rows.push_back({{"lr", lr}, {"seeds", n}, {"val_loss", vals}, {"max_grad_norm", max_grad}, {"spikes", spikes},
-                            {"diverged_runs", diverged}, {"stable", stable}});
-        }
-        summary["models"][model] = {{"largest_stable_lr", largest_stable}, {"rates", rows}};
-        mean_loss.push_back({model + " (mean over seeds)", s.lrs, means, gated ? "#d62728" : "#1f77b4", false, 1, {}});
+        if (wave.empty()) return;
+        for (const std::string& text : run_in_processes(std::ssize(wave), jobs, [&](int64_t i) {
+                 return train_one(regimes[wave[i].regime], wave[i], data, unigram);
+             }))
+            results.push_back(nlohmann::json::parse(text));
+        runs.insert(runs.end(), wave.begin(), wave.end());
+        for (size_t g = 0; g < regimes.size(); ++g)
+            for (bool gated : {false, true}) {
+                Walk& w = walks[g][gated];
+                if (w.done) continue;
+                const double lr = regimes[g].lrs[w.k];
+                const bool stable = stable_at(runs, results, g, gated, lr);
+                if (stable && ran(g, gated, lr) < seeds) continue;  // seed 1 passed: the others next
+                const int step = regimes[g].every_rate ? 1 : stable ? +1 : -1;
+                const bool turn = w.direction != 0 && step != w.direction;
+                const size_t next = w.k + step;  // wraps below 0 to a huge index
+                w.done = turn || next >= regimes[g].lrs.size();
+                w.k = next, w.direction = step;
+            }
     }
-    const double stable_base = summary["models"]["baseline"]["largest_stable_lr"].get<double>();
-    const double stable_g1 = summary["models"]["G1"]["largest_stable_lr"].get<double>();
-    std::printf("* largest gradient norm (before clipping) after the warmup, over seeds\n");
-    std::printf("\nlargest stable peak lr (no divergence, no spike, every seed): baseline %.1e, G1 %.1e, ratio %.1f\n",
-                stable_base, stable_g1, stable_g1 / stable_base);
-    summary["stable_lr_ratio"] = stable_g1 / stable_base;
-    return summary;
-}
-
-// 5. The files: per-run and per-step CSVs, the summary, two pictures.
-void write_results(const std::filesystem::path& dir, const Sweep& s, const std::vector<Run>& runs,
-                   const std::vector<nlohmann::json>& results, double unigram, const json& summary,
-                   std::vector<Series> curves) {
-    std::filesystem::create_directories(dir);
-    std::vector<std::vector<double>> run_rows, step_rows;
-    for (size_t i = 0; i < runs.size(); ++i) {
-        const nlohmann::json& j = results[i];
-        run_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), json_number(j["val_loss"]),
-                            json_number(j["max_grad_norm"]), double(j["spikes"].get<int64_t>()),
-                            double(j["diverged"].get<bool>()), j["seconds"].get<double>()});
-        const auto loss = json_numbers(j["loss"]), grad = json_numbers(j["grad_norm"]);
-        for (size_t t = 0; t < loss.size(); ++t)
-            step_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), double(t + 1), loss[t], grad[t]});
-    }
-    write_text_file(dir / "runs.csv", csv_table({"gated", "lr", "seed", "val_loss", "max_grad_norm", "spikes", "diverged",
-                                                 "seconds"}, run_rows));
-    write_text_file(dir / "steps.csv", csv_table({"gated", "lr", "seed", "step", "loss", "grad_norm"}, step_rows));
-    write_json(dir / "summary.json", summary);
-
-    for (bool gated : {false, true})  // every seed as a point under the mean curve
-        for (size_t i = 0; i < runs.size(); ++i)
-            if (runs[i].gated == gated)
-                curves.push_back({"", {runs[i].lr}, {json_number(results[i]["val_loss"])}, gated ? "#d62728" : "#1f77b4",
-                                  true, 0.6, {}});
-    ChartOptions chart =
-        chart_options("Final validation loss after " + std::to_string(s.steps) + " steps, " + std::to_string(s.layers) +
-                          "-layer LM",
-                      "peak learning rate", "validation loss (nats/byte)", unigram, "unigram entropy (diverged above)");
-    chart.log_x = true;
-    write_text_file(dir / "final_loss_vs_lr.svg", svg_line_chart(curves, chart));
-
-    // Training-loss curves (smoothed) of seed 1 at the two largest rates: where spikes show.
-    std::vector<Series> lines;
-    for (size_t k = s.lrs.size() >= 2 ? s.lrs.size() - 2 : 0; k < s.lrs.size(); ++k)
-        for (size_t i = 0; i < runs.size(); ++i) {
-            if (runs[i].lr != s.lrs[k] || runs[i].seed != 1) continue;
-            const auto loss = json_numbers(results[i]["loss"]);
-            std::vector<double> steps(loss.size());
-            for (size_t t = 0; t < loss.size(); ++t) steps[t] = double(t + 1);
-            char label[64];
-            std::snprintf(label, sizeof label, "%s, lr %.1e", runs[i].model().c_str(), runs[i].lr);
-            lines.push_back(line(label, steps, smooth(loss, 0.8), chart_color(lines.size())));
-        }
-    chart = chart_options("Training loss (EMA 0.8), seed 1, two largest rates", "training step", "training loss (nats/byte)",
-                          unigram, "unigram entropy");
-    write_text_file(dir / "loss_curves.svg", svg_line_chart(lines, chart));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    Sweep s;
     ExperimentOptions options;
-    CLI::App app{"Tutorial 07: final loss, gradient norms and loss spikes over a learning-rate sweep, baseline vs G1"};
-    add_quick_and_out(app, options, "a one-minute version: 3 rates, 4 layers, 60 steps", "tutorials/07_learning_rate/results");
-    add_sweep_options(app, options, s.steps, s.seeds);
-    app.add_option("--lrs", s.lrs, "peak learning rates");
-    app.add_option("--clip", s.clip, "clip the gradient norm to this (0: no clipping)")->check(CLI::NonNegativeNumber);
+    std::vector<std::string> names{"reference"};
+    int64_t seeds = 2, steps = 0;
+    std::vector<double> lrs;
+    CLI::App app{"Tutorial 07: learning-rate sweeps, baseline vs G1, and a search for a regime where the baseline breaks"};
+    add_quick_and_out(app, options, "a one-minute version: 4-layer models, 60 steps, 3 rates, one seed",
+                      "tutorials/07_learning_rate/results");
+    add_sweep_options(app, options, steps, seeds);
+    app.add_option("--regimes", names, "reference, no_clip, no_warmup, deep_narrow, bf16, decay_matrices, or all");
+    app.add_option("--lrs", lrs, "peak learning rates (instead of each regime's own)");
     CLI11_PARSE(app, argc, argv);
-    if (options.quick) {  // smaller defaults; options given on the command line still win
-        if (!app.count("--lrs")) s.lrs = {1e-2, 1e-1, 1.0};
-        if (!app.count("--steps")) s.steps = 60;
-        if (!app.count("--seeds")) s.seeds = 1;
-        s.layers = 4;
+
+    std::vector<Regime> regimes;
+    for (const Regime& r : all_regimes())
+        if (names == std::vector<std::string>{"all"} || std::count(names.begin(), names.end(), r.name)) regimes.push_back(r);
+    if (regimes.size() != names.size() && names != std::vector<std::string>{"all"}) {
+        std::fprintf(stderr, "--regimes: unknown name among the ones given\n");
+        return 1;
     }
-    std::sort(s.lrs.begin(), s.lrs.end());
+    for (Regime& r : regimes) {
+        if (options.quick) {
+            r.settings.layers = std::min<int64_t>(r.settings.layers, 4), r.settings.steps = 60;
+            r.lrs = {1e-2, 1e-1, 1.0};
+            if (!app.count("--seeds")) seeds = 1;
+        }
+        if (steps > 0) r.settings.steps = steps;
+        if (!lrs.empty()) r.lrs = lrs, std::sort(r.lrs.begin(), r.lrs.end());
+        if (options.quick || !lrs.empty()) r.start = r.lrs.size() / 2;
+    }
 
     const auto start = Clock::now();
     const auto data = std::make_shared<const TextDataset>(load_documents({kDefaultCorpus}));
     const double unigram = data->unigram_entropy();
-    std::vector<Run> runs;
-    for (double lr : s.lrs)
-        for (int64_t seed = 1; seed <= s.seeds; ++seed)
-            for (bool gated : {false, true}) runs.push_back({gated, lr, static_cast<uint64_t>(seed)});
-    std::printf("model: %lld layers, d_model %lld, %lld heads, SwiGLU FFN, RoPE; batch %lld x %lld tokens\n",
-                (long long)s.layers, (long long)s.d_model, (long long)s.heads, (long long)s.batch, (long long)s.seq_len);
-    char clip[64] = "no gradient clipping";
-    if (s.clip > 0) std::snprintf(clip, sizeof clip, "clip %.1f", s.clip);
-    std::printf("schedule: %lld steps, linear warmup %lld, cosine to 0.1 x peak; AdamW (0.9, 0.95), weight decay 0.1, "
-                "%s\n",
-                (long long)s.steps, (long long)s.warmup, clip);
+    std::printf("every run: SwiGLU FFN, RoPE, gpt2 init, batch 8 x 64 tokens, cosine to 0.1 x peak, AdamW (0.9, 0.95), "
+                "seeds 1..%lld\n",
+                static_cast<long long>(seeds));
+    for (const Regime& r : regimes)
+        std::printf("  %-14s %s; %lld steps\n", r.name.c_str(), r.what.c_str(), static_cast<long long>(r.settings.steps));
     std::printf("unigram entropy of the training bytes: %.4f nats (a run that ends above it diverged)\n", unigram);
-    std::printf("%zu runs, %d at a time:\n", runs.size(), options.jobs);
-
+    std::vector<Run> runs;
     std::vector<nlohmann::json> results;
-    for (const std::string& text : run_in_processes(std::ssize(runs), options.jobs,
-                                                    [&](int64_t i) { return train_one(s, runs[i], data, unigram); }))
-        results.push_back(nlohmann::json::parse(text));
+    search(regimes, seeds, options.jobs, data, unigram, runs, results);
 
-    std::vector<Series> curves;
-    const json summary = summarise(s, runs, results, unigram, curves);
-    if (options.out.empty()) {
-        std::printf("in %s\n", minutes_and_cpu_minutes(start).c_str());
-        return 0;
+    std::vector<json> summaries;
+    for (size_t g = 0; g < regimes.size(); ++g) {
+        summaries.push_back(summarise(regimes[g], g, runs, results, unigram));
+        if (!options.out.empty())
+            write_regime_results(std::filesystem::path(options.out) / regimes[g].name, regimes[g], g, runs, results,
+                                 unigram, summaries.back());
     }
-    write_results(options.out, s, runs, results, unigram, summary, curves);
-    std::printf("wrote %s/{runs.csv, steps.csv, summary.json, final_loss_vs_lr.svg, loss_curves.svg}\nin %s\n",
-                options.out.c_str(), minutes_and_cpu_minutes(start).c_str());
+    print_search_table(regimes, summaries, options.out);
+    std::printf("%zu runs in %s\n", runs.size(), minutes_and_cpu_minutes(start).c_str());
     return 0;
 }

@@ -111,6 +111,14 @@ void print_table(const std::vector<Eval>& evals, int64_t L, int64_t eval_batches
         }
         std::printf("\n");
     }
+    std::printf("\nloss increase over the model's own loss at T=%d (nats/byte):\n  %-8s %-6s", int(L), "model", "method");
+    for (size_t k = 1; k < kMultiples.size(); ++k) std::printf("  %-8s", ("T=" + std::to_string(kMultiples[k] * L)).c_str());
+    std::printf("\n");
+    for (size_t i = 0; i < evals.size(); i += kMultiples.size()) {
+        std::printf("  %-8s %-6s", evals[i].model.c_str(), rope_scaling_name(kMethods[evals[i].method]));
+        for (size_t k = 1; k < kMultiples.size(); ++k) std::printf("  %+8.3f", evals[i + k].loss_all - evals[i].loss_all);
+        std::printf("\n");
+    }
 }
 
 // A chart line of one model and method: G1 dark, baseline light, one colour per method.
