@@ -1,8 +1,9 @@
 // tensor.cpp — storage, metadata, creation, device/dtype moves and printing.
 #include "tensor/tensor.h"
 
-#include <cstring>
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
@@ -27,8 +28,19 @@ std::string describe(const Tensor& t) {
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     for (int64_t d : shape)
         if (d < 0) throw std::invalid_argument("empty: negative dim in shape " + shape_str(shape));
+    // numel · element size must not wrap; no allocator can serve more than PTRDIFF_MAX bytes.
+    size_t nbytes = 0;
+    if (__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &nbytes) ||
+        nbytes > static_cast<size_t>(PTRDIFF_MAX))
+        throw std::length_error("empty: a tensor of shape " + shape_str(shape) + " " + dtype_name(dtype) +
+                                " would need more than 2^63 bytes");
     auto impl = std::make_shared<TensorImpl>();
-    impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
+    try {
+        impl->storage = std::make_shared<Storage>(nbytes, device);
+    } catch (const std::bad_alloc&) {
+        throw std::runtime_error("empty: out of memory allocating " + std::to_string(nbytes) + " bytes for a tensor of shape " +
+                                 shape_str(shape) + " " + dtype_name(dtype));
+    }
     impl->shape = shape;
     impl->strides = contiguous_strides(shape);
     impl->dtype = dtype;
@@ -130,10 +142,12 @@ Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()
 Tensor scalar(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
 
 Tensor arange(double start, double end, double step, DType dtype, Device device) {
-    if (step == 0 || (end - start) / step < 0)
+    const double count = std::ceil((end - start) / step);
+    // !(count < 2^63) also refuses a NaN, which no cast to int64 may see.
+    if (step == 0 || count < 0 || !(count < 0x1p63))
         throw std::invalid_argument("arange: cannot go from " + std::to_string(start) + " to " +
                                     std::to_string(end) + " in steps of " + std::to_string(step));
-    const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+    const auto n = static_cast<int64_t>(count);
     Tensor out = Tensor::empty({n}, dtype, device);
     backend(device).arange(out.view_desc(), start, step);
     return out;
