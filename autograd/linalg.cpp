@@ -113,7 +113,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
             return std::vector<Tensor>{da, gemm_forward(rows_a.transpose(0, 1), rows_g)};
         }
         return std::vector<Tensor>{da, sum_to(gemm_forward(a.transpose(-1, -2), g), b.shape())};
-    });
+    }, {a, b});
 }
 
 }  // namespace gg

@@ -75,7 +75,7 @@ Tensor extreme(ReduceOp op, const char* name, const Tensor& x, const std::vector
         const Tensor hits = eq(x, y_keep);
         const Tensor share = hits / sum(hits, plan.dims, true);
         return std::vector<Tensor>{g.reshape(plan.keep_shape) * share};
-    });
+    }, {x, y_keep});
 }
 
 }  // namespace

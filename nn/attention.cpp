@@ -49,7 +49,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                         Q.view_desc(), K.view_desc(), V.view_desc(), O_saved.view_desc(),
                                         lse.view_desc());
         return std::vector<Tensor>{dQ, dK, dV};
-    });
+    }, {Q, K, V, O_saved, lse});
 }
 
 // ---------------------------------------------------------------- option names

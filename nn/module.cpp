@@ -127,6 +127,7 @@ void copy_state(const NamedTensors& into, const NamedTensors& from, const std::s
     for (const auto& [name, dst] : into) {
         const Tensor src = sources.at(name).detach().to(dst.device());
         backend(dst.device()).copy(dst.view_desc(), src.view_desc());
+        dst.bump_version();
     }
 }
 

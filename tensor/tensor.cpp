@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ostream>
 #include <stdexcept>
+#include <type_traits>
 
 
 namespace gg {
@@ -61,17 +62,22 @@ bool Tensor::is_contiguous() const {
 
 template <class T>
 T* Tensor::data() const {
-    const DType wanted = std::is_same_v<T, float> ? DType::f32 : std::is_same_v<T, double> ? DType::f64 : DType::i64;
+    using E = std::remove_const_t<T>;
+    const DType wanted = std::is_same_v<E, float> ? DType::f32 : std::is_same_v<E, double> ? DType::f64 : DType::i64;
     if (dtype() != wanted)
         throw std::logic_error(std::string("data: the tensor is ") + dtype_name(dtype()) + ", not " + dtype_name(wanted));
     if (device() != Device::CPU)
         throw std::logic_error("data: the tensor is on " + std::string(device_name(device())) +
                                "; move it to the cpu first");
+    if constexpr (!std::is_const_v<T>) bump_version();  // the caller may write through it
     return static_cast<T*>(impl_->storage->data) + impl_->offset;
 }
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
+template const float* Tensor::data<const float>() const;
+template const double* Tensor::data<const double>() const;
+template const int64_t* Tensor::data<const int64_t>() const;
 
 Tensor Tensor::alias(Shape shape, Strides strides, int64_t offset) const {
     auto impl = std::make_shared<TensorImpl>();

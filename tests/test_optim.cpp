@@ -249,3 +249,19 @@ TEST_CASE("optim: bad arguments are errors naming the optimiser") {
     CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("AdamW: parameter 0 ((2,3) float32) has a gradient ((2,3) float64"),
                          std::invalid_argument);
 }
+
+TEST_CASE("optim: a step between forward and backward makes that backward an error, not a wrong gradient") {
+    manual_seed(3);
+    gg::nn::Linear layer(3, 2);
+    const Tensor x = randn({4, 3});
+    SGD opt(layer.parameters(), 0.1);
+    layer.forward(x).sum().backward();  // gradients for the step below
+    const Tensor loss = layer.forward(x).sum();
+    opt.step();  // writes the weight that loss's matmul saved
+    CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("a tensor saved by 'matmul' was modified in place"),
+                         std::logic_error);
+    // In the usual order nothing is stale.
+    opt.zero_grad();
+    layer.forward(x).sum().backward();
+    opt.step();
+}
