@@ -6,6 +6,7 @@
 // topological sort of those Nodes and one reverse loop over them (engine.cpp).
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct SavedVersion {
 };
 
 struct Node {
+    Node(std::string name, std::vector<Tensor> inputs, BackwardFn backward, std::vector<SavedVersion> saved)
+        : name(std::move(name)), inputs(std::move(inputs)), backward(std::move(backward)), saved(std::move(saved)) {}
+
     std::string name;            // the op, for error messages and graph dumps
     std::vector<Tensor> inputs;  // the parents in the graph
     BackwardFn backward;         // released after backward unless the graph is retained

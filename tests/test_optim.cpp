@@ -165,7 +165,8 @@ TEST_CASE("optim: learning-rate schedules") {
 
 TEST_CASE("optim: resuming from state_dict gives the same parameters as not stopping") {
     for (const auto& [name, make] : {std::pair{"AdamW", torch_adamw}, std::pair{"SGD", torch_sgd}}) {
-        CAPTURE(name);
+        const std::string optimizer = name;  // doctest captures it in a lambda
+        CAPTURE(optimizer);
         const auto train = [&](const std::vector<Tensor>& params, Optimizer& opt, int from, int to) {
             for (int step = from; step < to; ++step) {
                 for (int i = 0; i < kParams; ++i)

@@ -327,7 +327,8 @@ TEST_CASE("tensor: binary ops broadcast as NumPy") {
         const Tensor a = gg::randn(sa, gen, DType::f64), b = gg::rand(sb, gen, DType::f64) + 0.5;
         const Shape out_shape = gg::broadcast_shapes(sa, sb, "test");
         for (const auto& [name, op, f] : ops) {
-            INFO(name << " " << gg::shape_str(sa) << " with " << gg::shape_str(sb));
+            const std::string what = std::string(name) + " " + gg::shape_str(sa) + " with " + gg::shape_str(sb);
+            INFO(what);  // a named string: doctest captures it in a lambda
             const Tensor out = op(a, b);
             CHECK(out.shape() == out_shape);
             CHECK(mismatch(out, broadcast_reference(a, b, out_shape, f), 1e-12) == "");
