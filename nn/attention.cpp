@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "autograd/engine.h"
+#include "nn/untrusted.h"
 
 namespace gg::nn {
 
@@ -62,7 +63,7 @@ E parse_name(const std::string& name, const std::pair<const char*, E> (&table)[N
         if (name == n) return e;
         known += (known.empty() ? "" : ", ") + std::string(n);
     }
-    throw std::invalid_argument(std::string(what) + " '" + name + "' is not one of " + known);
+    throw std::invalid_argument(std::string(what) + " '" + printable(name) + "' is not one of " + known);
 }
 template <class E, size_t N>
 std::string name_of(E e, const std::pair<const char*, E> (&table)[N]) {
