@@ -126,7 +126,7 @@ struct MemoryParts {
 
 MemoryParts memory_parts(const LMConfig& c, Workload workload, int64_t batch, int64_t seq_len) {
     const double d = double(c.d_model), V = double(c.vocab_size), L = double(c.n_layers);
-    const double dkv = double(c.attn.kv_heads()) * double(c.attn.head_dim()), H = double(c.attn.n_heads);
+    const double H = std::max(1.0, double(c.attn.n_heads)), dkv = double(c.attn.kv_heads()) * d / H;
     const double E = c.ffn && c.n_experts > 0 ? double(c.n_experts) : 0, F = c.ffn ? double(c.ffn_hidden()) : 0;
     const double gate = c.attn.gated() ? d * d : 0;  // element-wise at most d × d
     const double ffn = E > 0 ? E * (3 * d * F + d) : 3 * d * F;

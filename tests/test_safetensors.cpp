@@ -373,6 +373,10 @@ TEST_CASE("safetensors: hostile headers end in a short one-line error, never a c
     const std::string escape = parse_error(make_file(entry("\"\\u001b[2J\"", "[2]", "[0,8]"), kEight));
     CAPTURE(escape);
     CHECK(escape.find("unknown dtype '\\x1b[2J'") != std::string::npos);
+    // A shape of 10k ones is a valid one-byte tensor, and 10k dims in every later message.
+    std::string ones = "[1";
+    for (int i = 1; i < 10000; ++i) ones += ",1";
+    check_rejected(make_file(entry("\"U8\"", ones + "]", "[0,1]"), {0}), {"10000 dimensions (at most 32)"});
     // A 100 KB name is quoted by its first 64 bytes.
     const std::string long_name = parse_error(make_file("{\"" + std::string(100000, 'n') + "\":5}", {}));
     CHECK(long_name.find("'" + std::string(64, 'n') + "...'") != std::string::npos);

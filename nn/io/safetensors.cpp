@@ -49,6 +49,9 @@ using nlohmann::json;
 // the file is not safetensors at all (or is hostile). Same limit as the
 // reference Python/Rust implementation.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// gatedgrad writes at most 5 dims and PyTorch tensors rarely have 10; a shape of
+// thousands of ones is a valid one-byte tensor whose shape no message should print.
+constexpr size_t kMaxDims = 32;
 
 const std::map<std::string, size_t>& dtype_sizes() {
     static const std::map<std::string, size_t> sizes = {
@@ -122,6 +125,9 @@ Placed parse_entry(const std::string& name, const json& info, uint64_t data_size
     const json& shape = info.at("shape");
     if (!shape.is_array())
         fail(what, where + ": \"shape\" must be an array of integers, got a JSON " + shape.type_name());
+    if (shape.size() > kMaxDims)
+        fail(what, where + " has " + std::to_string(shape.size()) + " dimensions (at most " +
+                       std::to_string(kMaxDims) + ")");
     for (const json& d : shape) {
         if (!d.is_number_integer())
             fail(what, where + ": \"shape\" must be an array of integers, but holds a JSON " + d.type_name());

@@ -51,13 +51,13 @@ def with_data(header, data, tensor, new_bytes):
     return data[:begin] + new_bytes + data[begin + len(new_bytes) :]
 
 
-def with_config(header, data, key, **fields):
+def with_config(header, tensor_data, key, **fields):
     """The file with fields of the JSON config stored under metadata `key` changed."""
     h = json.loads(json.dumps(header))
     config = json.loads(h["__metadata__"][key])
     config.update(fields)
     h["__metadata__"][key] = json.dumps(config)
-    return repack(h, data)
+    return repack(h, tensor_data)
 
 
 def nested(depth):
@@ -86,6 +86,9 @@ def main():
     with open(os.path.join(work, "run", "model.safetensors"), "rb") as f:
         trained = f.read()
     shutil.rmtree(work)
+    header, data = unpack(trained)
+    # The run's temp folder in its train config would differ at every run of this script.
+    trained = with_config(header, data, "train_config", data=["corpus.txt"], out_dir="run")
     header, data = unpack(trained)
     write("seed_trained.safetensors", trained)
 
@@ -147,6 +150,8 @@ def main():
     write("issue8_non_utf8_name.safetensors", pack(b'{"w\xff\xfe":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}'))
     write("issue8_control_chars.safetensors", pack(w % ('"\\u001b[2J\\u0007"', "[2]", "[0,8]"), bytes(8)))
     write("issue8_long_name.safetensors", pack('{"%s":5}' % ("n" * 20000)))
+    # found while fuzzing: a valid one-byte tensor of 10k dims put 20 KB into every message
+    write("fuzz_many_dims.safetensors", pack(w % ('"U8"', "[" + ",".join(["1"] * 10000) + "]", "[0,1]"), bytes(1)))
 
     total = sum(os.path.getsize(os.path.join(CORPUS, f)) for f in os.listdir(CORPUS))
     print(f"wrote {len(os.listdir(CORPUS))} files, {total} bytes, to {CORPUS}")
