@@ -104,10 +104,12 @@ void check_int(const char* field, int64_t value, int64_t low, int64_t high) {
                                     std::to_string(low) + ", " + std::to_string(high) + "]");
 }
 
-void check_real(const char* field, double value, double low, double high) {
-    if (!(value >= low && value <= high))  // also false for NaN
-        throw std::invalid_argument("LMConfig: " + std::string(field) + " " + std::to_string(value) +
-                                    " is outside [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+void check_real(const char* field, double value, double low, double high, bool open_low = false) {
+    if (!(value >= low && value <= high) || (open_low && value == low)) {  // the first is also true for NaN
+        char why[160];
+        std::snprintf(why, sizeof why, "LMConfig: %s %g is outside %c%g, %g]", field, value, open_low ? '(' : '[', low, high);
+        throw std::invalid_argument(why);
+    }
 }
 
 std::string bytes_str(double bytes) {
@@ -164,7 +166,7 @@ void LMConfig::validate() const {
     if (ffn && n_experts > 0) check_int("top_k", top_k, 1, n_experts);
     check_int("window", attn.window, 0, Limit::window);
     check_real("gate_init_std", attn.gate_init_std, 0, 1e3);
-    check_real("rope_base", attn.rope_options.base, 1 + 1e-9, 1e12);
+    check_real("rope_base", attn.rope_options.base, 1, 1e12, true);
     check_real("aux_loss_weight", aux_loss_weight, 0, 1e6);
     check_real("norm_eps", norm_eps, 0, 1);
     const auto fail = [](const std::string& why) { throw std::invalid_argument("LMConfig: " + why); };

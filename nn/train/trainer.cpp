@@ -80,9 +80,11 @@ void TrainConfig::validate() const {
     };
     // Reals: finite and at least `low`; below `high` when one is given (the betas).
     const auto check_real = [&](const char* field, double value, double low, double high = INFINITY) {
-        if (!(std::isfinite(value) && value >= low && (value < high || std::isinf(high))))
-            fail(std::string(field) + " " + std::to_string(value) + " must be finite, at least " + std::to_string(low) +
-                 (std::isinf(high) ? "" : " and below " + std::to_string(high)));
+        if (std::isfinite(value) && value >= low && (value < high || std::isinf(high))) return;
+        char why[160];
+        if (std::isinf(high)) std::snprintf(why, sizeof why, "%s %g must be finite and at least %g", field, value, low);
+        else std::snprintf(why, sizeof why, "%s %g must be at least %g and below %g", field, value, low, high);
+        fail(why);
     };
     check_int("batch_size", batch_size, 1, Limit::batch_size);
     check_int("seq_len", seq_len, 2, LMConfigLimits::max_len);
