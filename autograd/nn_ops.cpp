@@ -102,7 +102,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
         backend(dev).rms_norm_backward(dx.view_desc(), dw.view_desc(), g.contiguous().view_desc(), xc.view_desc(),
                                        w.view_desc(), rstd.view_desc(), rows, C);
         return std::vector<Tensor>{dx, dw};
-    });
+    }, {xc, w});
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
