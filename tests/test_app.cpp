@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -323,18 +324,26 @@ TEST_CASE("gatedgrad: absurd numbers, hostile files and an earlier run are refus
     check_error(run_app(tmp, "sample --ckpt " + learned_ckpt + " --prompt abc --tokens 40"), 2, "ask for at most 13 tokens");
     CHECK(run_app(tmp, "sample --ckpt " + learned_ckpt + " --prompt abc --tokens 13").code == 0);
 
-    // A checkpoint whose header nests 100k arrays: a short error, not a stack overflow.
-    const fs::path nested = tmp.path / "nested.safetensors";
-    {
-        const std::string header = R"({"w":{"dtype":"F32","shape":)" + std::string(100000, '[') +
-                                   std::string(100000, ']') + R"(,"data_offsets":[0,0]}})";
+    // Hand-made checkpoints: an 8-byte header length, then the header.
+    const auto write_header = [](const fs::path& path, const std::string& header) {
         std::string bytes(8, '\0');
         for (int i = 0; i < 8; ++i) bytes[i] = char((header.size() >> (8 * i)) & 0xff);
-        std::ofstream(nested, std::ios::binary) << bytes << header;
-    }
+        std::ofstream(path, std::ios::binary) << bytes << header;
+    };
+    // A checkpoint whose header nests 100k arrays: a short error, not a stack overflow.
+    const fs::path nested = tmp.path / "nested.safetensors";
+    write_header(nested, R"({"w":{"dtype":"F32","shape":)" + std::string(100000, '[') + std::string(100000, ']') +
+                             R"(,"data_offsets":[0,0]}})");
     for (const char* command : {"eval", "sample", "sink"}) {
         const Outcome o = run_app(tmp, std::string(command) + " --ckpt " + nested.string());
         check_error(o, 1, "nested deeper than 64 levels");
         CHECK(o.err.size() < 300);
     }
+    // Bytes from a header that are not UTF-8, or are terminal escapes, reach stderr escaped.
+    const fs::path raw = tmp.path / "raw.safetensors";
+    write_header(raw, "{\"w\xff\xfe\":{\"dtype\":\"\x1b[2J\",\"shape\":[1],\"data_offsets\":[0,4]}}");
+    const Outcome escaped = run_app(tmp, "eval --ckpt " + raw.string());
+    check_error(escaped, 1, "\\x");
+    const std::string line = escaped.err.substr(0, escaped.err.find('\n'));
+    CHECK(std::all_of(line.begin(), line.end(), [](char c) { return c >= 0x20 && c < 0x7f; }));
 }
