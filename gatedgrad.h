@@ -14,6 +14,7 @@
 #include "nn/moe.h"
 #include "nn/rope.h"
 #include "nn/transformer.h"
+#include "nn/untrusted.h"
 
 #include "nn/optim/optimizer.h"
 #include "nn/optim/schedule.h"

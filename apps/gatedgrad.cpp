@@ -10,11 +10,13 @@
 //   gatedgrad plot  --out loss.svg runs/baseline/log.jsonl runs/g1/log.jsonl
 //
 // Exit codes: 0 done; 1 the work failed (a missing corpus, a corrupt checkpoint, a loss
-// that went NaN); 2 the command line is wrong (unknown flag, bad value). Either failure
-// is one line on stderr, "gatedgrad: <message>".
+// that went NaN); 2 the command line is wrong (unknown flag, bad value, a model too big
+// for this machine). Either failure is one line on stderr, "gatedgrad: <message>", with
+// anything unprintable escaped: it may quote a file someone else wrote.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -45,10 +47,16 @@ std::string one_line(std::string text) {
     for (char& c : text)
         if (c == '\n' || c == '\r') c = ' ';
     while (!text.empty() && text.back() == ' ') text.pop_back();
-    return text;
+    return printable(text, 2000);
 }
 
-std::string read_file(const std::string& path) {
+// The text of a small file (a config): a regular file of at most `limit` bytes, so that
+// --config /dev/zero fails at once instead of reading forever.
+std::string read_file(const std::string& path, std::uintmax_t limit = 1 << 20) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) throw std::runtime_error("cannot read " + path + ": not a regular file");
+    if (fs::file_size(path, ec) > limit)
+        throw std::runtime_error("cannot read " + path + ": larger than " + std::to_string(limit) + " bytes");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error("cannot read " + path);
     std::stringstream text;
@@ -74,22 +82,47 @@ CLI::Validator accepted_by(Parse parse) {
         "");
 }
 
-// A number in [low, high] (above low when `strict`). A value that is not a number passes
-// here and fails in CLI11's own conversion, which says so.
+// A finite number in [low, high] (above low when `strict`). A value that is not a number
+// passes here and fails in CLI11's own conversion, which says so.
 CLI::Validator bounded(double low, double high = INFINITY, bool strict = false) {
     return CLI::Validator(
         [=](std::string& value) -> std::string {
             char* end = nullptr;
             const double x = std::strtod(value.c_str(), &end);
-            if (end == value.c_str() || *end != '\0' || ((strict ? x > low : x >= low) && x <= high)) return "";
+            if (end == value.c_str() || *end != '\0') return "";
+            if (std::isfinite(x) && (strict ? x > low : x >= low) && x <= high) return "";
             char why[96];
             if (std::isfinite(high)) std::snprintf(why, sizeof why, "must be between %g and %g", low, high);
-            else std::snprintf(why, sizeof why, "must be %s %g", strict ? "above" : "at least", low);
+            else std::snprintf(why, sizeof why, "must be a finite number %s %g", strict ? "above" : "at least", low);
             return why + (", got " + value);
         },
         "");
 }
 const CLI::Validator kNonNegative = bounded(0), kPositive = bounded(0, INFINITY, true);
+
+// A whole number in [low, high], in decimal. CLI11's own conversion would take 010 as
+// octal, saturate 99999999999999999999 to INT64_MAX and wrap -1 into an unsigned seed;
+// so the value is parsed here, exactly, and handed on in plain decimal.
+template <class T>
+CLI::Validator whole(T low, T high) {
+    return CLI::Validator(
+        [=](std::string& value) -> std::string {
+            T x{};
+            const char *first = value.data(), *last = value.data() + value.size();
+            if (first != last && *first == '+') ++first;
+            const auto [stop, err] = std::from_chars(first, last, x);
+            if (err == std::errc() && stop == last && x >= low && x <= high) {
+                value = std::to_string(x);
+                return "";
+            }
+            return "must be a whole number between " + std::to_string(low) + " and " + std::to_string(high) +
+                   ", got " + value;
+        },
+        "");
+}
+CLI::Validator count(int64_t low, int64_t high) { return whole<int64_t>(low, high); }
+const CLI::Validator kSeed = whole<uint64_t>(0, UINT64_MAX);
+constexpr int64_t kMaxSteps = TrainConfigLimits::steps, kMaxSeqLen = LMConfigLimits::max_len;
 
 // ---------------------------------------------------------------- train
 
@@ -202,7 +235,7 @@ Device device_of(const Module& model) { return model.parameters().front().device
 struct TrainArgs {
     CLI::App* cmd = nullptr;
     std::string preset, config_file, out, device = "cpu";
-    bool resume = false, quiet = false;
+    bool resume = false, force = false, quiet = false;
     std::unique_ptr<Overrides> overrides;
     CLI::Option *steps = nullptr, *warmup = nullptr, *eval_every = nullptr;  // --steps rescales the others
 };
@@ -216,7 +249,10 @@ void add_train(CLI::App& app, TrainArgs& a) {
         ->type_name("FILE")
         ->excludes(preset);
     cmd->add_option("--out", a.out, "output directory")->type_name("DIR")->required();
-    cmd->add_flag("--resume", a.resume, "continue the run in DIR from DIR/model.safetensors (config from DIR/config.json)");
+    CLI::Option* resume =
+        cmd->add_flag("--resume", a.resume, "continue the run in DIR from DIR/model.safetensors (config from DIR/config.json)");
+    cmd->add_flag("--force", a.force, "start a new run in DIR even if one is there, replacing its checkpoint and log")
+        ->excludes(resume);
     cmd->add_flag("--quiet", a.quiet, "print only the final result");
     add_device_option(cmd, a.device);
 
@@ -238,51 +274,52 @@ void add_train(CLI::App& app, TrainArgs& a) {
         ->check(accepted_by(parse_gate_init));
     o.option<I>("--kv-heads", [](TrainConfig& c, const I& v) { c.model.attn.n_kv_heads = v; },
                 "key/value heads for grouped-query attention (must divide --heads)")
-        ->check(kPositive);
+        ->check(count(1, LMConfigLimits::d_model));
     o.flag("--qk-norm", [](TrainConfig& c) { c.model.attn.qk_norm = true; }, "RMSNorm on each query and key head");
     o.option<I>("--window", [](TrainConfig& c, const I& v) { c.model.attn.window = v; },
                 "sliding-window attention over the last N keys (0: full)")
-        ->check(kNonNegative);
+        ->check(count(0, LMConfigLimits::window));
     o.option<S>("--positions", [](TrainConfig& c, const S& v) {
         c.model.positions = v == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
     }, "position encoding: rope or learned")->check(CLI::IsMember({"rope", "learned"}, CLI::ignore_case));
     o.option<I>("--layers", [](TrainConfig& c, const I& v) { c.model.n_layers = v; }, "transformer blocks")
-        ->check(kPositive);
+        ->check(count(1, LMConfigLimits::n_layers));
     o.option<I>("--d-model", [](TrainConfig& c, const I& v) { c.model.d_model = v; }, "model width")
-        ->check(kPositive);
+        ->check(count(1, LMConfigLimits::d_model));
     o.option<I>("--heads", [](TrainConfig& c, const I& v) { c.model.attn.n_heads = v; }, "attention heads")
-        ->check(kPositive);
+        ->check(count(1, LMConfigLimits::d_model));
     o.flag("--no-ffn", [](TrainConfig& c) { c.model.ffn = false; }, "attention-only blocks (no feed-forward)");
     CLI::Option* experts = o.option<I>("--experts", [](TrainConfig& c, const I& v) { c.model.n_experts = v; },
                                        "mixture of N SwiGLU experts as the feed-forward (0: dense)")
-                               ->check(kNonNegative);
+                               ->check(count(0, LMConfigLimits::n_experts));
     o.option<I>("--top-k", [](TrainConfig& c, const I& v) { c.model.top_k = v; }, "experts per token")
-        ->check(kPositive)
+        ->check(count(1, LMConfigLimits::n_experts))
         ->needs(experts);
     a.steps = o.option<I>("--steps", [](TrainConfig& c, const I& v) { c.steps = v; },
                           "training steps (a preset's warmup and eval interval keep their share of the run unless given)")
-                  ->check(kNonNegative);
+                  ->check(count(0, kMaxSteps));
     o.option<I>("--batch", [](TrainConfig& c, const I& v) { c.batch_size = v; }, "sequences per batch")
-        ->check(kPositive);
+        ->check(count(1, TrainConfigLimits::batch_size));
     o.option<I>("--seq-len", [](TrainConfig& c, const I& v) { c.seq_len = c.model.max_len = v; },
                             "tokens per sequence, BOS included")
-                    ->check(bounded(2));
+                    ->check(count(2, kMaxSeqLen));
     o.option<double>("--lr", [](TrainConfig& c, const double& v) { c.lr = v; }, "peak learning rate")
         ->check(kPositive);
     a.warmup = o.option<I>("--warmup", [](TrainConfig& c, const I& v) { c.warmup = v; }, "linear warmup steps")
-                   ->check(kNonNegative);
+                   ->check(count(0, kMaxSteps));
     o.option<double>("--weight-decay", [](TrainConfig& c, const double& v) { c.weight_decay = v; }, "AdamW weight decay")
         ->check(kNonNegative);
     o.option<double>("--clip", [](TrainConfig& c, const double& v) { c.grad_clip = v; },
                      "clip the gradient norm to this (0: off)")
         ->check(kNonNegative);
-    o.option<uint64_t>("--seed", [](TrainConfig& c, const uint64_t& v) { c.seed = v; }, "initialisation and batch order");
+    o.option<uint64_t>("--seed", [](TrainConfig& c, const uint64_t& v) { c.seed = v; }, "initialisation and batch order")
+        ->check(kSeed);
     a.eval_every = o.option<I>("--eval-every", [](TrainConfig& c, const I& v) { c.eval_every = v; },
                                "validate every N steps (and at the end)")
-                       ->check(kNonNegative);
+                       ->check(count(0, kMaxSteps));
     o.option<I>("--ckpt-every", [](TrainConfig& c, const I& v) { c.ckpt_every = v; },
                 "checkpoint every N steps (0: only at the end)")
-        ->check(kNonNegative);
+        ->check(count(0, kMaxSteps));
     o.option<std::vector<S>>("--data", [](TrainConfig& c, const std::vector<S>& v) { c.data = v; },
                              "text files or folders of them (see Data below)")
         ->type_name("PATH");
@@ -312,7 +349,12 @@ TrainConfig train_config(const TrainArgs& a) {
     bool rescale = true;  // a base the user did not write: --steps may stretch its schedule
     const fs::path saved = fs::path(a.out) / "config.json";
     if (!a.config_file.empty()) {
-        c = TrainConfig::from_json(read_file(a.config_file));
+        const std::string text = read_file(a.config_file);  // unreadable: a runtime error
+        try {
+            c = TrainConfig::from_json(text);
+        } catch (const std::invalid_argument& e) {  // what the user asked for is wrong: a usage error
+            throw UsageError(a.config_file + ": " + e.what());
+        }
         rescale = false;
     } else if (!a.preset.empty()) {
         c = TrainConfig::preset(a.preset);
@@ -337,6 +379,13 @@ TrainConfig train_config(const TrainArgs& a) {
     // Saved absolute in config.json and the checkpoint, so that eval and sink find the corpus
     // from any folder.
     for (std::string& path : c.data) path = fs::absolute(path).lexically_normal().string();
+    // Every size checked, and the memory of a training step estimated, before anything is built.
+    try {
+        c.validate();
+        check_memory(c.model, Workload::training, c.batch_size, c.seq_len);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
     return c;
 }
 
@@ -371,8 +420,13 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
 int run_train(const TrainArgs& a) {
     const TrainConfig requested = train_config(a);
     const fs::path dir(requested.out_dir);
-    const auto data = std::make_shared<const TextDataset>(load_documents(requested.data), requested.split);
+    if (!a.resume && !a.force)
+        for (const char* name : {"model.safetensors", "log.jsonl", "config.json"})
+            if (fs::exists(dir / name))
+                throw UsageError(dir.string() + " already holds a run (" + name +
+                                 "); pass --resume to continue it or --force to replace it");
     const Device device = parse_device(a.device);
+    const auto data = std::make_shared<const TextDataset>(load_documents(requested.data), requested.split);
     Trainer trainer(requested, data, device);
     if (a.resume) {
         const fs::path ckpt = dir / "model.safetensors";
@@ -413,7 +467,13 @@ Checkpoint open_checkpoint(const std::string& path) {
     Checkpoint ck;
     ck.model = load_model(path);  // checks the file and every tensor
     const SafetensorsFile file = read_safetensors(path);
-    if (auto it = file.metadata.find("train_config"); it != file.metadata.end()) ck.train = TrainConfig::from_json(it->second);
+    if (auto it = file.metadata.find("train_config"); it != file.metadata.end()) {
+        try {
+            ck.train = TrainConfig::from_json(it->second);
+        } catch (const std::invalid_argument& e) {
+            throw std::runtime_error("checkpoint: " + path + ": " + e.what());
+        }
+    }
     ck.train.model = ck.model->config();
     return ck;
 }
@@ -429,23 +489,32 @@ void add_data_options(CLI::App* cmd, DataArgs& a) {
     cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE")->required();
     cmd->add_option("--data", a.data, "corpus files or folders (default: those the model was trained on)")->type_name("PATH");
     cmd->add_option("--seq-len", a.seq_len, "tokens per sequence (default: the training length)")
-        ->check(bounded(2));
-    cmd->add_option("--batch", a.batch, "sequences per batch (default: the training batch)")->check(kPositive);
+        ->check(count(2, kMaxSeqLen));
+    cmd->add_option("--batch", a.batch, "sequences per batch (default: the training batch)")
+        ->check(count(1, TrainConfigLimits::batch_size));
     add_device_option(cmd, a.device);
 }
 
-// Fills in the training defaults and checks the model can run at that length.
-Checkpoint open_for_data(DataArgs& a) {
+// Fills in the training defaults and checks the model can run at that length, and that a
+// batch of that size fits in memory for `workload`.
+Checkpoint open_for_data(DataArgs& a, Workload workload) {
     const Device device = parse_device(a.device);
     Checkpoint ck = open_checkpoint(a.ckpt);
     ck.model->to(device);
     if (!a.data.empty()) ck.train.data = a.data;
+    const bool from_flags = a.seq_len > 0 || a.batch > 0;
     if (a.seq_len == 0) a.seq_len = ck.train.seq_len;
     if (a.batch == 0) a.batch = ck.train.batch_size;
     const LMConfig& m = ck.model->config();
     if (m.positions == PositionEncoding::learned && a.seq_len > m.max_len)
         throw UsageError("--seq-len " + std::to_string(a.seq_len) + " is longer than the " + std::to_string(m.max_len) +
                          " learned positions of this model");
+    try {
+        check_memory(m, workload, a.batch, a.seq_len);
+    } catch (const std::invalid_argument& e) {
+        if (from_flags) throw UsageError(e.what());
+        throw std::runtime_error(a.ckpt + ": " + e.what());
+    }
     return ck;
 }
 
@@ -486,16 +555,17 @@ struct EvalArgs {
 void add_eval(CLI::App& app, EvalArgs& a) {
     a.cmd = app.add_subcommand("eval", "validation loss and perplexity of a checkpoint, optionally at a longer context");
     add_data_options(a.cmd, a.data);
-    a.cmd->add_option("--batches", a.batches, "validation batches (default: as in training)")->check(kPositive);
+    a.cmd->add_option("--batches", a.batches, "validation batches (default: as in training)")
+        ->check(count(1, TrainConfigLimits::eval_batches));
     a.cmd->add_option("--rope-scaling", a.rope_scaling, "RoPE rescaling for long contexts: none, pi, ntk, yarn")
         ->check(accepted_by(parse_rope_scaling))
         ->capture_default_str();
-    a.cmd->add_option("--rope-factor", a.rope_factor, "scaling factor s (default: --seq-len / training length)")
-        ->check(kPositive);
+    a.cmd->add_option("--rope-factor", a.rope_factor, "scaling factor s ≥ 1 (default: --seq-len / training length)")
+        ->check(bounded(1, 1e6));
 }
 
 int run_eval(EvalArgs& a) {
-    Checkpoint ck = open_for_data(a.data);
+    Checkpoint ck = open_for_data(a.data, Workload::inference);
     const int64_t B = a.data.batch, T = a.data.seq_len, L = ck.train.seq_len;
     const RopeScaling scaling = parse_rope_scaling(a.rope_scaling);
     std::string scaling_note;
@@ -521,6 +591,9 @@ int run_eval(EvalArgs& a) {
         total += ck.model->forward(b.inputs.to(device_of(*ck.model)), b.targets.to(device_of(*ck.model))).loss.item();
     }
     const double loss = total / double(n);
+    if (!std::isfinite(loss))
+        throw std::runtime_error("the validation loss is " + std::to_string(loss) + ": the model" + scaling_note +
+                                 " gives non-finite logits on this text");
     std::printf("%s: trained at %lld tokens, evaluated at %lld%s, %lld batches of %lld\n", a.data.ckpt.c_str(),
                 (long long)L, (long long)T, scaling_note.c_str(), (long long)n, (long long)B);
     std::printf("validation loss %.4f nats/byte, %.3f bits/byte, perplexity %.3f\n", loss, bits(loss), std::exp(loss));
@@ -540,14 +613,16 @@ void add_sample(CLI::App& app, SampleArgs& a) {
     a.cmd = app.add_subcommand("sample", "continue a prompt with a trained model");
     a.cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE")->required();
     a.cmd->add_option("--prompt", a.prompt, "text to continue (after BOS)");
-    a.cmd->add_option("--tokens", a.options.max_new_tokens, "bytes to generate")->check(kNonNegative)->capture_default_str();
+    a.cmd->add_option("--tokens", a.options.max_new_tokens, "bytes to generate")
+        ->check(count(0, kMaxSeqLen))
+        ->capture_default_str();
     a.cmd->add_option("--temperature", a.options.temperature, "softmax temperature (0: greedy)")
         ->check(kNonNegative)
         ->capture_default_str();
     a.cmd->add_option("--top-k", a.options.top_k, "draw from the K likeliest bytes (0: all)")
-        ->check(kNonNegative)
+        ->check(count(0, LMConfigLimits::vocab_size))
         ->capture_default_str();
-    a.cmd->add_option("--seed", a.seed, "sampling seed")->capture_default_str();
+    a.cmd->add_option("--seed", a.seed, "sampling seed")->check(kSeed)->capture_default_str();
     add_device_option(a.cmd, a.device);
 }
 
@@ -558,7 +633,13 @@ int run_sample(const SampleArgs& a) {
     std::vector<int64_t> prompt{kBOS};
     for (int64_t id : encode_bytes(a.prompt)) prompt.push_back(id);
     Generator gen(a.seed);
-    const std::string text = a.prompt + decode_bytes(generate(*model, prompt, a.options, gen));
+    std::vector<int64_t> tokens;
+    try {
+        tokens = generate(*model, prompt, a.options, gen);
+    } catch (const std::invalid_argument& e) {  // --tokens beyond the model's positions, or its memory
+        throw UsageError(e.what());
+    }
+    const std::string text = a.prompt + decode_bytes(tokens);
     std::printf("%s%s", text.c_str(), !text.empty() && text.back() == '\n' ? "" : "\n");
     return 0;
 }
@@ -576,7 +657,9 @@ struct SinkArgs {
 void add_sink(CLI::App& app, SinkArgs& a) {
     a.cmd = app.add_subcommand("sink", "attention-sink report: per layer, the attention queries give to the first token");
     add_data_options(a.cmd, a.data);
-    a.cmd->add_option("--batches", a.batches, "validation batches to average over")->check(kPositive)->capture_default_str();
+    a.cmd->add_option("--batches", a.batches, "validation batches to average over")
+        ->check(count(1, TrainConfigLimits::eval_batches))
+        ->capture_default_str();
     a.cmd->add_option("--threshold", a.threshold, "a layer is a sink layer when its mean share is above this")
         ->check(bounded(0, 1))
         ->capture_default_str();
@@ -637,7 +720,7 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
 }
 
 int run_sink(SinkArgs& a) {
-    Checkpoint ck = open_for_data(a.data);
+    Checkpoint ck = open_for_data(a.data, Workload::analysis);
     const int64_t B = a.data.batch, T = a.data.seq_len;
     const TextDataset data = validation_text(ck, a.data);
     std::vector<Tensor> sequences;
@@ -683,11 +766,29 @@ struct RunLog {
 };
 
 RunLog read_log(const std::string& path) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) throw std::runtime_error("cannot read " + path + ": not a regular file");
     std::ifstream in(path);
     if (!in) throw std::runtime_error("cannot read " + path);
     RunLog log;
     std::string line;
-    for (int number = 1; std::getline(in, line); ++number) {
+    // Line by line, each at most kMaxLine bytes (a log line is under 200): a file that is
+    // one endless line fails there instead of being read whole.
+    constexpr size_t kMaxLine = 4096;
+    int number = 0;
+    const auto next_line = [&] {
+        line.clear();
+        ++number;
+        int c = 0;
+        while ((c = in.get()) != EOF && c != '\n') {
+            if (line.size() == kMaxLine)
+                throw std::runtime_error(path + ":" + std::to_string(number) + ": a line longer than " +
+                                         std::to_string(kMaxLine) + " bytes (not a training log)");
+            line += static_cast<char>(c);
+        }
+        return c != EOF || !line.empty();
+    };
+    while (next_line()) {
         if (line.empty()) continue;
         const auto j = nlohmann::json::parse(line, nullptr, false);
         if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j.contains("loss") || !j["step"].is_number() ||

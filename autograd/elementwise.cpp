@@ -65,13 +65,15 @@ Tensor like(const Tensor& t, double value) {
     return scalar(value, t.dtype(), t.device());
 }
 
-// A unary op whose derivative is written in terms of the input x and output y.
+// A unary op y = f(x) whose derivative dy/dx is written in terms of either its input x or
+// its output y (`of`): backward keeps only that one tensor.
+enum class DerivativeOf { input, output };
 template <class Derivative>
-Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, Derivative dy_dx, double exponent = 0) {
+Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, DerivativeOf of, Derivative dy_dx, double exponent = 0) {
     check_floating(name, x);
     Tensor y = unary_forward(op, x, exponent);
-    const Tensor x_saved = x.detach(), y_saved = y.detach();  // detached: no cycle through y's own node
-    return record(name, y, {x}, [=](const Tensor& g) { return std::vector<Tensor>{g * dy_dx(x_saved, y_saved)}; });
+    const Tensor saved = (of == DerivativeOf::input ? x : y).detach();  // detached: no cycle through y's own node
+    return record(name, y, {x}, [=](const Tensor& g) { return std::vector<Tensor>{g * dy_dx(saved)}; }, {saved});
 }
 
 }  // namespace
@@ -118,7 +120,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
     return record("mul", binary_forward(BinaryOp::mul, "mul", a, b), {a, b}, [a, b](const Tensor& g) {
         return std::vector<Tensor>{sum_to(g * b, a.shape()), sum_to(g * a, b.shape())};
-    });
+    }, {a, b});
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
@@ -126,7 +128,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
     // d(a/b)/da = 1/b,  d(a/b)/db = −a/b²
     return record("div", binary_forward(BinaryOp::div, "div", a, b), {a, b}, [a, b](const Tensor& g) {
         return std::vector<Tensor>{sum_to(g / b, a.shape()), sum_to(-g * a / (b * b), b.shape())};
-    });
+    }, {a, b});
 }
 
 namespace {
@@ -135,7 +137,7 @@ Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b)
     return record(name, binary_forward(op, name, a, b), {a, b}, [=](const Tensor& g) {
         const Tensor a_wins = (op == BinaryOp::maximum ? gt(a, b) : lt(a, b)) + eq(a, b) * 0.5;
         return std::vector<Tensor>{sum_to(g * a_wins, a.shape()), sum_to(g * (1.0 - a_wins), b.shape())};
-    });
+    }, {a, b});
 }
 }  // namespace
 
@@ -155,48 +157,48 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
-    return unary_op("exp", UnaryOp::exp, x, [](const Tensor&, const Tensor& y) { return y; });
+    return unary_op("exp", UnaryOp::exp, x, DerivativeOf::output, [](const Tensor& y) { return y; });
 }
 Tensor log(const Tensor& x) {
-    return unary_op("log", UnaryOp::log, x, [](const Tensor& x, const Tensor&) { return 1.0 / x; });
+    return unary_op("log", UnaryOp::log, x, DerivativeOf::input, [](const Tensor& x) { return 1.0 / x; });
 }
 Tensor sqrt(const Tensor& x) {
-    return unary_op("sqrt", UnaryOp::sqrt, x, [](const Tensor&, const Tensor& y) { return 0.5 / y; });
+    return unary_op("sqrt", UnaryOp::sqrt, x, DerivativeOf::output, [](const Tensor& y) { return 0.5 / y; });
 }
 Tensor rsqrt(const Tensor& x) {  // y = x^(−1/2): dy/dx = −y³/2
-    return unary_op("rsqrt", UnaryOp::rsqrt, x, [](const Tensor&, const Tensor& y) { return y * y * y * -0.5; });
+    return unary_op("rsqrt", UnaryOp::rsqrt, x, DerivativeOf::output, [](const Tensor& y) { return y * y * y * -0.5; });
 }
 Tensor pow(const Tensor& x, double p) {
-    return unary_op("pow", UnaryOp::pow, x, [p](const Tensor& x, const Tensor&) { return pow(x, p - 1) * p; }, p);
+    return unary_op("pow", UnaryOp::pow, x, DerivativeOf::input, [p](const Tensor& x) { return pow(x, p - 1) * p; }, p);
 }
 Tensor tanh(const Tensor& x) {
-    return unary_op("tanh", UnaryOp::tanh, x, [](const Tensor&, const Tensor& y) { return 1.0 - y * y; });
+    return unary_op("tanh", UnaryOp::tanh, x, DerivativeOf::output, [](const Tensor& y) { return 1.0 - y * y; });
 }
 Tensor sigmoid(const Tensor& x) {
-    return unary_op("sigmoid", UnaryOp::sigmoid, x, [](const Tensor&, const Tensor& y) { return y * (1.0 - y); });
+    return unary_op("sigmoid", UnaryOp::sigmoid, x, DerivativeOf::output, [](const Tensor& y) { return y * (1.0 - y); });
 }
 Tensor relu(const Tensor& x) {
-    return unary_op("relu", UnaryOp::relu, x, [](const Tensor& x, const Tensor&) { return gt(x, like(x, 0)); });
+    return unary_op("relu", UnaryOp::relu, x, DerivativeOf::input, [](const Tensor& x) { return gt(x, like(x, 0)); });
 }
 Tensor silu(const Tensor& x) {  // d/dx x σ(x) = σ(x) (1 + x (1 − σ(x)))
-    return unary_op("silu", UnaryOp::silu, x, [](const Tensor& x, const Tensor&) {
+    return unary_op("silu", UnaryOp::silu, x, DerivativeOf::input, [](const Tensor& x) {
         const Tensor s = sigmoid(x);
         return s * (1.0 + x * (1.0 - s));
     });
 }
 Tensor gelu(const Tensor& x) {  // d/dx x Φ(x) = Φ(x) + x φ(x)
-    return unary_op("gelu", UnaryOp::gelu, x, [](const Tensor& x, const Tensor&) {
+    return unary_op("gelu", UnaryOp::gelu, x, DerivativeOf::input, [](const Tensor& x) {
         const Tensor cdf = 0.5 * (1.0 + erf(x * M_SQRT1_2));
         const Tensor pdf = exp(x * x * -0.5) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
         return cdf + x * pdf;
     });
 }
 Tensor erf(const Tensor& x) {  // d/dx erf(x) = 2/√π e^(−x²)
-    return unary_op("erf", UnaryOp::erf, x, [](const Tensor& x, const Tensor&) { return exp(-(x * x)) * M_2_SQRTPI; });
+    return unary_op("erf", UnaryOp::erf, x, DerivativeOf::input, [](const Tensor& x) { return exp(-(x * x)) * M_2_SQRTPI; });
 }
 Tensor abs(const Tensor& x) {
-    return unary_op("abs", UnaryOp::abs, x,
-                    [](const Tensor& x, const Tensor&) { return gt(x, like(x, 0)) - lt(x, like(x, 0)); });
+    return unary_op("abs", UnaryOp::abs, x, DerivativeOf::input,
+                    [](const Tensor& x) { return gt(x, like(x, 0)) - lt(x, like(x, 0)); });
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -213,7 +215,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     return record("where", out, {a, b}, [c, sa = a.shape(), sb = b.shape()](const Tensor& g) {
         const Tensor zero = like(g, 0);
         return std::vector<Tensor>{sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
-    });
+    }, {c});
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) { return where(mask, like(x, value), x); }

@@ -17,13 +17,17 @@ bool grad_enabled() { return grad_mode; }
 NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
 NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
 
-Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward,
+              const std::vector<Tensor>& saved) {
     if (!grad_mode) return out;
     bool any = false;
     for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
     if (!any) return out;
+    std::vector<SavedVersion> versions;
+    for (const Tensor& t : saved)
+        if (t.defined()) versions.push_back({t.impl()->storage, t.version()});
     out.impl()->requires_grad = true;
-    out.impl()->grad_fn = std::make_shared<Node>(name, std::move(inputs), std::move(backward));
+    out.impl()->grad_fn = std::make_shared<Node>(name, std::move(inputs), std::move(backward), std::move(versions));
     return out;
 }
 
@@ -103,6 +107,12 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
         if (!node->backward)
             throw std::logic_error("backward: trying to go through '" + node->name +
                                    "' a second time; its saved tensors were freed (use retain_graph)");
+        for (const SavedVersion& s : node->saved)
+            if (s.storage->version != s.version)
+                throw std::logic_error("backward: a tensor saved by '" + node->name +
+                                       "' was modified in place after it was saved (version " +
+                                       std::to_string(s.storage->version) + ", expected " + std::to_string(s.version) +
+                                       "); clone it before writing, or write before the op uses it");
         std::vector<Tensor> input_grads = node->backward(g);
         if (input_grads.size() != node->inputs.size())
             throw std::logic_error("backward: '" + node->name + "' returned " + std::to_string(input_grads.size()) +
@@ -117,7 +127,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
             Tensor& slot = grads[input.impl()];
             slot = slot.defined() ? add(slot, input_grads[i]) : input_grads[i];
         }
-        if (!retain_graph) node->backward = nullptr;  // frees the tensors the closure saved
+        if (!retain_graph) node->backward = nullptr, node->saved.clear();  // frees the tensors the closure saved
     }
 }
 

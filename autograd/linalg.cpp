@@ -63,6 +63,9 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b) {
     Shape out_shape = batch;
     out_shape.push_back(M);
     out_shape.push_back(N);
+    // An empty operand: nothing for GEMM to lay out. With K = 0 every entry is an empty sum,
+    // 0, as in torch; with M, N or a batch dim 0 there are no entries.
+    if (K == 0 || shape_numel(out_shape) == 0) return zeros(out_shape, a.dtype(), a.device());
     Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
     const int64_t nb = shape_numel(batch);
     const Backend& be = backend(a.device());
@@ -105,11 +108,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         const Tensor da = sum_to(gemm_forward(g, b.transpose(-1, -2)), a.shape());
         if (b.dim() == 2 && a.dim() > 2) {
             // A shared weight: dB = Σ_batch Aᵀ dY as one GEMM over all B·T rows.
-            const Tensor rows_a = a.reshape({-1, a.size(-1)}), rows_g = g.reshape({-1, g.size(-1)});
+            const int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));  // not -1: K may be 0
+            const Tensor rows_a = a.reshape({rows, a.size(-1)}), rows_g = g.reshape({rows, g.size(-1)});
             return std::vector<Tensor>{da, gemm_forward(rows_a.transpose(0, 1), rows_g)};
         }
         return std::vector<Tensor>{da, sum_to(gemm_forward(a.transpose(-1, -2), g), b.shape())};
-    });
+    }, {a, b});
 }
 
 }  // namespace gg

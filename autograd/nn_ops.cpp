@@ -46,7 +46,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
         Tensor dx = Tensor::empty(y.shape(), y.dtype(), dev);
         backend(dev).softmax_backward(dx.view_desc(), y.view_desc(), g_rows.view_desc(), rows, cols, log);
         return std::vector<Tensor>{from_rows(dx, dim)};
-    });
+    }, {y});
 }
 
 }  // namespace
@@ -80,7 +80,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
         Tensor dx = Tensor::empty({N, V}, x.dtype(), dev);
         backend(dev).cross_entropy_backward(dx.view_desc(), x.view_desc(), t.view_desc(), row_scale.view_desc());
         return std::vector<Tensor>{dx.view(logits_shape)};
-    });
+    }, {x, t});
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
@@ -102,7 +102,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
         backend(dev).rms_norm_backward(dx.view_desc(), dw.view_desc(), g.contiguous().view_desc(), xc.view_desc(),
                                        w.view_desc(), rstd.view_desc(), rows, C);
         return std::vector<Tensor>{dx, dw};
-    });
+    }, {xc, w});
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
@@ -124,7 +124,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
         const Tensor g_rows = g.reshape({N, D}).contiguous();
         backend(g.device()).index_add_rows(dw.view_desc(), flat_ids.view_desc(), g_rows.view_desc());
         return std::vector<Tensor>{dw, Tensor()};
-    });
+    }, {flat_ids});
 }
 
 Tensor index_select(const Tensor& x, const Tensor& ids) { return embedding(x, ids); }
@@ -144,7 +144,7 @@ Tensor index_add(const Tensor& x, const Tensor& ids, const Tensor& src) {
     // out = x + Σ rows of src: x's gradient passes unchanged, src's rows read theirs at ids.
     return record("index_add", out, {x, ids, src}, [flat_ids](const Tensor& g) {
         return std::vector<Tensor>{g, Tensor(), index_select(g, flat_ids)};
-    });
+    }, {flat_ids});
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
@@ -173,7 +173,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim) {
     const Shape in_rows_shape = in.shape();
     Tensor out = record("topk", from_rows(values, dim), {x}, [=](const Tensor& g) {
         return std::vector<Tensor>{scatter_back(g, dim, indices, in_rows_shape)};
-    });
+    }, {indices});
     return {out, from_rows(indices, dim)};
 }
 
@@ -193,7 +193,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) {
     const Shape in_rows_shape = in.shape();
     return record("gather", from_rows(out, dim), {x}, [=](const Tensor& g) {
         return std::vector<Tensor>{scatter_back(g, dim, ids, in_rows_shape)};
-    });
+    }, {ids});
 }
 
 }  // namespace gg

@@ -16,7 +16,7 @@ namespace gg {
 namespace {
 
 struct ReducePlan {
-    std::vector<int64_t> dims;  // sorted, unique, non-negative
+    std::vector<int64_t> dims;  // sorted, non-negative
     Shape keep_shape;           // x's shape with reduced dims set to 1
     Shape out_shape;            // keep_shape, or without those dims when !keepdim
 };
@@ -24,7 +24,11 @@ struct ReducePlan {
 ReducePlan plan_reduction(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* op) {
     ReducePlan plan;
     std::set<int64_t> unique;
-    for (int64_t d : dims) unique.insert(wrap_dim(d, x.dim(), op));
+    for (int64_t d : dims)
+        if (!unique.insert(wrap_dim(d, x.dim(), op)).second)  // as torch: a repeat is a mistake, not a no-op
+            throw std::invalid_argument(std::string(op) + ": dim " + std::to_string(d) +
+                                        " appears more than once in the dims to reduce of shape " +
+                                        shape_str(x.shape()));
     if (dims.empty())
         for (int64_t d = 0; d < x.dim(); ++d) unique.insert(d);
     plan.dims.assign(unique.begin(), unique.end());
@@ -71,7 +75,7 @@ Tensor extreme(ReduceOp op, const char* name, const Tensor& x, const std::vector
         const Tensor hits = eq(x, y_keep);
         const Tensor share = hits / sum(hits, plan.dims, true);
         return std::vector<Tensor>{g.reshape(plan.keep_shape) * share};
-    });
+    }, {x, y_keep});
 }
 
 }  // namespace

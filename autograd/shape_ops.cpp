@@ -77,7 +77,9 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
     Shape expanded = x.shape();
     expanded.insert(expanded.begin() + dim + 1, repeats);
     Shape merged = x.shape();
-    merged[dim] *= repeats;
+    if (__builtin_mul_overflow(merged[dim], repeats, &merged[dim]))
+        throw std::length_error("repeat_interleave: " + std::to_string(repeats) + " repeats of shape " +
+                                shape_str(x.shape()) + " overflow int64");
     return x.unsqueeze(dim + 1).expand(expanded).reshape(merged);
 }
 

@@ -66,12 +66,14 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
     Tensor from = src.detach().to(device()).expand(shape());
     if (from.shares_storage(*this)) from = from.contiguous().clone();  // x.copy_(x.t()) must not read what it wrote
     backend(device()).copy(view_desc(), from.view_desc());
+    bump_version();
     return *this;
 }
 
 const Tensor& Tensor::fill_(double value) const {
     check_writable(*this, Tensor(), "fill_");
     backend(device()).copy(view_desc(), full({}, value, dtype(), device()).expand(shape()).view_desc());
+    bump_version();
     return *this;
 }
 

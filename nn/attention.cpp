@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "autograd/engine.h"
+#include "nn/untrusted.h"
 
 namespace gg::nn {
 
@@ -51,7 +52,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                         Q.view_desc(), K.view_desc(), V.view_desc(), O_saved.view_desc(),
                                         lse.view_desc());
         return std::vector<Tensor>{dQ, dK, dV};
-    });
+    }, {Q, K, V, O_saved, lse});
 }
 
 // ---------------------------------------------------------------- option names
@@ -67,7 +68,7 @@ E parse_name(const std::string& name, const std::pair<const char*, E> (&table)[N
         if (lower == n) return e;
         known += (known.empty() ? "" : ", ") + std::string(n);
     }
-    throw std::invalid_argument(std::string(what) + " '" + name + "' is not one of " + known);
+    throw std::invalid_argument(std::string(what) + " '" + printable(name) + "' is not one of " + known);
 }
 template <class E, size_t N>
 std::string name_of(E e, const std::pair<const char*, E> (&table)[N]) {

@@ -5,6 +5,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "nn/untrusted.h"
+
 namespace gg::nn {
 
 template <class F>
@@ -100,33 +102,35 @@ void Module::to(Device device) {
 void copy_state(const NamedTensors& into, const NamedTensors& from, const std::string& context,
                 const std::string& from_label, const std::string& into_label) {
     const auto fail = [&](const std::string& msg) { throw std::runtime_error(context + ": " + msg); };
+    const auto tensor = [](const std::string& name) { return "tensor '" + printable(name) + "'"; };  // names may come from a file
     std::map<std::string, Tensor> sources;
     for (const auto& [name, t] : from)
-        if (!sources.emplace(name, t).second) fail("tensor '" + name + "' appears twice in " + from_label);
+        if (!sources.emplace(name, t).second) fail(tensor(name) + " appears twice in " + from_label);
 
     // 1. Check everything, so that a bad file cannot leave a half-loaded model behind...
     std::set<std::string> wanted;
     for (const auto& [name, dst] : into) {
-        if (!wanted.insert(name).second) fail("tensor '" + name + "' appears twice in " + into_label);
+        if (!wanted.insert(name).second) fail(tensor(name) + " appears twice in " + into_label);
         const auto it = sources.find(name);
-        if (it == sources.end()) fail("tensor '" + name + "' (" + describe(dst) + ") is missing from " + from_label);
+        if (it == sources.end()) fail(tensor(name) + " (" + describe(dst) + ") is missing from " + from_label);
         const Tensor& src = it->second;
         if (src.shape() != dst.shape())
-            fail("tensor '" + name + "' has shape " + shape_str(src.shape()) + " in " + from_label + " but " +
+            fail(tensor(name) + " has shape " + shape_str(src.shape()) + " in " + from_label + " but " +
                  shape_str(dst.shape()) + " in " + into_label);
         if (src.dtype() != dst.dtype())
-            fail("tensor '" + name + "' has dtype " + dtype_name(src.dtype()) + " in " + from_label + " but " +
+            fail(tensor(name) + " has dtype " + dtype_name(src.dtype()) + " in " + from_label + " but " +
                  dtype_name(dst.dtype()) + " in " + into_label);
     }
     for (const auto& [name, src] : from)
         if (!wanted.contains(name))
-            fail(from_label + " has tensor '" + name + "' (" + describe(src) + "), which " + into_label +
+            fail(from_label + " has " + tensor(name) + " (" + describe(src) + "), which " + into_label +
                  " does not have");
 
     // 2. ...then copy into the existing storage: every handle on `into` sees the new values.
     for (const auto& [name, dst] : into) {
         const Tensor src = sources.at(name).detach().to(dst.device());
         backend(dst.device()).copy(dst.view_desc(), src.view_desc());
+        dst.bump_version();
     }
 }
 

@@ -1,14 +1,16 @@
 #include "nn/transformer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
-
-#include "nn/json_fields.h"
-
-#include "autograd/engine.h"
 #include <set>
 #include <stdexcept>
+
+#include "autograd/engine.h"
+#include "nn/json_fields.h"
 
 namespace gg::nn {
 
@@ -83,12 +85,135 @@ LMConfig LMConfig::from_json(const std::string& text) {
     c.attn.sharing = parse_gate_sharing(sharing);
     c.attn.gate_init = parse_gate_init(init);
     if (positions != "rope" && positions != "learned")
-        throw std::invalid_argument("LMConfig: positions '" + positions + "' is not rope or learned");
+        throw std::invalid_argument("LMConfig: positions '" + printable(positions) + "' is not rope or learned");
     c.positions = positions == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
     if (lm_init != "gpt2" && lm_init != "torch")
-        throw std::invalid_argument("LMConfig: init '" + lm_init + "' is not gpt2 or torch");
+        throw std::invalid_argument("LMConfig: init '" + printable(lm_init) + "' is not gpt2 or torch");
     c.init = lm_init == "gpt2" ? LMInit::gpt2 : LMInit::torch;
+    c.validate();
     return c;
+}
+
+// ---------------------------------------------------------------- validation and memory
+
+namespace {
+
+void check_int(const char* field, int64_t value, int64_t low, int64_t high) {
+    if (value < low || value > high)
+        throw std::invalid_argument("LMConfig: " + std::string(field) + " " + std::to_string(value) + " is outside [" +
+                                    std::to_string(low) + ", " + std::to_string(high) + "]");
+}
+
+void check_real(const char* field, double value, double low, double high, bool open_low = false) {
+    if (!(value >= low && value <= high) || (open_low && value == low)) {  // the first is also true for NaN
+        char why[160];
+        std::snprintf(why, sizeof why, "LMConfig: %s %g is outside %c%g, %g]", field, value, open_low ? '(' : '[', low, high);
+        throw std::invalid_argument(why);
+    }
+}
+
+std::string bytes_str(double bytes) {
+    char text[64];
+    const bool gib = bytes >= double(1 << 30);
+    std::snprintf(text, sizeof text, "%.3g bytes (%.1f %s)", bytes, bytes / double(gib ? 1 << 30 : 1 << 20),
+                  gib ? "GiB" : "MiB");
+    return text;
+}
+
+// The parts of a model's memory, each with the fields that make it large.
+struct MemoryParts {
+    double embeddings, positions, layers;  // parameters, in floats
+    double activations;                    // floats
+};
+
+MemoryParts memory_parts(const LMConfig& c, Workload workload, int64_t batch, int64_t seq_len) {
+    const double d = double(c.d_model), V = double(c.vocab_size), L = double(c.n_layers);
+    const double H = std::max(1.0, double(c.attn.n_heads)), dkv = double(c.attn.kv_heads()) * d / H;
+    const double E = c.ffn && c.n_experts > 0 ? double(c.n_experts) : 0, F = c.ffn ? double(c.ffn_hidden()) : 0;
+    const double gate = c.attn.gated() ? d * d : 0;  // element-wise at most d × d
+    const double ffn = E > 0 ? E * (3 * d * F + d) : 3 * d * F;
+    MemoryParts p{};
+    p.embeddings = V * d * (c.tie_embeddings ? 1 : 2);
+    p.positions = c.positions == PositionEncoding::learned ? double(c.max_len) * d : 0;
+    p.layers = L * (2 * d * d + 2 * d * dkv + gate + ffn + 2 * d);
+    // Per token: the FFN width that runs (top_k experts of a MoE), then what one forward
+    // holds at a time (a layer's tensors, the logits), or, for training, what every layer
+    // keeps for backward; analysis keeps each layer's attention map (H × T per token).
+    const double tokens = double(batch) * double(seq_len), F_run = E > 0 ? double(c.top_k) * F : F;
+    switch (workload) {
+        case Workload::weights: break;
+        case Workload::inference: p.activations = tokens * (8 * d + 3 * F_run + 2 * dkv * L + 2 * V); break;
+        case Workload::analysis:
+            p.activations = tokens * (8 * d + 3 * F_run + 2 * dkv * L + 2 * V + L * (H * double(seq_len) + 2 * d));
+            break;
+        case Workload::training: p.activations = tokens * (L * (16 * d + 6 * F_run + E) + 3 * V); break;
+    }
+    return p;
+}
+
+}  // namespace
+
+void LMConfig::validate() const {
+    using Limit = LMConfigLimits;
+    check_int("vocab_size", vocab_size, 1, Limit::vocab_size);
+    check_int("max_len", max_len, 1, Limit::max_len);
+    check_int("d_model", d_model, 1, Limit::d_model);
+    check_int("n_layers", n_layers, 0, Limit::n_layers);
+    check_int("n_heads", attn.n_heads, 1, d_model);
+    check_int("n_kv_heads", attn.n_kv_heads, 0, attn.n_heads);
+    check_int("d_ff", d_ff, 0, Limit::d_ff);
+    check_int("n_experts", n_experts, 0, Limit::n_experts);
+    if (ffn && n_experts > 0) check_int("top_k", top_k, 1, n_experts);
+    check_int("window", attn.window, 0, Limit::window);
+    check_real("gate_init_std", attn.gate_init_std, 0, 1e3);
+    check_real("rope_base", attn.rope_options.base, 1, 1e12, true);
+    check_real("aux_loss_weight", aux_loss_weight, 0, 1e6);
+    check_real("norm_eps", norm_eps, 0, 1);
+    const auto fail = [](const std::string& why) { throw std::invalid_argument("LMConfig: " + why); };
+    if (d_model % attn.n_heads != 0)
+        fail("n_heads " + std::to_string(attn.n_heads) + " does not divide d_model " + std::to_string(d_model));
+    if (attn.n_heads % attn.kv_heads() != 0)
+        fail("n_kv_heads " + std::to_string(attn.kv_heads()) + " does not divide n_heads " + std::to_string(attn.n_heads));
+    if (positions == PositionEncoding::rope && attn.head_dim() % 2 != 0)
+        fail("RoPE needs an even head size, but d_model / n_heads is " + std::to_string(attn.head_dim()));
+    if (attn.exclude_self && attn.window == 1) fail("exclude_self needs a window of 0 or at least 2, not 1");
+}
+
+MemoryEstimate estimate_memory(const LMConfig& config, Workload workload, int64_t batch, int64_t seq_len) {
+    const MemoryParts p = memory_parts(config, workload, batch, seq_len);
+    MemoryEstimate m;
+    m.parameters = 4 * (p.embeddings + p.positions + p.layers);
+    m.training_state = workload == Workload::training ? 3 * m.parameters : 0;  // gradients, exp_avg, exp_avg_sq
+    m.activations = 4 * p.activations;
+    return m;
+}
+
+uint64_t memory_budget() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : uint64_t(1) << 34;  // 16 GiB if unknown
+}
+
+void check_memory(const LMConfig& c, Workload workload, int64_t batch, int64_t seq_len, uint64_t budget) {
+    const double total = estimate_memory(c, workload, batch, seq_len).total();
+    if (total <= double(budget)) return;
+    // Blame the part that asks for the most: a parameter part counts 4 times in training.
+    const MemoryParts p = memory_parts(c, workload, batch, seq_len);
+    const double per_parameter = workload == Workload::training ? 4 : 1;
+    const std::string d = "d_model " + std::to_string(c.d_model);
+    std::pair<double, std::string> blame{per_parameter * p.layers,
+                                         "n_layers " + std::to_string(c.n_layers) + " × (" + d + ", d_ff " +
+                                             std::to_string(c.ffn_hidden()) + ", n_experts " +
+                                             std::to_string(c.n_experts) + ")"};
+    blame = std::max(blame, {per_parameter * p.embeddings, "vocab_size " + std::to_string(c.vocab_size) + " × " + d});
+    blame = std::max(blame, {per_parameter * p.positions, "max_len " + std::to_string(c.max_len) + " × " + d});
+    blame = std::max(blame, {p.activations, "batch " + std::to_string(batch) + " × seq_len " + std::to_string(seq_len)});
+    const char* purpose = workload == Workload::weights     ? "its weights"
+                          : workload == Workload::training  ? "a training step"
+                          : workload == Workload::analysis  ? "an analysis pass"
+                                                            : "a forward pass";
+    throw std::invalid_argument("LMConfig: " + blame.second + " asks for too much memory: " + purpose +
+                                " would need about " + bytes_str(total) + ", more than the " + bytes_str(double(budget)) +
+                                " available");
 }
 
 // ---------------------------------------------------------------- block
@@ -155,8 +280,8 @@ void init_gpt2(GatedTransformerLM& m, double std) {
 }  // namespace
 
 GatedTransformerLM::GatedTransformerLM(const LMConfig& config) : config_(config) {
-    if (config.vocab_size < 1 || config.n_layers < 0 || config.max_len < 1)
-        throw std::invalid_argument("GatedTransformerLM: bad config " + config.to_json());
+    config.validate();
+    check_memory(config);
     config_.attn.d_model = config.d_model;
     tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab_size, config.d_model));
     // GPT-2's N(0, 0.02²) start for embeddings keeps early logits small.
@@ -208,6 +333,20 @@ void GatedTransformerLM::set_rope_options(const RopeOptions& options) {
 std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector<int64_t>& prompt,
                               const SampleOptions& options, Generator& gen) {
     if (prompt.empty()) throw std::invalid_argument("generate: the prompt is empty (start it with BOS)");
+    if (options.max_new_tokens < 0 || !(options.temperature >= 0 && std::isfinite(options.temperature)) ||
+        options.top_k < 0)
+        throw std::invalid_argument("generate: max_new_tokens " + std::to_string(options.max_new_tokens) +
+                                    ", temperature " + std::to_string(options.temperature) + ", top_k " +
+                                    std::to_string(options.top_k) + ": need counts ≥ 0 and a finite temperature ≥ 0");
+    const LMConfig& c = model.config();
+    const auto P = static_cast<int64_t>(prompt.size()), N = options.max_new_tokens;
+    // Every token but the last new one is fed back, so it needs a position.
+    if (c.positions == PositionEncoding::learned && P + std::max<int64_t>(std::min(N, c.max_len + 1) - 1, 0) > c.max_len)
+        throw std::invalid_argument("generate: a prompt of " + std::to_string(P) + " tokens and " + std::to_string(N) +
+                                    " new ones need more positions than the " + std::to_string(c.max_len) +
+                                    " learned ones of this model; ask for at most " +
+                                    std::to_string(std::max<int64_t>(c.max_len - P + 1, 0)) + " tokens");
+    check_memory(c, Workload::inference, 1, N > INT64_MAX - P ? INT64_MAX : P + N);  // the KV caches grow to P + N
     NoGradGuard no_grad;
     std::vector<KVCache> caches;
     std::vector<int64_t> out;
@@ -232,8 +371,6 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
         }
         out.push_back(next);
         ids = from_vector(std::vector<int64_t>{next}, {1, 1}).to(device);
-        if (model.config().positions == PositionEncoding::learned && caches[0].length() + 1 > model.config().max_len)
-            break;  // learned positions end at max_len
     }
     return out;
 }

@@ -43,8 +43,45 @@ struct LMConfig {
 
     int64_t ffn_hidden() const { return d_ff > 0 ? d_ff : (8 * d_model / 3 + 7) / 8 * 8; }
     std::string to_json() const;
-    static LMConfig from_json(const std::string& json);  // throws naming the bad field
+    // Throws naming the bad field: a wrong JSON type, or a value validate() refuses.
+    static LMConfig from_json(const std::string& json);
+    // Checks every field against the bounds below and the fields against each other (heads
+    // dividing d_model, ...); throws std::invalid_argument naming the field, its value and
+    // what it must be. A config read from a file or a command line passes here before any
+    // tensor of its size is made.
+    void validate() const;
 };
+
+// The bounds validate() applies: far beyond any model this library can train, far below
+// where sizes overflow or a config alone could ask for terabytes.
+struct LMConfigLimits {
+    static constexpr int64_t vocab_size = int64_t(1) << 20, max_len = int64_t(1) << 20, d_model = int64_t(1) << 16,
+                             n_layers = 1024, d_ff = int64_t(1) << 20, n_experts = 1024, window = int64_t(1) << 30;
+};
+
+// What a model of some config costs in memory, in bytes (float32): an estimate meant to be
+// right within a factor of two, to refuse a config before allocating for it.
+struct MemoryEstimate {
+    double parameters = 0;      // the weights
+    double training_state = 0;  // gradients and AdamW's two moments (training only)
+    double activations = 0;     // what a forward pass of one batch holds (and backward keeps)
+    double total() const { return parameters + training_state + activations; }
+};
+
+// What the memory is for: the weights alone, a forward pass of (batch, seq_len) tokens
+// without gradients, one with its attention probabilities captured (analysis), or a
+// training step (gradients, AdamW state, activations kept for backward).
+enum class Workload { weights, inference, analysis, training };
+
+MemoryEstimate estimate_memory(const LMConfig& config, Workload workload = Workload::weights, int64_t batch = 0,
+                               int64_t seq_len = 0);
+// The bytes of physical memory of this machine: the default budget below.
+uint64_t memory_budget();
+// Throws std::invalid_argument when estimate_memory(...) exceeds `budget`, naming the
+// field that asks for the most (n_layers, vocab_size, ... or batch × seq_len) and the
+// bytes the whole would need.
+void check_memory(const LMConfig& config, Workload workload = Workload::weights, int64_t batch = 0,
+                  int64_t seq_len = 0, uint64_t budget = memory_budget());
 
 class TransformerBlock : public Module {
 public:
@@ -74,6 +111,7 @@ struct LMOutput {
 
 class GatedTransformerLM : public Module {
 public:
+    // Validates the config and checks that its weights fit in this machine's memory first.
     explicit GatedTransformerLM(const LMConfig& config);
     // ids (B, T) int64; targets (B, T) int64 or undefined. With caches (one per layer),
     // ids are the next positions after what the caches hold.
@@ -97,11 +135,13 @@ private:
 
 struct SampleOptions {
     int64_t max_new_tokens = 100;
-    double temperature = 1.0;  // 0: greedy
+    double temperature = 1.0;  // 0: greedy; finite
     int64_t top_k = 0;         // 0: all tokens
 };
 
-// Continues `prompt` token by token with a KV cache; returns only the new tokens.
+// Continues `prompt` token by token with a KV cache; returns only the new tokens, exactly
+// max_new_tokens of them. With learned positions the prompt and the new tokens (all but
+// the last, which is never fed back) must fit in max_len, or it throws before starting.
 std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector<int64_t>& prompt,
                               const SampleOptions& options, Generator& gen = default_generator());
 

@@ -36,9 +36,18 @@ std::string shape_str(const Shape& shape) {
 }
 
 int64_t shape_numel(const Shape& shape) {
+    // The product of the non-zero sizes must fit, even when a zero makes numel 0: the
+    // contiguous strides are those partial products. Unchecked, (2^62, 4) wraps to 0 and
+    // allocates nothing that kernels then write 2^64 elements into.
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
+    bool empty = false;
+    for (int64_t d : shape) {
+        if (d < 0) throw std::invalid_argument("shape " + shape_str(shape) + " has a negative size");
+        if (d == 0) empty = true;
+        else if (__builtin_mul_overflow(n, d, &n))
+            throw std::length_error("shape " + shape_str(shape) + " has more elements than int64 can count");
+    }
+    return empty ? 0 : n;
 }
 
 Strides contiguous_strides(const Shape& shape) {
@@ -46,7 +55,7 @@ Strides contiguous_strides(const Shape& shape) {
     int64_t stride = 1;
     for (size_t i = shape.size(); i-- > 0;) {
         strides[i] = stride;
-        stride *= shape[i];
+        stride *= shape[i];  // never overflows once shape_numel(shape) has not
     }
     return strides;
 }

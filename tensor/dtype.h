@@ -19,6 +19,8 @@ const char* device_name(Device device); // "cpu", "cuda"
 bool is_floating(DType dtype);
 
 std::string shape_str(const Shape& shape);  // "(2,3)"; "()" for a scalar
+// The element count; throws on a negative size, and when the product of the sizes
+// (leaving out zeros) does not fit in int64, so that no count or stride ever wraps.
 int64_t shape_numel(const Shape& shape);
 Strides contiguous_strides(const Shape& shape);
 

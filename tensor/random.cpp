@@ -22,6 +22,12 @@ void Generator::manual_seed(uint64_t seed) {
     for (auto& word : s_) word = splitmix64(seed);
 }
 
+void Generator::set_state(const std::array<uint64_t, 4>& s) {
+    if (s == std::array<uint64_t, 4>{})
+        throw std::invalid_argument("Generator::set_state: the all-zero state is not a state of xoshiro256**");
+    s_ = s;
+}
+
 uint64_t Generator::next_u64() {
     const uint64_t result = rotl(s_[1] * 5, 7) * 9;
     const uint64_t t = s_[1] << 17;

@@ -20,9 +20,10 @@ public:
     double normal();                   // N(0, 1)
     int64_t randint(int64_t low, int64_t high);  // [low, high)
 
-    // The whole state, so that checkpoints can resume a stream exactly.
+    // The whole state, so that checkpoints can resume a stream exactly. All zeros is the
+    // one state xoshiro cannot leave (it would draw zeros forever): set_state refuses it.
     std::array<uint64_t, 4> state() const { return s_; }
-    void set_state(const std::array<uint64_t, 4>& s) { s_ = s; }
+    void set_state(const std::array<uint64_t, 4>& s);
 
 private:
     std::array<uint64_t, 4> s_{};

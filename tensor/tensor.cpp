@@ -1,12 +1,14 @@
 // tensor.cpp — storage, metadata, creation, device/dtype moves and printing.
 #include "tensor/tensor.h"
 
-#include <cstring>
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
 #include <stdexcept>
+#include <type_traits>
 
 
 namespace gg {
@@ -27,8 +29,19 @@ std::string describe(const Tensor& t) {
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     for (int64_t d : shape)
         if (d < 0) throw std::invalid_argument("empty: negative dim in shape " + shape_str(shape));
+    // numel · element size must not wrap; no allocator can serve more than PTRDIFF_MAX bytes.
+    size_t nbytes = 0;
+    if (__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &nbytes) ||
+        nbytes > static_cast<size_t>(PTRDIFF_MAX))
+        throw std::length_error("empty: a tensor of shape " + shape_str(shape) + " " + dtype_name(dtype) +
+                                " would need more than 2^63 bytes");
     auto impl = std::make_shared<TensorImpl>();
-    impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
+    try {
+        impl->storage = std::make_shared<Storage>(nbytes, device);
+    } catch (const std::bad_alloc&) {
+        throw std::runtime_error("empty: out of memory allocating " + std::to_string(nbytes) + " bytes for a tensor of shape " +
+                                 shape_str(shape) + " " + dtype_name(dtype));
+    }
     impl->shape = shape;
     impl->strides = contiguous_strides(shape);
     impl->dtype = dtype;
@@ -49,17 +62,22 @@ bool Tensor::is_contiguous() const {
 
 template <class T>
 T* Tensor::data() const {
-    const DType wanted = std::is_same_v<T, float> ? DType::f32 : std::is_same_v<T, double> ? DType::f64 : DType::i64;
+    using E = std::remove_const_t<T>;
+    const DType wanted = std::is_same_v<E, float> ? DType::f32 : std::is_same_v<E, double> ? DType::f64 : DType::i64;
     if (dtype() != wanted)
         throw std::logic_error(std::string("data: the tensor is ") + dtype_name(dtype()) + ", not " + dtype_name(wanted));
     if (device() != Device::CPU)
         throw std::logic_error("data: the tensor is on " + std::string(device_name(device())) +
                                "; move it to the cpu first");
+    if constexpr (!std::is_const_v<T>) bump_version();  // the caller may write through it
     return static_cast<T*>(impl_->storage->data) + impl_->offset;
 }
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
+template const float* Tensor::data<const float>() const;
+template const double* Tensor::data<const double>() const;
+template const int64_t* Tensor::data<const int64_t>() const;
 
 Tensor Tensor::alias(Shape shape, Strides strides, int64_t offset) const {
     auto impl = std::make_shared<TensorImpl>();
@@ -130,10 +148,12 @@ Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()
 Tensor scalar(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
 
 Tensor arange(double start, double end, double step, DType dtype, Device device) {
-    if (step == 0 || (end - start) / step < 0)
+    const double count = std::ceil((end - start) / step);
+    // !(count < 2^63) also refuses a NaN, which no cast to int64 may see.
+    if (step == 0 || count < 0 || !(count < 0x1p63))
         throw std::invalid_argument("arange: cannot go from " + std::to_string(start) + " to " +
                                     std::to_string(end) + " in steps of " + std::to_string(step));
-    const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+    const auto n = static_cast<int64_t>(count);
     Tensor out = Tensor::empty({n}, dtype, device);
     backend(device).arange(out.view_desc(), start, step);
     return out;

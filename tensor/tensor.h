@@ -32,6 +32,10 @@ struct Storage {
     void* data;
     size_t nbytes;
     Device device;
+    // Counts the in-place writes into this memory (copy_, fill_, data<T>() for a non-const T,
+    // optimiser steps, checkpoint loads). Autograd remembers it for each tensor an op saves
+    // for backward, and refuses a backward that would read values changed since.
+    uint64_t version = 0;
 };
 
 class Tensor;
@@ -83,8 +87,12 @@ public:
     bool shares_storage(const Tensor& other) const { return impl_->storage == other.impl_->storage; }
 
     // Raw access (CPU only; the pointer is to element [0,...,0], honouring the offset).
+    // data<float>() hands out a pointer to write through, so it counts as an in-place write
+    // (bumps version()); read through data<const float>(), which does not.
     template <class T>
     T* data() const;
+    uint64_t version() const { return impl_->storage->version; }  // shared by every view of the storage
+    void bump_version() const { ++impl_->storage->version; }      // after writing into this tensor's memory
     View view_desc() const;  // how the backend sees this tensor
     // Another shape/strides/offset over the same storage: no copy, no graph node. The
     // differentiable views below are built on it (geometry in tensor/views.h).
@@ -111,7 +119,8 @@ public:
     // goes), a Slice keeps a range. Negative numbers count from the end. A view.
     Tensor index(const std::vector<Index>& indices) const;
 
-    // --- in-place writes (autograd/tensor_methods.cpp): not recorded in the graph ---
+    // --- in-place writes (autograd/tensor_methods.cpp): not recorded in the graph, but they
+    // bump version(), so a backward that needs the old values throws instead of using the new ---
     // Copies src's values into this tensor's own storage, broadcasting src to this shape
     // and converting its dtype and device. Refused while grad mode is on and either side
     // requires grad (write parameters under a NoGradGuard, as torch.no_grad()).

@@ -9,16 +9,29 @@
 namespace gg {
 
 Shape infer_shape(const Shape& requested, int64_t numel, const char* op, const Shape& from) {
+    const auto fail = [&](const std::string& why) {
+        throw std::invalid_argument(std::string(op) + ": cannot view shape " + shape_str(from) + " (" +
+                                    std::to_string(numel) + " elements) as " + shape_str(requested) + ": " + why);
+    };
     Shape shape = requested;
     int64_t known = 1, infer_at = -1;
     for (size_t i = 0; i < shape.size(); ++i) {
-        if (shape[i] == -1 && infer_at < 0) infer_at = static_cast<int64_t>(i);
-        else known *= shape[i];
+        if (shape[i] == -1) {
+            if (infer_at >= 0) fail("only one size can be -1");
+            infer_at = static_cast<int64_t>(i);
+        } else if (shape[i] < 0) {
+            fail("size " + std::to_string(shape[i]) + " is negative");
+        } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+            fail("the sizes multiply past int64");
+        }
     }
-    if (infer_at >= 0 && known != 0) shape[infer_at] = numel / known;
-    if (shape_numel(shape) != numel || (infer_at >= 0 && known == 0))
-        throw std::invalid_argument(std::string(op) + ": cannot view shape " + shape_str(from) + " (" +
-                                    std::to_string(numel) + " elements) as " + shape_str(requested));
+    if (infer_at >= 0) {
+        // With a 0 among the others, any size would do: as torch, that is an error.
+        if (known == 0 || numel % known != 0) fail("no size for the -1 fits");
+        shape[infer_at] = numel / known;
+    } else if (known != numel) {
+        fail("the element counts differ");
+    }
     return shape;
 }
 
@@ -50,8 +63,12 @@ ViewGeometry permute_geometry(const Tensor& t, const std::vector<int64_t>& dims)
 
 ViewGeometry narrow_geometry(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
     const int64_t d = wrap_dim(dim, t.dim(), "narrow");
-    if (start < 0 || length < 0 || start > t.shape()[d] - length)
-        throw std::out_of_range("narrow: [" + std::to_string(start) + ", " + std::to_string(start + length) +
+    int64_t end = 0;
+    if (__builtin_add_overflow(start, length, &end))
+        throw std::out_of_range("narrow: start " + std::to_string(start) + " + length " + std::to_string(length) +
+                                " overflows int64");
+    if (start < 0 || length < 0 || end > t.shape()[d])
+        throw std::out_of_range("narrow: [" + std::to_string(start) + ", " + std::to_string(end) +
                                 ") is outside dim " + std::to_string(d) + " of shape " + shape_str(t.shape()));
     Shape shape = t.shape();
     shape[d] = length;
@@ -73,6 +90,11 @@ ViewGeometry expand_geometry(const Tensor& t, const Shape& requested) {
         if (shape[i] < 0) fail();
         if (i >= lead && have == shape[i]) strides[i] = t.strides()[i - lead];
         else if (have != 1) fail();
+    }
+    try {
+        shape_numel(shape);  // a view nothing could ever count the elements of is no view
+    } catch (const std::length_error&) {
+        fail();
     }
     return {std::move(shape), std::move(strides), t.offset()};
 }

@@ -83,7 +83,8 @@ inline int check_gradients(const Module& module, const std::vector<Tensor>& inpu
             },
             in, options);
         assign(param, original);
-        CHECK_MESSAGE(r.ok, name << ": " << r.message);
+        const std::string param_name = name;  // doctest captures it in a lambda
+        CHECK_MESSAGE(r.ok, param_name << ": " << r.message);
         ++checked;
     }
     for (const Tensor& p : module.parameters()) p.zero_grad();

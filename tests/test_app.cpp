@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -440,4 +441,76 @@ TEST_CASE("gatedgrad --device: cuda runs the CPU's numbers on the emulated devic
         CHECK(fallback.code == 0);
         CHECK(fallback.out.find("device    cpu") != std::string::npos);
     }
+}
+
+TEST_CASE("gatedgrad: absurd numbers, hostile files and an earlier run are refused, on one line") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = tmp.path / "corpus.txt", run = tmp.path / "run", ckpt = run / "model.safetensors";
+    {
+        std::ofstream out(corpus);
+        for (int i = 0; i < 40; ++i) out << "Fortune number " << i << ": the quick brown fox jumps over the lazy dog.\n%\n";
+    }
+    const std::string tiny = " --data " + corpus.string() + " --layers 1 --d-model 16 --heads 2 --batch 2 --seq-len 16";
+
+    // Sizes: each was a crash, a silent wrap or a huge allocation.
+    check_error(run_app(tmp, "train --out " + run.string() + " --d-model 4611686018427387904 --heads 1 --steps 1"), 2,
+                "between 1 and 65536");
+    check_error(run_app(tmp, "train" + tiny + " --steps 99999999999999999999 --out " + run.string()), 2, "99999999999999999999");
+    check_error(run_app(tmp, "train" + tiny + " --seed -1 --out " + run.string()), 2, "-1");
+    check_error(run_app(tmp, "train --layers 1024 --d-model 65536 --heads 1 --out " + run.string()), 2,
+                "asks for too much memory");
+    check_error(run_app(tmp, "train --batch 65536 --seq-len 1048576 --out " + run.string()), 2,
+                "batch 65536 × seq_len 1048576");
+    const fs::path config = tmp.path / "config.json";
+    std::ofstream(config) << R"({"log_every": -1})";
+    check_error(run_app(tmp, "train --config " + config.string() + " --out " + run.string()), 2, "log_every -1");
+    check_error(run_app(tmp, "train --config /dev/zero --out " + run.string()), 1, "not a regular file");
+    CHECK_FALSE(fs::exists(run));  // nothing was started
+
+    // A run, then the same folder again: refused unless resumed or forced.
+    REQUIRE(run_app(tmp, "train" + tiny + " --steps 2 --quiet --out " + run.string()).code == 0);
+    check_error(run_app(tmp, "train" + tiny + " --steps 2 --out " + run.string()), 2, "already holds a run");
+    check_error(run_app(tmp, "train" + tiny + " --force --resume --out " + run.string()), 2, "--resume");
+    const Outcome forced = run_app(tmp, "train" + tiny + " --steps 3 --quiet --force --out " + run.string());
+    CHECK(forced.code == 0);
+    CHECK(count(read_file(run / "log.jsonl"), "\n") == 3);  // a new run, not steps 1-2 then 1-3
+
+    check_error(run_app(tmp, "eval --ckpt " + ckpt.string() + " --rope-scaling yarn --rope-factor inf"), 2, "inf");
+    check_error(run_app(tmp, "sample --ckpt " + ckpt.string() + " --temperature inf"), 2, "inf");
+    check_error(run_app(tmp, "sample --ckpt " + ckpt.string() + " --tokens 10 --seed 99999999999999999999"), 2, "seed");
+    check_error(run_app(tmp, "plot --out " + (tmp.path / "x.svg").string() + " /dev/zero"), 1, "not a regular file");
+    const fs::path one_line = tmp.path / "long.jsonl";
+    std::ofstream(one_line) << std::string(100000, '{');
+    check_error(run_app(tmp, "plot --out " + (tmp.path / "x.svg").string() + " " + one_line.string()), 1, "longer than 4096");
+
+    // Learned positions end at max_len: asking for more is an error, not a short answer.
+    const fs::path learned = tmp.path / "learned";
+    REQUIRE(run_app(tmp, "train" + tiny + " --positions learned --steps 1 --quiet --out " + learned.string()).code == 0);
+    const std::string learned_ckpt = (learned / "model.safetensors").string();
+    check_error(run_app(tmp, "sample --ckpt " + learned_ckpt + " --prompt abc --tokens 40"), 2, "ask for at most 13 tokens");
+    CHECK(run_app(tmp, "sample --ckpt " + learned_ckpt + " --prompt abc --tokens 13").code == 0);
+
+    // Hand-made checkpoints: an 8-byte header length, then the header.
+    const auto write_header = [](const fs::path& path, const std::string& header) {
+        std::string bytes(8, '\0');
+        for (int i = 0; i < 8; ++i) bytes[i] = char((header.size() >> (8 * i)) & 0xff);
+        std::ofstream(path, std::ios::binary) << bytes << header;
+    };
+    // A checkpoint whose header nests 100k arrays: a short error, not a stack overflow.
+    const fs::path nested = tmp.path / "nested.safetensors";
+    write_header(nested, R"({"w":{"dtype":"F32","shape":)" + std::string(100000, '[') + std::string(100000, ']') +
+                             R"(,"data_offsets":[0,0]}})");
+    for (const char* command : {"eval", "sample", "sink"}) {
+        const Outcome o = run_app(tmp, std::string(command) + " --ckpt " + nested.string());
+        check_error(o, 1, "nested deeper than 64 levels");
+        CHECK(o.err.size() < 300);
+    }
+    // Bytes from a header that are not UTF-8, or are terminal escapes, reach stderr escaped.
+    const fs::path raw = tmp.path / "raw.safetensors";
+    write_header(raw, "{\"w\xff\xfe\":{\"dtype\":\"\x1b[2J\",\"shape\":[1],\"data_offsets\":[0,4]}}");
+    const Outcome escaped = run_app(tmp, "eval --ckpt " + raw.string());
+    check_error(escaped, 1, "\\x");
+    const std::string line = escaped.err.substr(0, escaped.err.find('\n'));
+    CHECK(std::all_of(line.begin(), line.end(), [](char c) { return c >= 0x20 && c < 0x7f; }));
 }

@@ -358,3 +358,68 @@ TEST_CASE("autograd: a deep chain of 100k ops backpropagates and is freed withou
     }
     CHECK(mismatch(x.grad(), {1}) == "");
 }
+
+TEST_CASE("autograd: writing into a tensor saved for backward makes backward throw, naming the op") {
+    const auto saved_by = [](const char* op) {
+        return doctest::Contains(doctest::String("a tensor saved by '") + op + "' was modified in place");
+    };
+    SUBCASE("mul: an input written through data<T>()") {
+        const Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
+        const Tensor y = a * b;
+        b.data<double>()[0] = 5;  // y's gradient for a is b: the old b, which is gone
+        CHECK_THROWS_WITH_AS(y.sum().backward(), saved_by("mul"), std::logic_error);
+    }
+    SUBCASE("exp: its output written through fill_") {
+        const Tensor x = leaf({0, 1}, {2});
+        const Tensor y = gg::exp(x);
+        {
+            gg::NoGradGuard no_grad;
+            y.fill_(0);
+        }
+        CHECK_THROWS_WITH_AS(y.sum().backward(), doctest::Contains("'exp' was modified in place after it was saved (version 1, expected 0)"),
+                             std::logic_error);
+    }
+    SUBCASE("a view of a saved tensor, written through its base") {
+        const Tensor base = leaf({1, 2, 3, 4}, {4});
+        const Tensor v = base.narrow(0, 1, 2);
+        const Tensor y = v * v;
+        {
+            gg::NoGradGuard no_grad;
+            base.copy_(gg::zeros({4}, DType::f64));  // the same storage as v
+        }
+        CHECK_THROWS_WITH_AS(y.sum().backward(), saved_by("mul"), std::logic_error);
+    }
+    SUBCASE("reads, writes before the op, and ops that save nothing are fine") {
+        const Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
+        b.data<double>()[1] = 6;  // before mul saves b
+        const Tensor y = a * b + a;
+        CHECK(b.data<const double>()[1] == 6);  // a read: no version change
+        CHECK(b.to_vector<double>()[0] == 3);
+        const Tensor z = a + b;                 // add's backward reads no values, as in torch
+        y.sum().backward();
+        CHECK(mismatch(a.grad(), {4, 7}) == "");
+        {
+            gg::NoGradGuard no_grad;
+            a.copy_(gg::zeros({2}, DType::f64));
+        }
+        z.sum().backward();
+        CHECK(mismatch(b.grad(), {2, 3}) == "");  // a from y, then 1 from z
+    }
+}
+
+TEST_CASE("autograd: every in-place write bumps the version; reads do not") {
+    const Tensor x = gg::zeros({3}, DType::f64);
+    CHECK(x.version() == 0);
+    x.fill_(1);
+    CHECK(x.version() == 1);
+    x.copy_(gg::ones({3}, DType::f64));
+    CHECK(x.version() == 2);
+    x.data<double>()[0] = 2;
+    CHECK(x.version() == 3);
+    (void)x.data<const double>();
+    (void)x.to_vector<double>();
+    (void)x.narrow(0, 0, 1).item();
+    CHECK(x.version() == 3);
+    x.narrow(0, 1, 2).fill_(0);  // a view's write is its base's write
+    CHECK(x.version() == 4);
+}

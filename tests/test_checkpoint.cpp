@@ -180,6 +180,16 @@ TEST_CASE("checkpoint: a bad file is an error that leaves the module untouched")
     SUBCASE("no file") {
         words = {"cannot read"};
     }
+    SUBCASE("a NaN weight") {
+        tensors[2].second = full({4, 6}, NAN);  // proj.weight
+        nn::save_tensors(path, tensors);
+        words = {"tensor 'proj.weight' holds a NaN"};
+    }
+    SUBCASE("an infinite weight") {
+        tensors[1].second = full({6}, -INFINITY);  // norm.weight
+        nn::save_tensors(path, tensors);
+        words = {"tensor 'norm.weight' holds an infinity"};
+    }
 
     TinyModel target(2);
     const auto before = snapshot(target);
@@ -278,4 +288,42 @@ TEST_CASE("checkpoint: a file for PyTorch") {
         CHECK(in_file[i].second.shape() == expected[i].second.shape());
         CHECK(in_file[i].second.to_vector<float>() == expected[i].second.to_vector<float>());
     }
+}
+
+TEST_CASE("checkpoint: a model config in the metadata is validated before the model is built") {
+    // A few bytes of metadata could ask for any model: load_model checks bounds and memory
+    // first, and names the field and the bytes, instead of allocating (or hanging).
+    TempDir dir;
+    const std::string path = dir.file("hostile.safetensors");
+    const auto load_with = [&](const std::string& config) {
+        nn::save_tensors(path, {}, {{"config", config}});
+        return [&] { nn::load_model(path); };
+    };
+    check_error(load_with(R"({"n_layers": 1e6})"), path, {"n_layers 1000000 is outside [0, 1024]"});
+    check_error(load_with(R"({"d_model": 1000000})"), path, {"d_model 1000000 is outside"});
+    check_error(load_with(R"({"vocab_size": 1099511627776})"), path, {"vocab_size 1099511627776 is outside"});
+    check_error(load_with(R"({"n_experts": 1e9})"), path, {"n_experts 1000000000 is outside"});
+    check_error(load_with(R"({"n_layers": 1.5})"), path, {"'n_layers' is not a whole number"});
+    check_error(load_with(R"({"n_layers": 1e300})"), path, {"'n_layers' is not a whole number"});
+    check_error(load_with(R"({"d_model": 64, "n_heads": 5})"), path, {"n_heads 5 does not divide d_model 64"});
+    check_error(load_with(R"({"rope_base": -1})"), path, {"rope_base"});
+    check_error(load_with(R"({"n_layers": 1, "n_layers": 2})"), path, {"key 'n_layers' twice"});
+    // Within every bound, but 1024 layers of width 8192 are ~3 TB of weights.
+    check_error(load_with(R"({"n_layers": 1024, "d_model": 8192})"), path,
+                {"n_layers 1024 × (d_model 8192", "asks for too much memory", "its weights would need about", "bytes"});
+    // A modest model against a small budget (the fuzzer's): the same refusal.
+    nn::save_tensors(path, {}, {{"config", nn::LMConfig().to_json()}});
+    check_error([&] { nn::load_model(path, 1 << 16); }, path, {"n_layers 2 × (d_model 64", "more than the 6.55e+04 bytes (0.1 MiB)"});
+}
+
+TEST_CASE("checkpoint: memory estimates name what asks for the most") {
+    nn::LMConfig c;
+    const nn::MemoryEstimate w = nn::estimate_memory(c);
+    CHECK(w.parameters == doctest::Approx(4.0 * double(nn::GatedTransformerLM(c).num_parameters())).epsilon(0.01));
+    const nn::MemoryEstimate t = nn::estimate_memory(c, nn::Workload::training, 16, 64);
+    CHECK(t.training_state == 3 * t.parameters);
+    CHECK(t.activations > 0);
+    CHECK_THROWS_WITH_AS(nn::check_memory(c, nn::Workload::training, 65536, 1 << 20), doctest::Contains("batch 65536 × seq_len 1048576"),
+                         std::invalid_argument);
+    nn::check_memory(c, nn::Workload::training, 16, 64);  // fits anywhere
 }

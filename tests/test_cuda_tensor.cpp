@@ -1,8 +1,10 @@
 // test_cuda_tensor.cpp — tensors on Device::CUDA: moving to and from the device, reading
 // values back, element-wise ops, mixed-device errors, modules and checkpoints, and the
-// caching allocator seen from tensors. Runs on the table of tests/cuda_table.h.
+// caching allocator seen from tensors, in-place writes that autograd catches. Runs on the
+// table of tests/cuda_table.h.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -102,6 +104,73 @@ TEST_CASE_FIXTURE(UsesCuda, "in-place writes cross devices: copy_ from the host,
     const Tensor host = zeros({3});
     host.copy_(dst.select(0, 0));
     CHECK(host.to_vector<float>() == std::vector<float>{1, 2, 3});
+}
+
+TEST_CASE_FIXTURE(UsesCuda, "an in-place write into a device tensor saved for backward makes backward throw") {
+    // The version counter lives on the Storage, on the host: no device memory is read to check it.
+    const auto saved_by = [](const char* op) {
+        return doctest::Contains(doctest::String("a tensor saved by '") + op + "' was modified in place");
+    };
+    const auto leaf = [](std::vector<float> values) {
+        const auto n = static_cast<int64_t>(values.size());
+        return from_vector(values, {n}).to(kCuda).requires_grad_();
+    };
+    SUBCASE("copy_ from the host into an operand of mul") {
+        const Tensor a = leaf({1, 2}), b = leaf({3, 4});
+        const Tensor y = a * b;
+        {
+            NoGradGuard no_grad;
+            b.copy_(from_vector(std::vector<float>{5, 6}, {2}));
+        }
+        CHECK_THROWS_WITH_AS(y.sum().backward(), saved_by("mul"), std::logic_error);
+    }
+    SUBCASE("fill_ of the fused RMSNorm's weight") {
+        const Tensor x = leaf({1, 2, 3, 4}), w = leaf({1, 1, 1, 1});
+        const Tensor y = rms_norm(x.view({1, 4}), w, 1e-5);
+        {
+            NoGradGuard no_grad;
+            w.fill_(2);
+        }
+        CHECK_THROWS_WITH_AS(y.sum().backward(), saved_by("rms_norm"), std::logic_error);
+    }
+    SUBCASE("an optimiser step on the device, and a checkpoint load into the device") {
+        manual_seed(3);
+        nn::Linear layer(3, 2);
+        layer.to(kCuda);
+        const Tensor x = randn({4, 3}).to(kCuda);
+        nn::AdamW opt(layer.parameters(), 0.1);
+        layer.forward(x).sum().backward();
+        const Tensor loss = layer.forward(x).sum();
+        opt.step();  // writes the weight that loss's matmul saved
+        CHECK_THROWS_WITH_AS(loss.backward(), saved_by("matmul"), std::logic_error);
+
+        const std::string path = (std::filesystem::temp_directory_path() / "gg_test_cuda_version.safetensors").string();
+        nn::save(layer, path);
+        const Tensor again = layer.forward(x).sum();
+        nn::load(layer, path);
+        CHECK_THROWS_WITH_AS(again.backward(), saved_by("matmul"), std::logic_error);
+        std::remove(path.c_str());
+    }
+}
+
+TEST_CASE_FIXTURE(UsesCuda, "a checkpoint with a NaN is refused before a device module changes") {
+    const std::string path = (std::filesystem::temp_directory_path() / "gg_test_cuda_nan.safetensors").string();
+    manual_seed(4);
+    nn::Linear layer(2, 2);
+    layer.to(kCuda);
+    const std::vector<float> before = layer.weight.to_vector<float>();
+    nn::save_tensors(path, {{"weight", full({2, 2}, NAN)}, {"bias", zeros({2})}});
+    CHECK_THROWS_WITH_AS(nn::load(layer, path), doctest::Contains("tensor 'weight' holds a NaN"), std::runtime_error);
+    CHECK(layer.weight.to_vector<float>() == before);
+    CHECK(layer.weight.device() == kCuda);
+    std::remove(path.c_str());
+}
+
+TEST_CASE_FIXTURE(UsesCuda, "matmul over an empty inner dimension is zeros on the device too") {
+    const Tensor y = matmul(zeros({2, 0}, DType::f32, kCuda), zeros({0, 4}, DType::f32, kCuda));
+    CHECK(y.device() == kCuda);
+    CHECK(y.shape() == Shape{2, 4});
+    CHECK(y.to_vector<float>() == std::vector<float>(8, 0.f));
 }
 
 TEST_CASE_FIXTURE(UsesCuda, "mixed-device operands are an error that names both devices, never a copy") {

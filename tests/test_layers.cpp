@@ -341,14 +341,15 @@ TEST_CASE("nn: Module train()/eval() propagate, zero_grad clears, to(dtype) conv
     for (const Tensor& p : model.parameters()) with_grad += p.grad().defined();
     CHECK(with_grad > int(model.parameters().size()) / 2);
     model.zero_grad();
-    for (const auto& [name, p] : model.named_parameters()) CHECK_MESSAGE(!p.grad().defined(), name);
+    for (const auto& named : model.named_parameters()) CHECK_MESSAGE(!named.second.grad().defined(), named.first);
 
     std::vector<std::vector<double>> before;
     for (const Tensor& p : model.parameters()) before.push_back(p.to_vector<double>());
     model.to(DType::f64);
     size_t i = 0;
     for (const auto& [name, p] : model.named_parameters()) {
-        CAPTURE(name);
+        const std::string param_name = name;  // doctest captures it in a lambda
+        CAPTURE(param_name);
         CHECK(p.dtype() == DType::f64);
         CHECK(p.requires_grad());
         CHECK(p.is_leaf());

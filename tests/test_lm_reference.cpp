@@ -90,7 +90,8 @@ void check_against_reference(const GatedTransformerLM& model, const Reference& r
     std::string worst_name;
     double worst = 0;
     for (const auto& [name, p] : model.named_parameters()) {
-        INFO("gradient of " << name);
+        const std::string param_name = name;  // doctest captures it in a lambda
+        INFO("gradient of " << param_name);
         REQUIRE(p.grad().defined());
         const Tensor& expected = r.gradients.at(name);
         REQUIRE(p.grad().shape() == expected.shape());

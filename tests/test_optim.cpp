@@ -183,7 +183,8 @@ TEST_CASE("optim: a restarted cosine goes on from where the run stood, down to m
 
 TEST_CASE("optim: resuming from state_dict gives the same parameters as not stopping") {
     for (const auto& [name, make] : {std::pair{"AdamW", torch_adamw}, std::pair{"SGD", torch_sgd}}) {
-        CAPTURE(name);
+        const std::string optimizer = name;  // doctest captures it in a lambda
+        CAPTURE(optimizer);
         const auto train = [&](const std::vector<Tensor>& params, Optimizer& opt, int from, int to) {
             for (int step = from; step < to; ++step) {
                 for (int i = 0; i < kParams; ++i)
@@ -266,4 +267,20 @@ TEST_CASE("optim: bad arguments are errors naming the optimiser") {
     p.set_grad(zeros({2, 3}, DType::f64));
     CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("AdamW: parameter 0 ((2,3) float32) has a gradient ((2,3) float64"),
                          std::invalid_argument);
+}
+
+TEST_CASE("optim: a step between forward and backward makes that backward an error, not a wrong gradient") {
+    manual_seed(3);
+    gg::nn::Linear layer(3, 2);
+    const Tensor x = randn({4, 3});
+    SGD opt(layer.parameters(), 0.1);
+    layer.forward(x).sum().backward();  // gradients for the step below
+    const Tensor loss = layer.forward(x).sum();
+    opt.step();  // writes the weight that loss's matmul saved
+    CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("a tensor saved by 'matmul' was modified in place"),
+                         std::logic_error);
+    // In the usual order nothing is stale.
+    opt.zero_grad();
+    layer.forward(x).sum().backward();
+    opt.step();
 }

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -345,4 +347,64 @@ TEST_CASE("safetensors: a failed write leaves the old file untouched") {
     gg::write_safetensors(path, smaller);
     check_same(smaller, gg::read_safetensors(path));
     CHECK_FALSE(has_temp_files(dir.path));
+}
+
+TEST_CASE("safetensors: hostile headers end in a short one-line error, never a crash") {
+    // Deep nesting: a recursive printer of the offending value overflowed the stack (and at
+    // 60k levels made a 120 KB message). Every field, every depth: refused at 64 levels.
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    for (const std::string& header : {entry("\"F32\"", deep, "[0,8]"), entry(deep, "[2]", "[0,8]"),
+                                      entry("\"F32\"", "[2]", deep), R"({"__metadata__":{"a":)" + deep + "}}"}) {
+        const std::string msg = parse_error(make_file(header, kEight));
+        CAPTURE(msg.substr(0, 200));
+        CHECK(msg.find("nested deeper than 64 levels") != std::string::npos);
+        CHECK(msg.size() < 200);
+    }
+    // A number past double: nlohmann throws out_of_range, which must not escape as such.
+    check_rejected(make_file(entry("\"F32\"", "[1e3088]", "[0,8]"), kEight), {"not valid JSON", "overflow"});
+    // A tensor named twice: the reader would keep the last one without a word.
+    check_rejected(make_file(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
+                             R"("w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+                             std::vector<uint8_t>(2)),
+                   {"key 'w' twice"});
+    check_rejected(make_file(R"({"__metadata__":{"k":"1","k":"2"}})", {}), {"key 'k' twice"});
+    // Bytes that are not UTF-8, and control characters, reach the message escaped.
+    const std::string raw = parse_error(make_file("{\"w\xff\xfe\":1}", {}));
+    CAPTURE(raw);
+    CHECK(raw.find("not valid JSON") != std::string::npos);
+    CHECK(raw.find("\\xff") != std::string::npos);
+    CHECK(std::all_of(raw.begin(), raw.end(), [](char c) { return c >= 0x20 && c < 0x7f; }));
+    const std::string escape = parse_error(make_file(entry("\"\\u001b[2J\"", "[2]", "[0,8]"), kEight));
+    CAPTURE(escape);
+    CHECK(escape.find("unknown dtype '\\x1b[2J'") != std::string::npos);
+    // A shape of 10k ones is a valid one-byte tensor, and 10k dims in every later message.
+    std::string ones = "[1";
+    for (int i = 1; i < 10000; ++i) ones += ",1";
+    check_rejected(make_file(entry("\"U8\"", ones + "]", "[0,1]"), {0}), {"10000 dimensions (at most 32)"});
+    // A 100 KB name is quoted by its first 64 bytes.
+    const std::string long_name = parse_error(make_file("{\"" + std::string(100000, 'n') + "\":5}", {}));
+    CHECK(long_name.find("'" + std::string(64, 'n') + "...'") != std::string::npos);
+    CHECK(long_name.size() < 200);
+}
+
+TEST_CASE("safetensors: a file that is not regular is refused before reading it") {
+    CHECK_THROWS_WITH_AS(gg::read_safetensors("/dev/zero"), doctest::Contains("not a regular file"), std::runtime_error);
+}
+
+TEST_CASE("safetensors: temp files of killed writers are removed by the next save, a live writer's are kept") {
+    TempDir dir;
+    const std::string path = dir.file("model.safetensors");
+    // A pid that is certainly free: a child that has exited and been reaped.
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    REQUIRE(child > 0);
+    ::waitpid(child, nullptr, 0);
+    const std::string stale = path + ".tmp." + std::to_string(child), live = path + ".tmp." + std::to_string(::getppid());
+    const std::string other = dir.file("other.safetensors.tmp." + std::to_string(child));
+    for (const std::string& p : {stale, live, other}) std::ofstream(p) << "half a checkpoint";
+    gg::write_safetensors(path, sample());
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(fs::exists(live));   // its writer may still finish
+    CHECK(fs::exists(other));  // another file's business
+    check_same(sample(), gg::read_safetensors(path));
 }

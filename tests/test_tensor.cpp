@@ -327,7 +327,8 @@ TEST_CASE("tensor: binary ops broadcast as NumPy") {
         const Tensor a = gg::randn(sa, gen, DType::f64), b = gg::rand(sb, gen, DType::f64) + 0.5;
         const Shape out_shape = gg::broadcast_shapes(sa, sb, "test");
         for (const auto& [name, op, f] : ops) {
-            INFO(name << " " << gg::shape_str(sa) << " with " << gg::shape_str(sb));
+            const std::string what = std::string(name) + " " + gg::shape_str(sa) + " with " + gg::shape_str(sb);
+            INFO(what);  // a named string: doctest captures it in a lambda
             const Tensor out = op(a, b);
             CHECK(out.shape() == out_shape);
             CHECK(mismatch(out, broadcast_reference(a, b, out_shape, f), 1e-12) == "");
@@ -827,4 +828,72 @@ TEST_CASE("tensor: integer tensors refuse silent truncation, data<T> checks its 
     CHECK(small.str().find("1.0000e-07") != std::string::npos);
     fixed << from_vector(std::vector<float>{0.5f, 2.0f}, {2});
     CHECK(fixed.str().find("0.5000") != std::string::npos);
+}
+
+TEST_CASE("tensor: a shape whose size overflows is an error, never a small allocation (issue: shape_numel)") {
+    using namespace gg;
+    const int64_t big = int64_t(1) << 62;
+    // (257, 2^62) wrapped to a few bytes, and randn then wrote past them.
+    CHECK_THROWS_WITH_AS(randn({257, big}), doctest::Contains("(257,4611686018427387904)"), std::length_error);
+    CHECK_THROWS_AS(zeros({big, 4}), std::length_error);            // 2^64 elements: was silently 0
+    CHECK_THROWS_AS(zeros({big / 2, 4}), std::length_error);        // 2^63 elements
+    CHECK_THROWS_WITH_AS(zeros({big / 4}, DType::f64), doctest::Contains("2^63 bytes"), std::length_error);
+    CHECK_THROWS_AS(zeros({0, big, 4}), std::length_error);         // no elements, but strides past int64
+    CHECK(zeros({0, int64_t(1) << 40}).numel() == 0);
+    CHECK_THROWS_WITH_AS(zeros({2, -3}), doctest::Contains("negative"), std::invalid_argument);
+    CHECK_THROWS_AS(shape_numel({3, -1}), std::invalid_argument);
+    CHECK_THROWS_AS(ones({1, 1}).expand({big, 4}), std::invalid_argument);
+    CHECK_THROWS_AS(repeat_interleave(ones({4}), big, 0), std::length_error);
+    CHECK_THROWS_AS(arange(0, 1e300), std::invalid_argument);
+    CHECK_THROWS_AS(arange(0, NAN), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(ones({3}).narrow(0, big, big), doctest::Contains("overflows int64"), std::out_of_range);
+    // infer_shape: the known sizes multiply past int64 before they could match.
+    CHECK_THROWS_WITH_AS(ones({4}).view({big, 4, -1}), doctest::Contains("past int64"), std::invalid_argument);
+}
+
+TEST_CASE("tensor: a tensor too big for memory is a one-line error naming its bytes") {
+    // 2^47 bytes: no machine here has them, so the allocation fails cleanly.
+    CHECK_THROWS_WITH_AS(gg::zeros({int64_t(1) << 45}), doctest::Contains("out of memory allocating 140737488355328 bytes"),
+                         std::runtime_error);
+}
+
+TEST_CASE("tensor: view, reductions, from_vector and matmul at the edges, as torch") {
+    using namespace gg;
+    const Tensor x = arange(12, DType::f32);
+    CHECK_THROWS_WITH_AS(x.view({-1, -1}), doctest::Contains("only one size can be -1"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(x.view({-2, -6}), doctest::Contains("size -2 is negative"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(x.view({-1, 0}), doctest::Contains("no size for the -1 fits"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(x.view({5, -1}), doctest::Contains("no size for the -1 fits"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(x.view({5, 2}), doctest::Contains("element counts differ"), std::invalid_argument);
+    CHECK(x.view({-1, 4}).shape() == Shape{3, 4});
+    CHECK(zeros({0, 3}).view({3, 0}).shape() == Shape{3, 0});
+
+    // A repeated dim is an error (torch: "appears multiple times"), however it is spelled.
+    const Tensor m = x.view({3, 4});
+    CHECK_THROWS_WITH_AS(sum(m, {1, 1}), doctest::Contains("sum: dim 1 appears more than once"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(sum(m, {1, -1}), doctest::Contains("appears more than once"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(mean(m, {0, 0}), doctest::Contains("mean: dim 0"), std::invalid_argument);
+    CHECK_THROWS_AS(amax(m, {0, -2}), std::invalid_argument);
+
+    // Empty tensors from host values, and back.
+    const Tensor e = from_vector(std::vector<float>{}, {0});
+    CHECK(e.numel() == 0);
+    CHECK(e.to_vector<float>().empty());
+    CHECK(from_vector(std::vector<int64_t>{}, {2, 0}).clone().shape() == Shape{2, 0});
+
+    // An empty inner dim is an empty sum: zeros of the right shape, with gradients of the right shapes.
+    const Tensor a = zeros({2, 0}, DType::f64).requires_grad_(), b = zeros({0, 4}, DType::f64).requires_grad_();
+    const Tensor y = matmul(a, b);
+    CHECK(y.shape() == Shape{2, 4});
+    CHECK(testing::mismatch(y, std::vector<double>(8, 0.0)) == "");
+    y.sum().backward();
+    CHECK(a.grad().shape() == Shape{2, 0});
+    CHECK(b.grad().shape() == Shape{0, 4});
+    CHECK(matmul(zeros({3, 2, 0}), zeros({0, 4})).shape() == Shape{3, 2, 4});
+    CHECK(matmul(ones({2, 3}), ones({3, 0})).shape() == Shape{2, 0});
+    CHECK(matmul(ones({0, 3}), ones({3, 5})).shape() == Shape{0, 5});
+    CHECK(matmul(zeros({0}), zeros({0})).item() == 0);
+    const Tensor w = zeros({0, 4}).requires_grad_();
+    matmul(zeros({3, 2, 0}).requires_grad_(), w).sum().backward();  // the shared-weight backward path
+    CHECK(w.grad().shape() == Shape{0, 4});
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "gatedgrad.h"
 
@@ -248,4 +249,90 @@ TEST_CASE("trainer: a run resumed with more steps goes on at its learning rate, 
     CHECK(last.log.back().lr == doctest::Approx(min_lr).epsilon(0.05));
     fs::remove_all(finished);
     fs::remove_all(paused);
+
+TEST_CASE("trainer: configs out of range are refused, naming the field") {
+    const auto refused = [](const std::string& json, const char* words) {
+        CHECK_THROWS_WITH_AS(TrainConfig::from_json(json), doctest::Contains(words), std::invalid_argument);
+    };
+    refused(R"({"log_every": -1})", "log_every -1 is outside");
+    refused(R"({"ckpt_every": -5})", "ckpt_every -5 is outside");
+    refused(R"({"steps": 1e13})", "steps 10000000000000 is outside");
+    refused(R"({"batch_size": 0})", "batch_size 0");
+    refused(R"({"lr": -0.1})", "lr");
+    refused(R"({"beta2": 1})", "beta2");
+    refused(R"({"seed": -1})", "'seed' is not a whole number");
+    refused(R"({"data": []})", "data");
+    refused(R"({"model": {"n_layers": 1e6}})", "n_layers 1000000");
+    refused(R"({"seq_len": 100, "model": {"positions": "learned", "max_len": 50}})", "exceeds the model's max_len");
+    // A training step too large for the memory given: refused before the model is built.
+    TrainConfig c = tiny_config("");
+    c.batch_size = 1024, c.seq_len = 4096, c.model.max_len = 4096;
+    CHECK_THROWS_WITH_AS(Trainer(c, tiny_corpus(), Device::CPU, uint64_t(1) << 30), doctest::Contains("batch 1024 × seq_len 4096"),
+                         std::invalid_argument);
+}
+
+TEST_CASE("trainer: a resumed run logs every step once: log.jsonl is cut back to the checkpoint") {
+    auto data = tiny_corpus();
+    const std::string dir = temp_dir("log");
+    TrainConfig c = tiny_config(dir);
+    c.steps = 8;
+    Trainer(c, data).run(true, 4);  // pauses at step 4 with a checkpoint
+    {
+        // As if the run had gone on to log steps 5 and 6 and then been killed before its next checkpoint.
+        std::ofstream log(dir + "/log.jsonl", std::ios::app);
+        log << R"({"step":5,"loss":1})" << "\n" << R"({"step":6,"loss":1})" << "\n";
+    }
+    Trainer resumed(c, data);
+    resumed.resume(dir + "/model.safetensors");
+    resumed.run(true);
+    std::ifstream log(dir + "/log.jsonl");
+    std::vector<int64_t> steps;
+    for (std::string line; std::getline(log, line);) steps.push_back(nlohmann::json::parse(line)["step"].get<int64_t>());
+    CHECK(steps == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8});
+    fs::remove_all(dir);
+}
+
+TEST_CASE("trainer: a checkpoint with bad trainer state is refused, and nothing changes") {
+    auto data = tiny_corpus();
+    const std::string dir = temp_dir("state");
+    TrainConfig c = tiny_config(dir);
+    c.steps = 3;
+    Trainer(c, data).run(true);
+    const std::string path = dir + "/model.safetensors", bad = dir + "/bad.safetensors";
+    Metadata metadata;
+    const NamedTensors good = load_tensors(path, &metadata);
+    const auto with = [&](const std::string& name, const Tensor& value) {
+        NamedTensors tensors = good;
+        for (auto& [n, t] : tensors)
+            if (n == name) t = value;
+        save_tensors(bad, tensors, metadata);
+    };
+    std::string words;
+    SUBCASE("a negative step count") {
+        with("trainer.step", from_vector(std::vector<int64_t>{-5}, {1}));
+        words = "trainer.step -5 is outside";
+    }
+    SUBCASE("a huge step count") {
+        with("trainer.step", from_vector(std::vector<int64_t>{INT64_MAX}, {1}));
+        words = "trainer.step 9223372036854775807 is outside";
+    }
+    SUBCASE("an optimiser ahead of its run") {
+        with("optim.step.0", scalar(1e15, DType::i64));
+        words = "optim.step.0 1000000000000000 is outside [0, 3]";
+    }
+    SUBCASE("an all-zero sampler") {
+        with("trainer.sampler", zeros({4}, DType::i64));
+        words = "trainer.sampler is all zero";
+    }
+    SUBCASE("a NaN in the optimiser state") {
+        with("optim.exp_avg.0", full(good[0].second.shape(), NAN));
+        words = "tensor 'optim.exp_avg.0' holds a NaN";
+    }
+    Trainer t(c, data);
+    const auto before = t.model().parameters()[0].to_vector<float>();
+    CHECK_THROWS_WITH_AS(t.resume(bad), doctest::Contains(words.c_str()), std::runtime_error);
+    CHECK(t.step() == 0);
+    CHECK(t.model().parameters()[0].to_vector<float>() == before);
+    CHECK_THROWS_AS(Generator().set_state({0, 0, 0, 0}), std::invalid_argument);
+    fs::remove_all(dir);
 }

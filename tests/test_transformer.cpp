@@ -373,11 +373,20 @@ TEST_CASE("nn: generate with temperature 0 is greedy decoding of the full forwar
         CHECK(generate(model, prompt, sample, g1) == out);
         if (positions == PositionEncoding::learned) {
             // Learned positions end at max_len: the 16 positions hold the prompt and all
-            // but the last new token.
+            // but the last new token. Asking for more is an error, not a shorter answer.
+            const std::vector<int64_t> long_prompt(13, 2);
             greedy.max_new_tokens = 50;
-            const auto capped = generate(model, std::vector<int64_t>(13, 2), greedy);
-            CHECK(capped.size() == 4);
+            CHECK_THROWS_WITH_AS(generate(model, long_prompt, greedy), doctest::Contains("ask for at most 4 tokens"),
+                                 std::invalid_argument);
+            greedy.max_new_tokens = 4;
+            CHECK(generate(model, long_prompt, greedy).size() == 4);
+        } else {
+            greedy.max_new_tokens = 50;  // RoPE has no last position
+            CHECK(generate(model, prompt, greedy).size() == 50);
         }
+        SampleOptions hot;
+        hot.temperature = INFINITY;
+        CHECK_THROWS_WITH_AS(generate(model, prompt, hot), doctest::Contains("finite temperature"), std::invalid_argument);
     }
     LMConfig c = small_lm();
     GatedTransformerLM model(c);

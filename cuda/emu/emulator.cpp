@@ -54,11 +54,11 @@ std::string dims(uint3 v) {
     return text;
 }
 // "file.cpp:12" without the directories, which depend on where the build ran.
-std::string where(const std::source_location& site) {
+std::string where(const SourceLocation& site) {
     const std::string file = site.file_name();
     return file.substr(file.find_last_of('/') + 1) + ":" + std::to_string(site.line());
 }
-bool same_site(const std::source_location& a, const std::source_location& b) {
+bool same_site(const SourceLocation& a, const SourceLocation& b) {
     return a.line() == b.line() && a.column() == b.column() && std::strcmp(a.file_name(), b.file_name()) == 0;
 }
 
@@ -102,7 +102,7 @@ struct Fiber : ThreadState {
     State state = State::returned;
     // The barrier or collective it waits at, what it offers there and what it gets back.
     const char* op = "";
-    std::source_location site;
+    SourceLocation site;
     unsigned mask = 0;
     int source = 0;  // shuffles: the lane whose value this lane receives
     uint64_t value = 0, result = 0;
@@ -440,7 +440,7 @@ void* dynamic_shared() {
     return b.dynamic.get();
 }
 
-int block_barrier(const char* op, int predicate, const std::source_location& site) {
+int block_barrier(const char* op, int predicate, const SourceLocation& site) {
     Worker& w = worker;
     Fiber& f = *w.running;
     f.op = op;
@@ -451,7 +451,7 @@ int block_barrier(const char* op, int predicate, const std::source_location& sit
 }
 
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width,
-                         const std::source_location& site) {
+                         const SourceLocation& site) {
     Worker& w = worker;
     Fiber& me = *w.running;
     const int lane = me.id % warpSize, first = me.id - lane;

@@ -48,6 +48,29 @@ constexpr int warpSize = 32;
 
 namespace gg::emu {
 
+// Where a barrier or collective was called, for its error messages: std::source_location,
+// or, where the standard library has none for the compiler (libstdc++ 12 under clang 14, the
+// compiler of the sanitizer build), the same facts from the builtins it is made of.
+#ifdef __cpp_lib_source_location
+using SourceLocation = std::source_location;
+#else
+struct SourceLocation {
+    static constexpr SourceLocation current(const char* file = __builtin_FILE(),
+                                            const char* function = __builtin_FUNCTION(),
+                                            unsigned line = __builtin_LINE(), unsigned column = __builtin_COLUMN()) {
+        return SourceLocation{file, function, line, column};
+    }
+    constexpr const char* file_name() const { return file_; }
+    constexpr const char* function_name() const { return function_; }
+    constexpr unsigned line() const { return line_; }
+    constexpr unsigned column() const { return column_; }
+
+    const char* file_ = "";
+    const char* function_ = "";
+    unsigned line_ = 0, column_ = 0;
+};
+#endif
+
 // What a running kernel thread can ask about itself. The scheduler points current_thread at
 // the fiber it switches to, so the macros below always read the thread that is running.
 struct ThreadState {
@@ -86,7 +109,7 @@ T* dynamic_shared() {
 }
 
 // A block-wide barrier: returns how many threads passed a non-zero predicate.
-int block_barrier(const char* op, int predicate, const std::source_location& site);
+int block_barrier(const char* op, int predicate, const SourceLocation& site);
 
 // Every warp collective is one exchange: each lane of `mask` offers a 64-bit value and
 // receives the value of its source lane (shuffles), the warp's vote (ballot, all, any), the
@@ -97,10 +120,10 @@ enum class WarpOp {
     shfl, shfl_up, shfl_down, shfl_xor  // shuffles last
 };
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width,
-                         const std::source_location& site);
+                         const SourceLocation& site);
 
 template <class T>
-T shuffle(WarpOp op, unsigned mask, T var, int lane_arg, int width, const std::source_location& site) {
+T shuffle(WarpOp op, unsigned mask, T var, int lane_arg, int width, const SourceLocation& site) {
     static_assert(std::is_arithmetic_v<T> && sizeof(T) <= 8, "shuffles move one scalar of at most 8 bytes");
     uint64_t bits = 0;
     std::memcpy(&bits, &var, sizeof(T));
@@ -131,58 +154,58 @@ T atomic_update(T* address, Op op) {
 
 // Barriers. The default argument records the call site, so that threads waiting at two
 // different __syncthreads are caught instead of silently passing each other.
-inline void __syncthreads(std::source_location site = std::source_location::current()) {
+inline void __syncthreads(gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     gg::emu::block_barrier("__syncthreads", 0, site);
 }
-inline int __syncthreads_count(int predicate, std::source_location site = std::source_location::current()) {
+inline int __syncthreads_count(int predicate, gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     return gg::emu::block_barrier("__syncthreads_count", predicate, site);
 }
-inline int __syncthreads_and(int predicate, std::source_location site = std::source_location::current()) {
+inline int __syncthreads_and(int predicate, gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     const dim3 b = blockDim;
     return gg::emu::block_barrier("__syncthreads_and", predicate, site) == int(b.x * b.y * b.z);
 }
-inline int __syncthreads_or(int predicate, std::source_location site = std::source_location::current()) {
+inline int __syncthreads_or(int predicate, gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     return gg::emu::block_barrier("__syncthreads_or", predicate, site) > 0;
 }
 
 // Warp collectives. A lane waits until every lane of `mask` has reached the same call.
-inline void __syncwarp(unsigned mask = 0xffffffff, std::source_location site = std::source_location::current()) {
+inline void __syncwarp(unsigned mask = 0xffffffff, gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     gg::emu::warp_collective(gg::emu::WarpOp::sync, mask, 0, 0, warpSize, site);
 }
 inline unsigned __ballot_sync(unsigned mask, int predicate,
-                              std::source_location site = std::source_location::current()) {
+                              gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     return unsigned(gg::emu::warp_collective(gg::emu::WarpOp::ballot, mask, predicate != 0, 0, warpSize, site));
 }
-inline int __all_sync(unsigned mask, int predicate, std::source_location site = std::source_location::current()) {
+inline int __all_sync(unsigned mask, int predicate, gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     return int(gg::emu::warp_collective(gg::emu::WarpOp::all, mask, predicate != 0, 0, warpSize, site));
 }
-inline int __any_sync(unsigned mask, int predicate, std::source_location site = std::source_location::current()) {
+inline int __any_sync(unsigned mask, int predicate, gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     return int(gg::emu::warp_collective(gg::emu::WarpOp::any, mask, predicate != 0, 0, warpSize, site));
 }
 // The lanes that reach this call together: it waits until every other lane of the warp has
 // reached it too, returned, or stopped at some other barrier or collective.
-inline unsigned __activemask(std::source_location site = std::source_location::current()) {
+inline unsigned __activemask(gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     return unsigned(gg::emu::warp_collective(gg::emu::WarpOp::active, 0, 0, 0, warpSize, site));
 }
 
 template <class T>
 T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize,
-              std::source_location site = std::source_location::current()) {
+              gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     return gg::emu::shuffle(gg::emu::WarpOp::shfl, mask, var, src_lane, width, site);
 }
 template <class T>
 T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
-                 std::source_location site = std::source_location::current()) {
+                 gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     return gg::emu::shuffle(gg::emu::WarpOp::shfl_up, mask, var, int(delta), width, site);
 }
 template <class T>
 T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
-                   std::source_location site = std::source_location::current()) {
+                   gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     return gg::emu::shuffle(gg::emu::WarpOp::shfl_down, mask, var, int(delta), width, site);
 }
 template <class T>
 T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
-                  std::source_location site = std::source_location::current()) {
+                  gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     return gg::emu::shuffle(gg::emu::WarpOp::shfl_xor, mask, var, lane_mask, width, site);
 }
 

@@ -91,7 +91,7 @@ inline float operand(__nv_bfloat16 x) { return __bfloat162float(x); }
 // All 32 lanes of a whole warp at the same call, with the same arguments (folded into one
 // number): the emulator's warp exchange, where every lane receives lane 0's arguments.
 inline void warp_wide(gg::emu::WarpOp op, const char* name, const void* pointer, unsigned ldm, int layout,
-                      const std::source_location& site) {
+                      const gg::emu::SourceLocation& site) {
     const gg::emu::ThreadState& t = *gg::emu::current_thread;
     const unsigned id = (t.thread_idx.z * t.block_dim.y + t.thread_idx.y) * t.block_dim.x + t.thread_idx.x;
     const unsigned threads = t.block_dim.x * t.block_dim.y * t.block_dim.z, first = id - id % warpSize;
@@ -112,7 +112,7 @@ inline void warp_wide(gg::emu::WarpOp op, const char* name, const void* pointer,
 }
 
 template <class T>
-void check_ldm(const char* name, unsigned ldm, const std::source_location& site) {
+void check_ldm(const char* name, unsigned ldm, const gg::emu::SourceLocation& site) {
     if (ldm * sizeof(T) % 16 != 0) {
         const std::string file = site.file_name();
         throw std::runtime_error(std::string(name) + " (" + file.substr(file.find_last_of('/') + 1) + ":" +
@@ -142,7 +142,7 @@ void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, const typename detail::
 template <class Use, int M, int N, int K, class T, class Layout>
     requires(std::is_same_v<Layout, row_major> || std::is_same_v<Layout, col_major>)
 void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const typename detail::storage<T>::type* p, unsigned ldm,
-                      std::source_location site = std::source_location::current()) {
+                      gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     constexpr bool row = std::is_same_v<Layout, row_major>;
     detail::check_ldm<typename detail::storage<T>::type>("wmma::load_matrix_sync", ldm, site);
     detail::warp_wide(gg::emu::WarpOp::wmma_load, "wmma::load_matrix_sync", p, ldm, row, site);
@@ -154,7 +154,7 @@ void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const typename detai
 // An accumulator, whose layout in memory is given at run time.
 template <int M, int N, int K>
 void load_matrix_sync(fragment<accumulator, M, N, K, float>& f, const float* p, unsigned ldm, layout_t layout,
-                      std::source_location site = std::source_location::current()) {
+                      gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     detail::check_ldm<float>("wmma::load_matrix_sync", ldm, site);
     detail::warp_wide(gg::emu::WarpOp::wmma_load, "wmma::load_matrix_sync", p, ldm, layout == mem_row_major, site);
     for (int r = 0; r < M; ++r)
@@ -163,7 +163,7 @@ void load_matrix_sync(fragment<accumulator, M, N, K, float>& f, const float* p, 
 
 template <int M, int N, int K>
 void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f, unsigned ldm, layout_t layout,
-                       std::source_location site = std::source_location::current()) {
+                       gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     detail::check_ldm<float>("wmma::store_matrix_sync", ldm, site);
     detail::warp_wide(gg::emu::WarpOp::wmma_store, "wmma::store_matrix_sync", p, ldm, layout == mem_row_major, site);
     for (int r = 0; r < M; ++r)
@@ -174,7 +174,7 @@ void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f,
 template <int M, int N, int K, class T, class LayoutA, class LayoutB>
 void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a, M, N, K, T, LayoutA>& a,
               const fragment<matrix_b, M, N, K, T, LayoutB>& b, const fragment<accumulator, M, N, K, float>& c,
-              std::source_location site = std::source_location::current()) {
+              gg::emu::SourceLocation site = gg::emu::SourceLocation::current()) {
     detail::warp_wide(gg::emu::WarpOp::wmma_mma, "wmma::mma_sync", nullptr, 0, 0, site);
     for (int r = 0; r < M; ++r)
         for (int col = 0; col < N; ++col) {

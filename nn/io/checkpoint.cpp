@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <optional>
 #include <stdexcept>
 
 #include "nn/io/safetensors.h"
+#include "nn/untrusted.h"
 
 namespace gg::nn {
 
@@ -48,7 +51,8 @@ Contents read(const std::string& path) {
         const auto* known = std::find_if(std::begin(kDTypes), std::end(kDTypes),
                                          [&](const auto& d) { return e.dtype == d.second; });
         if (known == std::end(kDTypes))
-            fail(path, "tensor '" + e.name + "' has dtype " + e.dtype + ", which gatedgrad does not support (F32, F64, I64)");
+            fail(path, "tensor '" + printable(e.name) + "' has dtype " + e.dtype +
+                           ", which gatedgrad does not support (F32, F64, I64)");
         const Tensor t = Tensor::empty(e.shape, known->first);
         std::copy(e.bytes.begin(), e.bytes.end(), static_cast<uint8_t*>(t.view_desc().data));
         out.tensors.emplace_back(e.name, t);
@@ -65,9 +69,9 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
         const Tensor host = t.detach().to(Device::CPU).contiguous();  // row-major bytes
         const auto* bytes = static_cast<const uint8_t*>(host.view_desc().data);
         const auto* dtype = std::find_if(std::begin(kDTypes), std::end(kDTypes),
-                                         [&](const auto& d) { return t.dtype() == d.first; });
-        file.entries.push_back({name, dtype->second, t.shape(),
-                                std::vector<uint8_t>(bytes, bytes + host.numel() * dtype_size(t.dtype()))});
+                                         [&](const auto& d) { return host.dtype() == d.first; });
+        file.entries.push_back({name, dtype->second, host.shape(),
+                                std::vector<uint8_t>(bytes, bytes + host.numel() * dtype_size(host.dtype()))});
     }
     as_checkpoint_errors(path, [&] { write_safetensors(path, file); });
 }
@@ -89,8 +93,26 @@ Metadata load(Module& module, const std::string& path, NamedTensors* extra) {
     NamedTensors targets = module.state_dict();
     const bool with_extra = extra && !extra->empty();
     if (with_extra) targets.insert(targets.end(), extra->begin(), extra->end());
+    check_finite(file.tensors, "checkpoint: " + path);
     copy_state(targets, file.tensors, "checkpoint: " + path, "the file", with_extra ? "the model and extras" : "the model");
     return file.metadata;
+}
+
+void check_finite(const NamedTensors& tensors, const std::string& context) {
+    for (const auto& [name, t] : tensors) {
+        if (!t.defined() || !is_floating(t.dtype())) continue;
+        const Tensor host = t.detach().to(Device::CPU).contiguous();
+        const auto first_bad = [&]<class T>() {
+            const T* x = host.data<const T>();
+            const int64_t i = std::find_if(x, x + host.numel(), [](T v) { return !std::isfinite(v); }) - x;
+            return i < host.numel() ? std::optional<double>(x[i]) : std::nullopt;
+        };
+        const std::optional<double> bad = host.dtype() == DType::f32 ? first_bad.operator()<float>()
+                                                                     : first_bad.operator()<double>();
+        if (bad)
+            throw std::runtime_error(context + ": tensor '" + printable(name) + "' holds " +
+                                     (std::isnan(*bad) ? "a NaN" : "an infinity"));
+    }
 }
 
 NamedTensors with_prefix(const std::string& prefix, const NamedTensors& tensors) {

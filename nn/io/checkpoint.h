@@ -26,7 +26,7 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
 
 // Reads `path` into the module in place and returns its metadata. The file must hold
 // exactly the module's state_dict() plus the tensors listed in *extra, each with the
-// same shape and dtype; the *extra tensors are filled in place too. So, to restore an
+// same shape and dtype and only finite values; the *extra tensors are filled in place too. So, to restore an
 // optimiser along with its model:
 //     NamedTensors extra = with_prefix("optim.", opt.state_dict());
 //     nn::load(model, path, &extra);
@@ -37,6 +37,11 @@ Metadata load(Module& module, const std::string& path, NamedTensors* extra = nul
 NamedTensors load_tensors(const std::string& path, Metadata* metadata = nullptr);
 // Writes any named tensors; save() is this on a module's state.
 void save_tensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
+
+// Throws std::runtime_error("<context>: tensor '<name>' holds a NaN ...") for the first
+// floating tensor with a value that is not finite: a corrupt file, or a run that
+// diverged, never a model to continue from. load() checks what it loads.
+void check_finite(const NamedTensors& tensors, const std::string& context);
 
 // The same tensors with `prefix` in front of every name.
 NamedTensors with_prefix(const std::string& prefix, const NamedTensors& tensors);

@@ -26,13 +26,18 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <charconv>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+
+#include "nn/untrusted.h"
 
 namespace gg {
 
@@ -44,6 +49,9 @@ using nlohmann::json;
 // the file is not safetensors at all (or is hostile). Same limit as the
 // reference Python/Rust implementation.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// gatedgrad writes at most 5 dims and PyTorch tensors rarely have 10; a shape of
+// thousands of ones is a valid one-byte tensor whose shape no message should print.
+constexpr size_t kMaxDims = 32;
 
 const std::map<std::string, size_t>& dtype_sizes() {
     static const std::map<std::string, size_t> sizes = {
@@ -89,15 +97,15 @@ std::optional<uint64_t> byte_count(const std::vector<int64_t>& shape, size_t ele
 
 // A tensor together with where its bytes sit in the data section.
 struct Placed {
-    SafetensorsEntry entry;
+    SafetensorsEntry entry;  // bytes still empty
     uint64_t begin, end;
 };
 
-// Decodes and checks one tensor record of the header, then copies its bytes
-// out of the data section.
-Placed parse_entry(const std::string& name, const json& info, const uint8_t* data,
-                   uint64_t data_size, const std::string& what) {
-    const std::string where = "tensor '" + name + "'";
+// Decodes and checks one tensor record of the header against the size of the data
+// section. Messages quote names only through nn::printable and never print a JSON value
+// (a shape nested 100k arrays deep would make a 200 KB message, printed by recursion).
+Placed parse_entry(const std::string& name, const json& info, uint64_t data_size, const std::string& what) {
+    const std::string where = "tensor '" + nn::printable(name) + "'";
     if (!info.is_object())
         fail(what, where + " is a JSON " + info.type_name() + ", expected an object");
     for (const char* key : {"dtype", "shape", "data_offsets"})
@@ -108,31 +116,33 @@ Placed parse_entry(const std::string& name, const json& info, const uint8_t* dat
 
     const json& dtype = info.at("dtype");
     if (!dtype.is_string())
-        fail(what, where + ": \"dtype\" must be a string, got " + dtype.dump());
+        fail(what, where + ": \"dtype\" must be a string, got a JSON " + dtype.type_name());
     p.entry.dtype = dtype.get<std::string>();
     const auto size_it = dtype_sizes().find(p.entry.dtype);
     if (size_it == dtype_sizes().end())
-        fail(what, where + " has unknown dtype '" + p.entry.dtype + "'");
+        fail(what, where + " has unknown dtype '" + nn::printable(p.entry.dtype) + "'");
 
     const json& shape = info.at("shape");
     if (!shape.is_array())
-        fail(what, where + ": \"shape\" must be an array of integers, got " + shape.dump());
+        fail(what, where + ": \"shape\" must be an array of integers, got a JSON " + shape.type_name());
+    if (shape.size() > kMaxDims)
+        fail(what, where + " has " + std::to_string(shape.size()) + " dimensions (at most " +
+                       std::to_string(kMaxDims) + ")");
     for (const json& d : shape) {
         if (!d.is_number_integer())
-            fail(what, where + ": \"shape\" must be an array of integers, got " + shape.dump());
+            fail(what, where + ": \"shape\" must be an array of integers, but holds a JSON " + d.type_name());
         // nlohmann keeps non-negative JSON integers as unsigned, negative ones as signed.
-        if (!d.is_number_unsigned() && d.get<int64_t>() < 0)
-            fail(what, where + " has negative dimension " + d.dump() + " in shape " + shape.dump());
+        if (!d.is_number_unsigned())
+            fail(what, where + " has negative dimension " + std::to_string(d.get<int64_t>()) + " in its shape");
         if (d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-            fail(what, where + " has dimension " + d.dump() + " too large for int64");
+            fail(what, where + " has dimension " + std::to_string(d.get<uint64_t>()) + " too large for int64");
         p.entry.shape.push_back(d.get<int64_t>());
     }
 
     const json& offsets = info.at("data_offsets");
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
         !offsets[1].is_number_unsigned())
-        fail(what, where + ": \"data_offsets\" must be two non-negative integers [begin, end], got " +
-                       offsets.dump());
+        fail(what, where + ": \"data_offsets\" must be two non-negative integers [begin, end]");
     p.begin = offsets[0].get<uint64_t>();
     p.end = offsets[1].get<uint64_t>();
     const std::string range = range_str(p.begin, p.end);
@@ -147,8 +157,6 @@ Placed parse_entry(const std::string& name, const json& info, const uint8_t* dat
     if (p.end - p.begin != *expected)
         fail(what, desc + " needs " + std::to_string(*expected) + " bytes but data_offsets " + range +
                        " hold " + std::to_string(p.end - p.begin));
-
-    p.entry.bytes.assign(data + p.begin, data + p.end);
     return p;
 }
 
@@ -160,7 +168,7 @@ std::map<std::string, std::string> parse_metadata(const json& meta, const std::s
     std::map<std::string, std::string> out;
     for (const auto& [key, value] : meta.items()) {
         if (!value.is_string())
-            fail(what, "\"__metadata__\" value for '" + key + "' is a JSON " + value.type_name() +
+            fail(what, "\"__metadata__\" value for '" + nn::printable(key) + "' is a JSON " + value.type_name() +
                            ", expected a string");
         out[key] = value.get<std::string>();
     }
@@ -179,6 +187,29 @@ void write_all(int fd, const void* data, size_t size, const std::string& what, c
     }
 }
 
+// A save killed between creating its temp file and the rename leaves "<path>.tmp.<pid>"
+// behind, and nothing else would ever remove it. Removes those whose writer is gone (no
+// process has that pid); a live writer's file is its work in progress and stays.
+void remove_stale_temp_files(const std::string& path) {
+    namespace fs = std::filesystem;
+    const fs::path target(path);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    const std::string prefix = target.filename().string() + ".tmp.";
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (!name.starts_with(prefix)) continue;
+        const std::string_view digits = std::string_view(name).substr(prefix.size());
+        pid_t pid = 0;
+        const auto [stop, err] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+        if (err != std::errc() || stop != digits.data() + digits.size() || pid <= 0) continue;
+        if (::kill(pid, 0) != 0 && errno == ESRCH) {
+            std::error_code ignored;  // another cleaner may have been first
+            fs::remove(it->path(), ignored);
+        }
+    }
+}
+
 }  // namespace
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
@@ -194,44 +225,51 @@ size_t safetensors_dtype_size(const std::string& dtype) {
     return it->second;
 }
 
-SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const std::string& what) {
-    // 1. The header length.
-    if (file_bytes.size() < 8)
-        fail(what, "file is " + std::to_string(file_bytes.size()) +
-                       " bytes, shorter than the 8-byte header length");
+namespace {
+
+// A file's header, checked against the size of the data section that follows it: the
+// metadata, and every tensor with its byte range (its bytes not read yet).
+struct Header {
+    std::map<std::string, std::string> metadata;
+    std::vector<Placed> tensors;  // sorted by begin
+    uint64_t length = 0;          // N, the JSON's size in bytes
+};
+
+// The 8-byte length that opens a file of `file_size` bytes, checked against that size.
+uint64_t header_length(const uint8_t (&prefix)[8], uint64_t file_size, const std::string& what) {
     uint64_t header_len = 0;
-    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file_bytes[static_cast<size_t>(i)];
+    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | prefix[i];
     if (header_len > kMaxHeaderBytes)  // most other files (text, JSON, PNG) land here
         fail(what, "not a safetensors file: its first 8 bytes, read as the header length, give " +
                        std::to_string(header_len) + " bytes (at most " + std::to_string(kMaxHeaderBytes) + ")");
-    if (header_len > file_bytes.size() - 8)
+    if (header_len > file_size - 8)
         fail(what, "header length " + std::to_string(header_len) + " is larger than the " +
-                       std::to_string(file_bytes.size() - 8) + " bytes that follow it");
+                       std::to_string(file_size - 8) + " bytes that follow it");
+    return header_len;
+}
 
-    // 2. The JSON header. Trailing padding spaces are ordinary JSON whitespace.
-    const uint8_t* header = file_bytes.data() + 8;
+Header parse_header(std::string_view text, uint64_t data_size, const std::string& what) {
+    // Trailing padding spaces are ordinary JSON whitespace.
     json j;
     try {
-        j = json::parse(header, header + header_len);
-    } catch (const json::parse_error& e) {
-        fail(what, std::string("header is not valid JSON: ") + e.what());
+        j = nn::parse_untrusted_json(text);
+    } catch (const std::invalid_argument& e) {
+        fail(what, std::string("header: ") + e.what());
     }
     if (!j.is_object()) fail(what, std::string("header is a JSON ") + j.type_name() + ", expected an object");
 
-    // 3. Every tensor record, checked against the data section that follows.
-    const uint8_t* data = header + header_len;
-    const uint64_t data_size = file_bytes.size() - 8 - header_len;
-    SafetensorsFile out;
-    std::vector<Placed> placed;
+    Header out;
+    out.length = text.size();
     for (const auto& [name, info] : j.items()) {
         if (name == "__metadata__")
             out.metadata = parse_metadata(info, what);
         else
-            placed.push_back(parse_entry(name, info, data, data_size, what));
+            out.tensors.push_back(parse_entry(name, info, data_size, what));
     }
 
-    // 4. No two tensors may share bytes. Once sorted by begin, any overlap
-    // shows up between neighbours, so one pass suffices.
+    // No two tensors may share bytes. Once sorted by begin, any overlap shows up between
+    // neighbours, so one pass suffices.
+    std::vector<Placed>& placed = out.tensors;
     std::stable_sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) {
         return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
     });
@@ -239,23 +277,65 @@ SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const 
         const Placed& prev = placed[i - 1];
         const Placed& cur = placed[i];
         if (cur.begin < prev.end)
-            fail(what, "tensors '" + prev.entry.name + "' " + range_str(prev.begin, prev.end) + " and '" +
-                           cur.entry.name + "' " + range_str(cur.begin, cur.end) + " overlap");
+            fail(what, "tensors '" + nn::printable(prev.entry.name) + "' " + range_str(prev.begin, prev.end) +
+                           " and '" + nn::printable(cur.entry.name) + "' " + range_str(cur.begin, cur.end) +
+                           " overlap");
     }
+    return out;
+}
 
-    for (Placed& p : placed) out.entries.push_back(std::move(p.entry));
+}  // namespace
+
+SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const std::string& what) {
+    if (file_bytes.size() < 8)
+        fail(what, "file is " + std::to_string(file_bytes.size()) +
+                       " bytes, shorter than the 8-byte header length");
+    uint8_t prefix[8];
+    std::copy_n(file_bytes.begin(), 8, prefix);
+    const uint64_t header_len = header_length(prefix, file_bytes.size(), what);
+    const char* header = reinterpret_cast<const char*>(file_bytes.data()) + 8;
+    Header h = parse_header({header, header_len}, file_bytes.size() - 8 - header_len, what);
+
+    SafetensorsFile out{std::move(h.metadata), {}};
+    const uint8_t* data = file_bytes.data() + 8 + header_len;
+    for (Placed& p : h.tensors) {
+        p.entry.bytes.assign(data + p.begin, data + p.end);
+        out.entries.push_back(std::move(p.entry));
+    }
     return out;
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
+    // The header first, checked against the file's size, then each tensor's bytes: a file
+    // that is not safetensors fails after reading a few bytes, not after reading it all.
     std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
+    const auto status = std::filesystem::status(path, ec);
     if (ec) fail(path, "cannot read: " + ec.message());
-    std::vector<uint8_t> bytes(size);
+    if (!std::filesystem::is_regular_file(status)) fail(path, "cannot read: not a regular file");  // /dev/zero, a FIFO
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    if (ec) fail(path, "cannot read: " + ec.message());
     std::ifstream in(path, std::ios::binary);
-    if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
-        fail(path, "cannot read " + std::to_string(size) + " bytes");
-    return parse_safetensors(bytes, path);
+    const auto read = [&](void* dst, uint64_t offset, uint64_t n) {
+        if (!in.seekg(static_cast<std::streamoff>(offset)) ||
+            !in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n)))
+            fail(path, "cannot read " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
+    };
+    if (!in) fail(path, "cannot read: " + std::string(std::strerror(errno)));
+    if (size < 8) fail(path, "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
+    uint8_t prefix[8];
+    read(prefix, 0, 8);
+    const uint64_t header_len = header_length(prefix, size, path);
+    std::string text(header_len, '\0');
+    read(text.data(), 8, header_len);
+    Header h = parse_header(text, size - 8 - header_len, path);
+
+    SafetensorsFile out{std::move(h.metadata), {}};
+    for (Placed& p : h.tensors) {
+        p.entry.bytes.resize(p.end - p.begin);
+        if (!p.entry.bytes.empty()) read(p.entry.bytes.data(), 8 + header_len + p.begin, p.entry.bytes.size());
+        out.entries.push_back(std::move(p.entry));
+    }
+    return out;
 }
 
 void write_safetensors(const std::string& path, const SafetensorsFile& file) {
@@ -299,6 +379,7 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
     // old file or the complete new one, never a torn write. (Surviving a
     // power cut right after the rename would also need an fsync of the
     // directory; we stop at the file.)
+    remove_stale_temp_files(path);  // first: on a full disk their space may be what this save needs
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail_errno(path, "cannot create " + tmp);

@@ -32,9 +32,11 @@ struct SafetensorsFile {
 // BF16, I64, I32, I8, U8 and BOOL; throws std::invalid_argument otherwise.
 size_t safetensors_dtype_size(const std::string& dtype);
 
-// Reads and validates a whole file. Throws std::runtime_error with a one-line
-// message starting "safetensors: <path>: " on any I/O error or malformed content
-// ("safetensors: <path>: not a safetensors file: ..." when it cannot be one at all).
+// Reads and validates a whole file: the header first, checked against the file's
+// size, then the tensors' bytes. Throws std::runtime_error with a one-line message
+// starting "safetensors: <path>: " on any I/O error or malformed content (which
+// includes a header nested deeper than 64 levels or naming a tensor twice;
+// "safetensors: <path>: not a safetensors file: ..." when it cannot be one at all).
 SafetensorsFile read_safetensors(const std::string& path);
 
 // Validates and decodes a file already in memory; `what` names it in error
@@ -47,7 +49,8 @@ SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const 
 // a multiple of 8 bytes. Throws std::invalid_argument for bad entries (unknown
 // dtype, negative dims, bytes not matching shape x dtype, duplicate or reserved
 // names) before touching the disk, and std::runtime_error on I/O failure; the
-// temp file never survives a failure.
+// temp file never survives a failure. Temp files of `path` left by a writer that was
+// killed (no process has their pid any more) are removed first.
 void write_safetensors(const std::string& path, const SafetensorsFile& file);
 
 }  // namespace gg

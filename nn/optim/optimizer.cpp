@@ -73,6 +73,7 @@ void SGD::step() {
     for_each_grad(params_, name_, [&](size_t i, const Tensor& p, const Tensor& g) {
         const View buf = momentum_buffers_.empty() ? View{} : momentum_buffers_[i].view_desc();
         backend(p.device()).sgd_step(s, p.view_desc(), g.view_desc(), buf);
+        p.bump_version();  // the parameter is written in place: a graph that saved it is stale
     });
 }
 
@@ -108,6 +109,7 @@ void AdamW::step() {
                              1 - std::pow(beta2, double(t))};
         backend(p.device()).adamw_step(step, p.view_desc(), g.view_desc(), s.exp_avg.view_desc(),
                                        s.exp_avg_sq.view_desc());
+        p.bump_version();
     });
 }
 
@@ -143,6 +145,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
             const View gv = g.view_desc();
             const Tensor factor = full({}, scale, g.dtype(), g.device()).expand(g.shape());
             backend(g.device()).binary(BinaryOp::mul, gv, gv, factor.view_desc());
+            g.bump_version();
         });
     }
     return norm;

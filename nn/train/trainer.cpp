@@ -76,6 +76,7 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     field("restart_step", c.restart_step);
     field("restart_lr", c.restart_lr);
     fields.finish();
+    c.validate();
     return c;
 }
 
@@ -83,6 +84,43 @@ LrSchedule TrainConfig::schedule() const {
     // A warmup longer than the run would leave no room for the decay.
     const int64_t warm = std::max<int64_t>(0, std::min(warmup, steps - 1));
     return {LrSchedule::Decay::cosine, lr, lr * min_lr_ratio, warm, steps, restart_step, restart_lr};
+}
+
+void TrainConfig::validate() const {
+    model.validate();
+    using Limit = TrainConfigLimits;
+    const auto fail = [](const std::string& why) { throw std::invalid_argument("train config: " + why); };
+    const auto check_int = [&](const char* field, int64_t value, int64_t low, int64_t high) {
+        if (value < low || value > high)
+            fail(std::string(field) + " " + std::to_string(value) + " is outside [" + std::to_string(low) + ", " +
+                 std::to_string(high) + "]");
+    };
+    // Reals: finite and at least `low`; below `high` when one is given (the betas).
+    const auto check_real = [&](const char* field, double value, double low, double high = INFINITY) {
+        if (std::isfinite(value) && value >= low && (value < high || std::isinf(high))) return;
+        char why[160];
+        if (std::isinf(high)) std::snprintf(why, sizeof why, "%s %g must be finite and at least %g", field, value, low);
+        else std::snprintf(why, sizeof why, "%s %g must be at least %g and below %g", field, value, low, high);
+        fail(why);
+    };
+    check_int("batch_size", batch_size, 1, Limit::batch_size);
+    check_int("seq_len", seq_len, 2, LMConfigLimits::max_len);
+    check_int("steps", steps, 0, Limit::steps);
+    check_int("warmup", warmup, 0, Limit::steps);
+    check_int("eval_every", eval_every, 0, Limit::steps);
+    check_int("eval_batches", eval_batches, 1, Limit::eval_batches);
+    check_int("log_every", log_every, 0, Limit::steps);
+    check_int("ckpt_every", ckpt_every, 0, Limit::steps);
+    check_real("lr", lr, 0);
+    check_real("min_lr_ratio", min_lr_ratio, 0, 1 + 1e-12);
+    check_real("weight_decay", weight_decay, 0);
+    check_real("beta1", beta1, 0, 1);
+    check_real("beta2", beta2, 0, 1);
+    check_real("grad_clip", grad_clip, 0);
+    if (data.empty()) fail("data names no corpus");
+    if (model.positions == PositionEncoding::learned && seq_len > model.max_len)
+        fail("seq_len " + std::to_string(seq_len) + " exceeds the model's max_len " + std::to_string(model.max_len) +
+             " (learned positions)");
 }
 
 TrainConfig TrainConfig::preset(const std::string& given) {
@@ -108,15 +146,10 @@ TrainConfig TrainConfig::preset(const std::string& given) {
 
 // ---------------------------------------------------------------- trainer
 
-Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data, Device device)
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data, Device device, uint64_t memory)
     : config_(config), data_(std::move(data)), device_(device), sampler_(config.seed) {
-    if (config.batch_size < 1 || config.seq_len < 2 || config.steps < 0)
-        throw std::invalid_argument("trainer: batch_size " + std::to_string(config.batch_size) + ", seq_len " +
-                                    std::to_string(config.seq_len) + ", steps " + std::to_string(config.steps) +
-                                    ": need batch ≥ 1, seq_len ≥ 2, steps ≥ 0");
-    if (config.model.positions == PositionEncoding::learned && config.seq_len > config.model.max_len)
-        throw std::invalid_argument("trainer: seq_len " + std::to_string(config.seq_len) + " exceeds the model's max_len " +
-                                    std::to_string(config.model.max_len) + " (learned positions)");
+    config.validate();
+    check_memory(config.model, Workload::training, config.batch_size, config.seq_len, memory);
     manual_seed(config.seed);  // parameter init draws from the default generator
     model_ = std::make_shared<GatedTransformerLM>(config.model);  // initialised on the CPU: the same on any device
     model_->to(device);
@@ -141,15 +174,65 @@ void Trainer::save(const std::string& path) const {
     nn::save(*model_, path, {{"config", config_.model.to_json()}, {"train_config", config_.to_json()}}, extra);
 }
 
+namespace {
+// The trainer's own values in a checkpoint, read before anything is loaded: copy_state
+// checks names, shapes and dtypes, this the values a file could still get wrong.
+void check_trainer_state(const NamedTensors& file, const std::string& path) {
+    const auto fail = [&](const std::string& why) { throw std::runtime_error("checkpoint: " + path + ": " + why); };
+    const auto find = [&](const std::string& name, const Shape& shape) -> const Tensor* {
+        for (const auto& [n, t] : file)
+            if (n == name && t.shape() == shape && t.dtype() == DType::i64) return &t;
+        return nullptr;  // absent or misshapen: copy_state says which
+    };
+    int64_t run_step = 0;
+    if (const Tensor* step = find("trainer.step", {1})) {
+        run_step = step->data<const int64_t>()[0];
+        if (run_step < 0 || run_step > TrainConfigLimits::steps)
+            fail("trainer.step " + std::to_string(run_step) + " is outside [0, " +
+                 std::to_string(TrainConfigLimits::steps) + "]");
+    }
+    if (const Tensor* sampler = find("trainer.sampler", {4})) {
+        const int64_t* s = sampler->data<const int64_t>();
+        if (std::all_of(s, s + 4, [](int64_t w) { return w == 0; }))
+            fail("trainer.sampler is all zero, which is no state of the generator (it would draw zeros forever)");
+    }
+    for (const auto& [name, t] : file) {
+        if (!name.starts_with("optim.step.") || t.shape() != Shape{} || t.dtype() != DType::i64) continue;
+        const int64_t n = t.data<const int64_t>()[0];
+        if (n < 0 || n > run_step)  // a parameter steps at most once per training step
+            fail(name + " " + std::to_string(n) + " is outside [0, " + std::to_string(run_step) +
+                 "], the run's step count");
+    }
+}
+}  // namespace
+
+namespace {
+// Σ p² over every parameter, summed in float64 on their device. It is finite when every
+// weight is; when the sum alone overflows, check_finite finds nothing wrong and training goes on.
+double sum_of_squares(const std::vector<Tensor>& params) {
+    if (params.empty()) return 0;
+    const Tensor acc = zeros({}, DType::f64, params.front().device());
+    for (const Tensor& p : params) backend(p.device()).sum_squares(acc.view_desc(), p.detach().contiguous().view_desc());
+    return acc.item();
+}
+}  // namespace
+
 void Trainer::resume(const std::string& path) {
     NamedTensors extra = with_prefix("optim.", optimizer_->state_dict());
     Tensor step = zeros({1}, DType::i64), sampler = zeros({4}, DType::i64);
     extra.emplace_back("trainer.step", step);
     extra.emplace_back("trainer.sampler", sampler);
-    const Metadata metadata = nn::load(*model_, path, &extra);  // checks everything before changing anything
-    step_ = step.data<int64_t>()[0];
+    // Everything is checked before anything changes: a bad file leaves the trainer as it was.
+    Metadata metadata;
+    const NamedTensors file = load_tensors(path, &metadata);
+    check_trainer_state(file, path);
+    check_finite(file, "checkpoint: " + path);
+    NamedTensors targets = model_->state_dict();
+    targets.insert(targets.end(), extra.begin(), extra.end());
+    copy_state(targets, file, "checkpoint: " + path, "the file", "the model and extras");
+    step_ = step.data<const int64_t>()[0];
     std::array<uint64_t, 4> s;
-    std::memcpy(s.data(), sampler.data<int64_t>(), sizeof(s));
+    std::memcpy(s.data(), sampler.data<const int64_t>(), sizeof(s));
     sampler_.set_state(s);
     if (auto it = metadata.find("train_config"); it != metadata.end()) continue_schedule(TrainConfig::from_json(it->second));
 }
@@ -191,6 +274,25 @@ double Trainer::evaluate(int64_t seq_len) const {
 
 namespace {
 
+// Keeps the lines of a log.jsonl up to the first one past `step`, replacing the file
+// atomically (a kill mid-way leaves the old log, not half of it).
+void truncate_log(const std::filesystem::path& path, int64_t step) {
+    std::ifstream in(path);
+    if (!in) return;  // no log yet
+    std::string kept, line;
+    while (std::getline(in, line)) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
+            j["step"].get<int64_t>() > step)
+            break;
+        kept += line + "\n";
+    }
+    in.close();
+    const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+    std::ofstream(tmp, std::ios::trunc) << kept;
+    std::filesystem::rename(tmp, path);
+}
+
 // One status line: a bar on a terminal (rewritten in place), plain lines otherwise.
 void print_progress(const StepLog& s, int64_t total, double elapsed, bool tty) {
     const double eta = s.step > 0 ? elapsed / s.step * (total - s.step) : 0;
@@ -218,7 +320,9 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
     std::ofstream log_file;
     if (!c.out_dir.empty()) {
         fs::create_directories(c.out_dir);
-        log_file.open(fs::path(c.out_dir) / "log.jsonl", step_ > 0 ? std::ios::app : std::ios::trunc);
+        const fs::path log_path = fs::path(c.out_dir) / "log.jsonl";
+        if (step_ > 0) truncate_log(log_path, step_);  // steps logged after the checkpoint are done again
+        log_file.open(log_path, step_ > 0 ? std::ios::app : std::ios::trunc);
     }
     const LrSchedule schedule = c.schedule();
     const int64_t last = stop_at > 0 ? std::min(stop_at, c.steps) : c.steps;
@@ -241,6 +345,16 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         const double norm = c.grad_clip > 0 ? clip_grad_norm(optimizer_->params(), c.grad_clip)
                                             : clip_grad_norm(optimizer_->params(), INFINITY);
         optimizer_->step();
+        try {  // a huge step can overflow the weights with a finite loss; never checkpoint them
+            // One number per step comes back from the device; only a bad one looks tensor by tensor.
+            if (!std::isfinite(sum_of_squares(optimizer_->params())))
+                check_finite(model_->named_parameters(), "after the update");
+        } catch (const std::runtime_error& e) {
+            result.diverged = true;
+            result.message = "training stopped: the weights are not finite at step " + std::to_string(step_ + 1) + " (" +
+                             e.what() + "); the last good checkpoint is kept";
+            break;
+        }
         ++step_;
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         StepLog s{step_, loss_value, optimizer_->lr, norm, double(c.batch_size * c.seq_len) / dt, NAN};
@@ -269,18 +383,28 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
     return result;
 }
 
-std::shared_ptr<GatedTransformerLM> load_model(const std::string& path) {
+std::shared_ptr<GatedTransformerLM> load_model(const std::string& path, uint64_t memory) {
     // One read: the config from the metadata, then the weights (not the optimiser/trainer state).
     Metadata metadata;
     const NamedTensors tensors = load_tensors(path, &metadata);
+    const std::string context = "checkpoint: " + path;
     auto it = metadata.find("config");
-    if (it == metadata.end())
-        throw std::runtime_error("checkpoint: " + path + ": no model config in its metadata (not a gatedgrad model?)");
-    auto model = std::make_shared<GatedTransformerLM>(LMConfig::from_json(it->second));
+    if (it == metadata.end()) throw std::runtime_error(context + ": no model config in its metadata (not a gatedgrad model?)");
+    // The config is checked before the model it describes is built: a file's few bytes of
+    // metadata must not be able to ask for terabytes.
+    LMConfig config;
+    try {
+        config = LMConfig::from_json(it->second);
+        check_memory(config, Workload::weights, 0, 0, memory);
+    } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(context + ": " + e.what());
+    }
     NamedTensors wanted;
     for (const auto& [name, t] : tensors)
         if (name.rfind("optim.", 0) != 0 && name.rfind("trainer.", 0) != 0) wanted.emplace_back(name, t);
-    copy_state(model->state_dict(), wanted, "checkpoint: " + path, "the file", "the model");
+    check_finite(wanted, context);
+    auto model = std::make_shared<GatedTransformerLM>(config);
+    copy_state(model->state_dict(), wanted, context, "the file", "the model");
     return model;
 }
 

@@ -7,8 +7,9 @@
 //
 // A checkpoint holds the model, the AdamW state, the step and the sampler's generator
 // state, so resuming continues the exact same run: 100 steps + resume + 100 steps gives
-// bit-identical losses to 200 steps in one go. A NaN or infinite loss stops training
-// with a message naming the step; the last checkpoint written before it is kept.
+// bit-identical losses to 200 steps in one go. A NaN or infinite loss, or an update that
+// leaves a weight NaN or infinite, stops training with a message naming the step; the
+// last checkpoint written before it is kept (so every checkpoint written can be resumed).
 #pragma once
 #include <cmath>
 #include <functional>
@@ -49,8 +50,18 @@ struct TrainConfig {
 
     LrSchedule schedule() const;  // warmup + cosine (with the restart, if any) over `steps`
     std::string to_json() const;
-    static TrainConfig from_json(const std::string& json);  // fields not given keep defaults
+    // Fields not given keep defaults; throws naming a field of the wrong type or one
+    // validate() refuses.
+    static TrainConfig from_json(const std::string& json);
     static TrainConfig preset(const std::string& name);     // "tiny", "small", "medium"
+    // Checks every field against TrainConfigLimits (and model.validate()); throws
+    // std::invalid_argument naming the field, its value and its range.
+    void validate() const;
+};
+
+struct TrainConfigLimits {
+    static constexpr int64_t steps = 1'000'000'000'000;  // also warmup, eval_every, log_every, ckpt_every
+    static constexpr int64_t batch_size = int64_t(1) << 16, eval_batches = int64_t(1) << 20;
 };
 
 struct StepLog {
@@ -72,17 +83,24 @@ struct TrainResult {
 
 class Trainer {
 public:
-    // The model, its optimiser state and every batch live on `device`; checkpoints hold the
-    // same bytes whichever device wrote them, so a run can resume on another device.
-    Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data, Device device = Device::CPU);
-    // Continues from a checkpoint written by this trainer (same config). When the config's
+    // Validates the config and checks that a training step fits in `memory` bytes
+    // (nn/transformer.h: estimate_memory) before building the model. The model, its
+    // optimiser state and every batch live on `device`; checkpoints hold the same bytes
+    // whichever device wrote them, so a run can resume on another device.
+    Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data, Device device = Device::CPU,
+            uint64_t memory = memory_budget());
+    // Continues from a checkpoint written by this trainer (same config). All or nothing:
+    // before anything changes, every floating tensor must be finite, the step counts in
+    // range (the run's in [0, TrainConfigLimits::steps], each optimiser step count in
+    // [0, the run's]) and the sampler state a valid one (not all zero). When the config's
     // steps differ from those the checkpoint's run planned (a finished run extended), the
     // learning rate goes on from where the checkpoint left it, on a cosine re-stretched to
     // the new end (config().restart_step), and resume_note() says so.
     void resume(const std::string& checkpoint_path);
     const std::string& resume_note() const { return resume_note_; }  // empty: nothing changed
     // Trains up to config.steps, or pauses after step `stop_at` (> 0) with a checkpoint,
-    // on the same schedule. `quiet` prints nothing (tests).
+    // on the same schedule. `quiet` prints nothing (tests). A resumed run first cuts
+    // out_dir/log.jsonl back to the checkpoint's step, so no step is logged twice.
     TrainResult run(bool quiet = false, int64_t stop_at = 0);
     // Mean validation loss over config.eval_batches fixed batches.
     double evaluate(int64_t seq_len = 0) const;
@@ -105,7 +123,9 @@ private:
     std::string resume_note_;
 };
 
-// Loads a model saved by Trainer::save (config from the file's metadata).
-std::shared_ptr<GatedTransformerLM> load_model(const std::string& checkpoint_path);
+// Loads a model saved by Trainer::save (config from the file's metadata). The config is
+// validated, and its weights must fit in `memory` bytes, before any is allocated; NaN or
+// infinite weights are refused. Errors are std::runtime_error "checkpoint: <path>: ...".
+std::shared_ptr<GatedTransformerLM> load_model(const std::string& checkpoint_path, uint64_t memory = memory_budget());
 
 }  // namespace gg::nn
