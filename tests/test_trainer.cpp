@@ -249,6 +249,7 @@ TEST_CASE("trainer: a run resumed with more steps goes on at its learning rate, 
     CHECK(last.log.back().lr == doctest::Approx(min_lr).epsilon(0.05));
     fs::remove_all(finished);
     fs::remove_all(paused);
+}
 
 TEST_CASE("trainer: configs out of range are refused, naming the field") {
     const auto refused = [](const std::string& json, const char* words) {

@@ -72,7 +72,7 @@ inline std::vector<std::string> load_untrusted(std::string_view bytes) {
         const SafetensorsFile file = read_safetensors(path);
         const auto it = file.metadata.find("train_config");
         if (it == file.metadata.end()) return;
-        nn::Trainer trainer(nn::TrainConfig::from_json(it->second), data, kMemory);
+        nn::Trainer trainer(nn::TrainConfig::from_json(it->second), data, Device::CPU, kMemory);
         trainer.resume(path);
     });
     // The bytes as a config file (train --config) or a model config on its own.
