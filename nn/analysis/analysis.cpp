@@ -11,7 +11,9 @@ namespace gg::nn {
 
 namespace {
 // x log x with 0 log 0 = 0.
-Tensor xlogx(const Tensor& x) { return where(gt(x, zeros_like(x)), x * log(maximum(x, full({}, 1e-300, x.dtype()))), zeros_like(x)); }
+Tensor xlogx(const Tensor& x) {
+    return where(gt(x, zeros_like(x)), x * log(maximum(x, full({}, 1e-300, x.dtype(), x.device()))), zeros_like(x));
+}
 }  // namespace
 
 double attention_entropy(const Tensor& probs) { return -mean(sum(xlogx(probs), {-1})).item(); }
@@ -47,7 +49,7 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
         if (seen.gate.defined()) {
             const Tensor gate = seen.gate.to(DType::f64);
             layer.gate_mean = mean(gate).item();
-            layer.gate_below_0_1 = mean(lt(gate, full({}, 0.1, DType::f64))).item();
+            layer.gate_below_0_1 = mean(lt(gate, full({}, 0.1, DType::f64, gate.device()))).item();
             if (attn.options().gate == GatePosition::sdpa_output) {
                 // (B, heads, T, width) → per-query gate (B, H, T), shared gates broadcast over heads
                 const Tensor per_query = mean(gate, {3}).expand({probs.size(0), probs.size(1), T});
