@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <string>
 
-#include "cuda/caching_allocator.h"
+#include "tensor/caching_allocator.h"
 #include "tensor/backend.h"
 
 namespace gg::cuda {

@@ -44,7 +44,8 @@ void raw_free(void* ptr) { std::free(ptr); }
 // Never destroyed: blocks still held at exit go with the process, and the GPU build must
 // not call cudaFree after the CUDA runtime has shut down.
 CachingAllocator& allocator() {
-    static CachingAllocator* instance = new CachingAllocator(raw_allocate, raw_free, caching_enabled_by_environment());
+    static CachingAllocator* instance =
+        new CachingAllocator(raw_allocate, raw_free, caching_enabled_by_environment("GATEDGRAD_CUDA_CACHE"));
     return *instance;
 }
 

@@ -10,7 +10,7 @@
 #pragma once
 #include <string>
 
-#include "cuda/caching_allocator.h"
+#include "tensor/caching_allocator.h"
 #include "cuda/cuda.h"
 #include "cuda/launch.h"
 

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "tensor/backend.h"
+#include "tensor/caching_allocator.h"
 #include "tensor/parallel.h"
 
 namespace gg {
@@ -120,15 +121,24 @@ void map2(const View& out, const View& a, const View& b, F f) {
     }
 }
 
-void* cpu_allocate(size_t nbytes) {
-    // 64-byte alignment suits AVX-512 loads and OpenBLAS; at least one byte so that an
-    // empty tensor still has a distinct address.
-    const size_t rounded = std::max<size_t>(64, (nbytes + 63) / 64 * 64);
-    void* p = std::aligned_alloc(64, rounded);
-    if (!p) throw std::bad_alloc();
-    return p;
+// 64-byte alignment suits AVX-512 loads and OpenBLAS; at least 64 bytes so that an empty
+// tensor still has a distinct address. Null when the system has no memory left.
+void* aligned_host_allocate(size_t nbytes) {
+    return std::aligned_alloc(64, std::max<size_t>(64, (nbytes + 63) / 64 * 64));
 }
-void cpu_deallocate(void* p, size_t) { std::free(p); }
+
+// Freed tensors' memory is kept for the next tensor of its size (tensor/caching_allocator.h):
+// an op's output then lands in warm pages instead of faulting in fresh ones. Never destroyed,
+// so that tensors in static storage can still be freed at exit. GATEDGRAD_CPU_CACHE=0 turns
+// it off (tools/sanitize does, so that AddressSanitizer sees every block's end).
+CachingAllocator& cpu_allocator() {
+    static CachingAllocator* instance =
+        new CachingAllocator(aligned_host_allocate, std::free, caching_enabled_by_environment("GATEDGRAD_CPU_CACHE"));
+    return *instance;
+}
+
+void* cpu_allocate(size_t nbytes) { return cpu_allocator().allocate(nbytes); }
+void cpu_deallocate(void* p, size_t) { cpu_allocator().deallocate(p); }
 void cpu_synchronize() {}
 void cpu_memcpy(void* dst, const void* src, size_t nbytes) { std::memcpy(dst, src, nbytes); }
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cuda/build_config.h"
-#include "cuda/caching_allocator.h"
+#include "tensor/caching_allocator.h"
 #include "cuda/cuda.h"
 #include "cuda/device_error.h"
 #include "cuda/kernels.h"
@@ -170,11 +170,11 @@ TEST_CASE("GATEDGRAD_CUDA_CACHE=0 turns caching off; anything else leaves it on"
     const char* saved = std::getenv("GATEDGRAD_CUDA_CACHE");
     const std::string before = saved ? saved : "";
     ::unsetenv("GATEDGRAD_CUDA_CACHE");
-    CHECK(gg::cuda::caching_enabled_by_environment());
+    CHECK(gg::caching_enabled_by_environment("GATEDGRAD_CUDA_CACHE"));
     ::setenv("GATEDGRAD_CUDA_CACHE", "0", 1);
-    CHECK_FALSE(gg::cuda::caching_enabled_by_environment());
+    CHECK_FALSE(gg::caching_enabled_by_environment("GATEDGRAD_CUDA_CACHE"));
     ::setenv("GATEDGRAD_CUDA_CACHE", "1", 1);
-    CHECK(gg::cuda::caching_enabled_by_environment());
+    CHECK(gg::caching_enabled_by_environment("GATEDGRAD_CUDA_CACHE"));
     if (saved)
         ::setenv("GATEDGRAD_CUDA_CACHE", before.c_str(), 1);
     else

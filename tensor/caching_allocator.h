@@ -1,16 +1,20 @@
-// caching_allocator.h — device memory that is kept and reused instead of freed.
+// caching_allocator.h — memory that is kept and reused instead of freed, for every device.
 //
-// cudaMalloc and cudaFree are slow (cudaFree also waits for the whole device), and a
-// training step frees and allocates the same sizes every step. So a freed block goes to a
-// free list of its size class, and the next request of that class takes it back without
-// asking the device. Plain C++ over a pair of raw functions: the GPU build passes
-// cudaMalloc/cudaFree, the emulated build aligned host memory, the tests counting fakes.
+// A training step frees and allocates the same sizes every step, and asking the system each
+// time is slow: cudaMalloc and cudaFree (which also waits for the whole device) on a GPU,
+// and on the CPU fresh pages that fault on first touch, which halves the speed of an
+// element-wise op. So a freed block goes to a free list of its size class, and the next
+// request of that class takes it back. Plain C++ over a pair of raw functions: the CPU
+// backend passes aligned host memory, the GPU build cudaMalloc/cudaFree, the emulated build
+// aligned host memory, the tests counting fakes.
 //
-// Handing a freed block to the next request needs no event: every kernel runs on the one
-// stream of cuda/launch.h, so work queued after the free runs after the work that used it.
+// On the GPU, handing a freed block to the next request needs no event: every kernel runs on
+// the one stream of cuda/launch.h, so work queued after the free runs after the work that
+// used it.
 //
-// Caching off (GATEDGRAD_CUDA_CACHE=0) sends every request to the raw functions at its exact
-// size, so a memory checker (compute-sanitizer, AddressSanitizer) sees each block's true end.
+// Caching off (GATEDGRAD_CPU_CACHE=0, GATEDGRAD_CUDA_CACHE=0) sends every request to the raw
+// functions at its exact size, so a memory checker (AddressSanitizer, compute-sanitizer)
+// sees each block's true end.
 #pragma once
 #include <cstddef>
 #include <mutex>
@@ -19,7 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace gg::cuda {
+namespace gg {
 
 // The device cannot serve a request even with the cache emptied. A std::bad_alloc that
 // says how much was asked for and how much is taken.
@@ -79,7 +83,13 @@ private:
     MemoryStats stats_;
 };
 
-// Whether the environment leaves caching on: everything but GATEDGRAD_CUDA_CACHE=0.
-bool caching_enabled_by_environment();
+// Whether the environment leaves caching on: everything but `variable`=0.
+bool caching_enabled_by_environment(const char* variable);
 
-}  // namespace gg::cuda
+namespace cuda {  // the names the CUDA runtime has always used
+using gg::CachingAllocator;
+using gg::MemoryStats;
+using gg::OutOfMemory;
+}  // namespace cuda
+
+}  // namespace gg

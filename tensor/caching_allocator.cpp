@@ -1,5 +1,5 @@
 // caching_allocator.cpp — free lists by size class over a raw allocator (caching_allocator.h).
-#include "cuda/caching_allocator.h"
+#include "tensor/caching_allocator.h"
 
 #include <algorithm>
 #include <bit>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace gg::cuda {
+namespace gg {
 
 CachingAllocator::CachingAllocator(RawAllocate raw_allocate, RawFree raw_free, bool caching)
     : raw_allocate_(raw_allocate), raw_free_(raw_free), caching_(caching) {}
@@ -87,9 +87,9 @@ MemoryStats CachingAllocator::stats() const {
     return stats_;
 }
 
-bool caching_enabled_by_environment() {
-    const char* value = std::getenv("GATEDGRAD_CUDA_CACHE");
+bool caching_enabled_by_environment(const char* variable) {
+    const char* value = std::getenv(variable);
     return !value || std::strcmp(value, "0") != 0;
 }
 
-}  // namespace gg::cuda
+}  // namespace gg
