@@ -585,10 +585,11 @@ int run_eval(EvalArgs& a) {
     const int64_t n = validation_batch_count(data, a.batches > 0 ? a.batches : ck.train.eval_batches, B, T);
     ck.model->eval();
     NoGradGuard no_grad;
+    const Device device = device_of(*ck.model);
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
         const Batch b = data.val_batch(i, B, T);
-        total += ck.model->forward(b.inputs.to(device_of(*ck.model)), b.targets.to(device_of(*ck.model))).loss.item();
+        total += ck.model->forward(b.inputs.to(device), b.targets.to(device)).loss.item();
     }
     const double loss = total / double(n);
     if (!std::isfinite(loss))

@@ -291,4 +291,18 @@ inline LMConfig small_lm(GatePosition gate = GatePosition::sdpa_output) {
     return c;
 }
 
+// A small synthetic corpus: `documents` documents of 30 words drawn from six, so tests that
+// train need no files.
+inline std::shared_ptr<TextDataset> word_corpus(int documents) {
+    const char* words[] = {"gate ", "sink ", "head ", "token ", "attention ", "softmax "};
+    std::vector<std::string> docs;
+    Generator gen(5);
+    for (int d = 0; d < documents; ++d) {
+        std::string doc;
+        for (int w = 0; w < 30; ++w) doc += words[gen.randint(0, 6)];
+        docs.push_back(doc);
+    }
+    return std::make_shared<TextDataset>(docs);
+}
+
 }  // namespace gg::testing

@@ -16,9 +16,11 @@
 
 #include "gatedgrad.h"
 #include "tests/check.h"
+#include "tests/nn_check.h"
 
 using namespace gg;
 using namespace gg::nn;
+using gg::testing::word_corpus;
 
 namespace {
 
@@ -120,18 +122,6 @@ TEST_CASE("one LM training step on the CUDA device equals the CPU's, and reruns 
 
 namespace {
 
-std::shared_ptr<TextDataset> word_corpus() {
-    const char* words[] = {"gate ", "sink ", "head ", "token ", "attention ", "softmax "};
-    std::vector<std::string> docs;
-    Generator gen(5);
-    for (int d = 0; d < 40; ++d) {
-        std::string doc;
-        for (int w = 0; w < 30; ++w) doc += words[gen.randint(0, 6)];
-        docs.push_back(doc);
-    }
-    return std::make_shared<TextDataset>(docs);
-}
-
 TrainConfig trainer_config(const std::string& out_dir) {
     TrainConfig c;
     c.model.d_model = 16, c.model.n_layers = 1, c.model.attn.n_heads = 2, c.model.max_len = 12;
@@ -144,7 +134,7 @@ TrainConfig trainer_config(const std::string& out_dir) {
 
 TEST_CASE("the trainer on the CUDA device follows the CPU's losses, and its checkpoint resumes on the CPU") {
     namespace fs = std::filesystem;
-    const auto data = word_corpus();
+    const auto data = word_corpus(40);
     const fs::path dir = fs::temp_directory_path() / ("gatedgrad_test_cuda_trainer_" + std::to_string(::getpid()));
     fs::remove_all(dir);
     Trainer cpu(trainer_config(""), data);

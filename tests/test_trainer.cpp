@@ -7,25 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include "gatedgrad.h"
+#include "tests/nn_check.h"
 
 using namespace gg;
 using namespace gg::nn;
+using gg::testing::word_corpus;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A small synthetic corpus: documents of a few repeated words, so tests need no files.
-std::shared_ptr<TextDataset> tiny_corpus() {
-    const char* words[] = {"gate ", "sink ", "head ", "token ", "attention ", "softmax "};
-    std::vector<std::string> docs;
-    Generator gen(5);
-    for (int d = 0; d < 60; ++d) {
-        std::string doc;
-        for (int w = 0; w < 30; ++w) doc += words[gen.randint(0, 6)];
-        docs.push_back(doc);
-    }
-    return std::make_shared<TextDataset>(docs);
-}
 
 TrainConfig tiny_config(const std::string& out_dir) {
     TrainConfig c;
@@ -44,7 +33,7 @@ std::string temp_dir(const std::string& name) {
 }  // namespace
 
 TEST_CASE("trainer: 10 steps + resume + 10 steps equals 20 steps, bit for bit") {
-    auto data = tiny_corpus();
+    auto data = word_corpus(60);
     const std::string dir_a = temp_dir("straight"), dir_b = temp_dir("resumed");
     Trainer straight(tiny_config(dir_a), data);
     const TrainResult full = straight.run(true);
@@ -72,7 +61,7 @@ TEST_CASE("trainer: 10 steps + resume + 10 steps equals 20 steps, bit for bit") 
 }
 
 TEST_CASE("trainer: a NaN loss stops training and keeps the last good checkpoint") {
-    auto data = tiny_corpus();
+    auto data = word_corpus(60);
     const std::string dir = temp_dir("nan");
     TrainConfig c = tiny_config(dir);
     c.lr = 1e30, c.warmup = 0, c.grad_clip = 0, c.ckpt_every = 1, c.steps = 50;
@@ -92,7 +81,7 @@ TEST_CASE("trainer: a NaN loss stops training and keeps the last good checkpoint
 }
 
 TEST_CASE("trainer: resuming from a corrupt checkpoint is a clear error and changes nothing") {
-    auto data = tiny_corpus();
+    auto data = word_corpus(60);
     const std::string dir = temp_dir("corrupt");
     TrainConfig c = tiny_config(dir);
     c.steps = 2;
@@ -108,7 +97,7 @@ TEST_CASE("trainer: resuming from a corrupt checkpoint is a clear error and chan
 }
 
 TEST_CASE("trainer: training beats the unigram baseline on a learnable corpus") {
-    auto data = tiny_corpus();
+    auto data = word_corpus(60);
     TrainConfig c = tiny_config("");
     c.steps = 150, c.eval_every = 150;
     const TrainResult r = Trainer(c, data).run(true);
@@ -134,7 +123,7 @@ TEST_CASE("trainer: configs round-trip through JSON and bad fields are named") {
 TEST_CASE("data: a missing corpus names what to install") {
     CHECK_THROWS_WITH_AS(load_documents({"/nonexistent/corpus"}), doctest::Contains("/nonexistent/corpus"),
                          std::runtime_error);
-    const Batch b = tiny_corpus()->val_batch(0, 2, 8);
+    const Batch b = word_corpus(60)->val_batch(0, 2, 8);
     CHECK(b.inputs.to_vector<int64_t>()[0] == kBOS);
     CHECK(b.inputs.to_vector<int64_t>()[8] == kBOS);
     // targets are the inputs shifted by one
@@ -207,7 +196,7 @@ TEST_CASE("data: one file, a folder of any text files, the fortunes layout") {
 }
 
 TEST_CASE("trainer: a run resumed with more steps goes on at its learning rate, not back up a longer cosine") {
-    auto data = tiny_corpus();
+    auto data = word_corpus(60);
     const double min_lr = 3e-3 * 0.1;
 
     // Finished at min_lr, extended: it stays at min_lr (the cosine from min_lr to min_lr).
@@ -268,12 +257,12 @@ TEST_CASE("trainer: configs out of range are refused, naming the field") {
     // A training step too large for the memory given: refused before the model is built.
     TrainConfig c = tiny_config("");
     c.batch_size = 1024, c.seq_len = 4096, c.model.max_len = 4096;
-    CHECK_THROWS_WITH_AS(Trainer(c, tiny_corpus(), Device::CPU, uint64_t(1) << 30), doctest::Contains("batch 1024 × seq_len 4096"),
+    CHECK_THROWS_WITH_AS(Trainer(c, word_corpus(60), Device::CPU, uint64_t(1) << 30), doctest::Contains("batch 1024 × seq_len 4096"),
                          std::invalid_argument);
 }
 
 TEST_CASE("trainer: a resumed run logs every step once: log.jsonl is cut back to the checkpoint") {
-    auto data = tiny_corpus();
+    auto data = word_corpus(60);
     const std::string dir = temp_dir("log");
     TrainConfig c = tiny_config(dir);
     c.steps = 8;
@@ -294,7 +283,7 @@ TEST_CASE("trainer: a resumed run logs every step once: log.jsonl is cut back to
 }
 
 TEST_CASE("trainer: a checkpoint with bad trainer state is refused, and nothing changes") {
-    auto data = tiny_corpus();
+    auto data = word_corpus(60);
     const std::string dir = temp_dir("state");
     TrainConfig c = tiny_config(dir);
     c.steps = 3;
