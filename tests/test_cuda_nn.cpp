@@ -410,8 +410,8 @@ template <class T>
 constexpr double kUlps = 4 * std::numeric_limits<T>::epsilon();
 
 TEST_CASE_TEMPLATE("adamw_step and sgd_step follow the CPU's arithmetic over several steps", T, float, double) {
-    // 1001 floats: the float4 path and a scalar tail; an offset of one element: misaligned,
-    // scalar only; 7 elements; none.
+    // 1001 elements: packs (4 f32 or 2 f64) and a left-over tail; an offset of one element:
+    // misaligned, one element at a time only; 7 elements; none.
     for (const auto& [n, offset] : {std::pair<int64_t, int64_t>{1001, 0}, {1001, 1}, {7, 0}, {0, 0}}) {
         CAPTURE(n); CAPTURE(offset);
         const Shape shape{n + offset};
