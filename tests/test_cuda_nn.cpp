@@ -168,16 +168,19 @@ TEST_CASE("reduce: max and min propagate NaN as the CPU does; over an empty dim 
 
 TEST_CASE_TEMPLATE("sum_squares adds Σ x² to a float64 accumulator like the CPU, the same on every run", T, float,
                    double) {
-    for (const int64_t n : {0, 1, 300, 70000}) {  // no block, one partial block, ~274 blocks
-        CAPTURE(n);
-        Array<T> x = random_array<T>({n});
-        Array<double> want{{}, {1.5}}, got = want, again = want;
-        cpu().sum_squares(want.view(), x.view());
-        emulated::sum_squares(got.view(), x.view());
-        emulated::sum_squares(again.view(), x.view());
-        CHECK(mismatch(got.data, want.data, 1e-12) == "");
-        CHECK(bitwise_equal(got.data, again.data));
-    }
+    // No block, one partial block, ~274 blocks (~69 of 4-float packs, 137 of 2-double ones, 3
+    // floats left over); and x one element into its storage: misaligned, one element a load.
+    for (const int64_t n : {0, 1, 300, 70003})
+        for (const int which : {-1, 0}) {
+            CAPTURE(n); CAPTURE(which);
+            Array<T> x = ShiftOne<T>{which}(random_array<T>({n}));
+            Array<double> want{{}, {1.5}}, got = want, again = want;
+            cpu().sum_squares(want.view(), x.view());
+            emulated::sum_squares(got.view(), x.view());
+            emulated::sum_squares(again.view(), x.view());
+            CHECK(mismatch(got.data, want.data, 1e-12) == "");
+            CHECK(bitwise_equal(got.data, again.data));
+        }
 }
 
 // ---- softmax, cross_entropy -----------------------------------------------------------------
