@@ -1,5 +1,5 @@
-// packs.h — how the memory-bound kernels (element-wise, softmax, cross-entropy, RMSNorm) read
-// and write contiguous memory W elements at a time.
+// packs.h — how the memory-bound kernels (element-wise, softmax, cross-entropy, RMSNorm,
+// AdamW, sum of squares) read and write contiguous memory W elements at a time.
 //
 // A pack is W neighbouring elements that one 16-byte access moves: float4 for f32, double2 for
 // f64 and int64 (W = 16 / sizeof(T)). A GPU serves a warp's 32 accesses of 16 bytes as
