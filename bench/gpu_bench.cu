@@ -304,6 +304,11 @@ void bench_memory() {
     kernel("copy", 2 * bytes, [&] { table.copy(out.view_desc(), x.view_desc()); });
     kernel("add", 3 * bytes, [&] { table.binary(BinaryOp::add, out.view_desc(), x.view_desc(), y.view_desc()); });
     kernel("exp", 2 * bytes, [&] { table.unary(UnaryOp::exp, out.view_desc(), x.view_desc(), 0); });
+    // The same add on views one float into each tensor: not 16-byte aligned, so one element
+    // per access (cuda/packs.h), which is what every element-wise kernel did before packs.
+    const auto from_second = [&](const Tensor& t) { return make_view(ptr(t) + 1, DType::f32, {n - 1}, {1}); };
+    kernel("add_misaligned", 3 * bytes,
+           [&] { table.binary(BinaryOp::add, from_second(out), from_second(x), from_second(y)); });
     const int64_t cols = 4096, rows = n / cols;
     kernel("softmax_4096", 2 * bytes, [&] { table.softmax(out.view_desc(), x.view_desc(), rows, cols, false); });
     kernel("softmax_backward_4096", 3 * bytes,

@@ -7,6 +7,8 @@
 // One warp per row (V ≤ 1024) or one block of 256 threads per row (cuda/row_reduce.h), as
 // softmax.cu: the row group finds m_i and z_i (in double, as the CPU does), then writes the
 // loss (its first thread) or every column of the gradient row (each thread its columns).
+// Rows are read and written in 16-byte packs when V is a multiple of the pack width and the
+// matrices are aligned (cuda/packs.h; W below).
 //
 // A target outside [0, V) (and not ignore_index) is reported with report_index_error and its
 // row is left unwritten, where the CPU throws before computing: never a read out of bounds.
@@ -28,7 +30,7 @@ __device__ bool target_in_range(int64_t t, int64_t i, int64_t V, DeviceError* er
 }
 
 // logits: (N, V), targets: (N) → loss: (N).
-template <class T>
+template <int W, class T>
 __global__ void cross_entropy_rows(T* loss, const T* logits, const int64_t* targets, int64_t N, int64_t V,
                                    int64_t ignore_index, DeviceError* error) {
     for (int64_t i = first_row(); i < N; i += row_step()) {
@@ -39,31 +41,34 @@ __global__ void cross_entropy_rows(T* loss, const T* logits, const int64_t* targ
         }
         if (!target_in_range(t, i, V, error)) continue;
         const T* xr = logits + i * V;  // (V)
-        const MaxSumExp<T> s = row_max_sum_exp(xr, V);
+        const MaxSumExp<T> s = row_max_sum_exp<W>(xr, V);
         if (threadIdx.x == 0) loss[i] = T(s.max + log(s.sum) - xr[t]);  // logsumexp − target logit
     }
 }
 
 // logits, dlogits: (N, V); targets, row_scale: (N).
-template <class T>
+template <int W, class T>
 __global__ void cross_entropy_backward_rows(T* dlogits, const T* logits, const int64_t* targets, const T* row_scale,
                                             int64_t N, int64_t V, DeviceError* error) {
     for (int64_t i = first_row(); i < N; i += row_step()) {
         T* dr = dlogits + i * V;  // (V)
         const T s = row_scale[i];
         if (s == T(0)) {  // an ignored row
-            for (int64_t c = threadIdx.x; c < V; c += blockDim.x) dr[c] = T(0);
+            row_map<W>(V, [](int64_t) { return T(0); }, dr);
             continue;
         }
         const int64_t t = targets[i];
         if (!target_in_range(t, i, V, error)) continue;
         const T* xr = logits + i * V;  // (V)
-        const MaxSumExp<T> sums = row_max_sum_exp(xr, V);
-        for (int64_t c = threadIdx.x; c < V; c += blockDim.x) {
-            T d = T(exp(double(xr[c] - sums.max)) / sums.sum * s);
-            if (c == t) d -= s;  // the one-hot, subtracted after rounding as the CPU does
-            dr[c] = d;
-        }
+        const MaxSumExp<T> sums = row_max_sum_exp<W>(xr, V);
+        row_map<W>(
+            V,
+            [&](int64_t c, T x) {
+                T d = T(exp(double(x - sums.max)) / sums.sum * s);
+                if (c == t) d -= s;  // the one-hot, subtracted after rounding as the CPU does
+                return d;
+            },
+            dr, xr);
     }
 }
 
@@ -74,9 +79,12 @@ void cross_entropy(const View& loss, const View& logits, const View& targets, in
     if (N == 0) return;
     const LaunchShape shape = row_launch(N, V);
     dispatch_floating(logits.dtype, [&]<class T>() {
-        launch("cross_entropy_rows", cross_entropy_rows<T>, shape.grid, shape.block, 0, static_cast<T*>(loss.data),
-               static_cast<const T*>(logits.data), static_cast<const int64_t*>(targets.data), N, V, ignore_index,
-               device_error());
+        const T* x = static_cast<const T*>(logits.data);
+        by_pack_width<T>(packable_rows<T>(V, x), [&]<int W>() {
+            launch("cross_entropy_rows", cross_entropy_rows<W, T>, shape.grid, shape.block, 0,
+                   static_cast<T*>(loss.data), x, static_cast<const int64_t*>(targets.data), N, V, ignore_index,
+                   device_error());
+        });
     });
 }
 
@@ -85,10 +93,13 @@ void cross_entropy_backward(const View& dlogits, const View& logits, const View&
     if (N * V == 0) return;
     const LaunchShape shape = row_launch(N, V);
     dispatch_floating(logits.dtype, [&]<class T>() {
-        launch("cross_entropy_backward_rows", cross_entropy_backward_rows<T>, shape.grid, shape.block, 0,
-               static_cast<T*>(dlogits.data), static_cast<const T*>(logits.data),
-               static_cast<const int64_t*>(targets.data), static_cast<const T*>(row_scale.data), N, V,
-               device_error());
+        T* d = static_cast<T*>(dlogits.data);
+        const T* x = static_cast<const T*>(logits.data);
+        by_pack_width<T>(packable_rows<T>(V, d, x), [&]<int W>() {
+            launch("cross_entropy_backward_rows", cross_entropy_backward_rows<W, T>, shape.grid, shape.block, 0, d, x,
+                   static_cast<const int64_t*>(targets.data), static_cast<const T*>(row_scale.data), N, V,
+                   device_error());
+        });
     });
 }
 

@@ -19,7 +19,13 @@
 // of the grid handles elements t, t + G, t + 2G, ..., so a grid of at most kMaxBlocks blocks
 // covers any n (past 2³¹ too), and the 32 lanes of a warp touch 32 neighbouring elements.
 // Where element i lives in operand k:
-//   dense path    every operand contiguous: at offset i;
+//   dense path    every operand contiguous: at offset i. When every pointer is 16-byte
+//                 aligned, thread t takes the W-element packs (cuda/packs.h) starting at
+//                 W·t, W·(t + G), ...: one 16-byte load per input and one store per pack,
+//                 W = 4 for f32 and 2 for f64 and int64 (the widest operand's, for a copy
+//                 between dtypes). The last n mod W elements go one to a thread, to the
+//                 grid's first threads. A misaligned view takes W = 1: the same kernel,
+//                 one element per access.
 //   strided path  i is split into an index (i_0, ..., i_{r−1}) of out's shape, innermost
 //                 dim fastest, and operand k's element is at Σ_d i_d · stride_k[d].
 // First the host merges the dims that every operand walks as one (collapse()): an expanded
@@ -31,8 +37,10 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "cuda/kernels.h"
+#include "cuda/packs.h"
 
 namespace gg::cuda::GG_CUDA_BUILD {
 
@@ -81,55 +89,64 @@ Geometry<N> collapse(const std::array<const View*, N>& views) {
     return g;
 }
 
-// Element offsets of one element in each operand.
-template <int N>
-struct Offsets {
-    int64_t at[N];
-};
-
-// n elements, each at offset i in every operand.
-template <int N, class Op>
-__global__ void elementwise_dense(int64_t n, Op op) {
-    const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-        Offsets<N> off;
-        for (int k = 0; k < N; ++k) off.at[k] = i;
-        op(i, off);
-    }
+// out_i = f(i, in_i...) for i < n, every operand contiguous: W-element packs, then the last
+// n mod W elements one to a thread.
+template <int W, class F, class O, class... I>
+__global__ void elementwise_dense(int64_t n, F f, O* out, const I*... in) {
+    for_each_pack<W>(n, [&]<int V>(int64_t i) { map_pack<V>(i, f, out, in...); });
 }
 
-// n elements of g.shape, each at its own offset in every operand.
-template <int N, class Op>
-__global__ void elementwise_strided(Geometry<N> g, int64_t n, Op op) {
+// out[off[0]] = f(i, in_k[off[k + 1]]...): operand k's element at its own offset.
+template <class F, class O, class... I, size_t... K>
+__device__ void write_at(int64_t i, const int64_t* off, std::index_sequence<K...>, F f, O* out, const I*... in) {
+    out[off[0]] = f(i, in[off[K + 1]]...);
+}
+
+// out_i = f(i, in_i...) for the n elements of g.shape, each at its own offset in every operand.
+template <class F, class O, class... I>
+__global__ void elementwise_strided(Geometry<1 + sizeof...(I)> g, int64_t n, F f, O* out, const I*... in) {
+    constexpr int N = 1 + sizeof...(I);
     const int64_t stride = int64_t(gridDim.x) * blockDim.x;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-        Offsets<N> off{};
+        int64_t off[N] = {};
         int64_t rest = i;
         for (int d = g.ndim - 1; d >= 0; --d) {
             const int64_t index = rest % g.shape[d];
             rest /= g.shape[d];
-            for (int k = 0; k < N; ++k) off.at[k] += index * g.strides[k][d];
+            for (int k = 0; k < N; ++k) off[k] += index * g.strides[k][d];
         }
-        op(i, off);
+        write_at(i, off, std::index_sequence_for<I...>{}, f, out, in...);
     }
-}
-
-// Runs op on every element of views[0]'s shape; launches nothing for an empty tensor.
-template <int N, class Op>
-void for_each_element(const char* name, const std::array<const View*, N>& views, const Op& op) {
-    const int64_t n = views[0]->numel();
-    if (n == 0) return;
-    const Geometry<N> g = collapse<N>(views);
-    const dim3 grid(unsigned(std::min((n + kThreads - 1) / kThreads, kMaxBlocks))), block(kThreads);
-    if (g.dense())
-        launch(name, elementwise_dense<N, Op>, grid, block, 0, n, op);
-    else
-        launch(name, elementwise_strided<N, Op>, grid, block, 0, g, n, op);
 }
 
 template <class T>
 T* ptr(const View& v) {
     return static_cast<T*>(v.data);
+}
+
+// One View per input type.
+template <class, class V>
+using ViewFor = V;
+
+// out_i = f(i, in_i...) over every element of out's shape, with O and I... the element types;
+// launches nothing for an empty tensor.
+template <class O, class... I, class F>
+void for_each_element(const char* name, F f, const View& out, const ViewFor<I, View>&... in) {
+    const int64_t n = out.numel();
+    if (n == 0) return;
+    const Geometry<1 + sizeof...(I)> g = collapse<1 + sizeof...(I)>({&out, &in...});
+    const auto grid = [](int64_t threads) {
+        return dim3(unsigned(std::min((threads + kThreads - 1) / kThreads, kMaxBlocks)));
+    };
+    if (!g.dense()) {
+        launch(name, elementwise_strided<F, O, I...>, grid(n), dim3(kThreads), 0, g, n, f, ptr<O>(out),
+               ptr<const I>(in)...);
+        return;
+    }
+    by_pack_width<O, I...>(aligned16(ptr<O>(out), ptr<I>(in)...), [&]<int W>() {
+        launch(name, elementwise_dense<W, F, O, I...>, grid((n + W - 1) / W), dim3(kThreads), 0, n, f, ptr<O>(out),
+               ptr<const I>(in)...);
+    });
 }
 
 // The type the CPU's std:: maths call computes in for an element of type T: float for
@@ -179,96 +196,69 @@ __device__ T binary_value(BinaryOp op, T x, T y) {
     return x;  // not reached: every op has its case
 }
 
-// The per-element work of each entry: op(i, offsets) writes element i.
+// The value of each entry's element i from its inputs' elements i.
 
 template <class T>
-struct FillOp {
-    T* out;  // (n)
+struct Fill {
     T value;
-    __device__ void operator()(int64_t, const Offsets<1>& off) const { out[off.at[0]] = value; }
+    __device__ T operator()(int64_t) const { return value; }
 };
 
 template <class T>
-struct ArangeOp {
-    T* out;  // (n)
+struct Arange {
     double start, step;
-    __device__ void operator()(int64_t i, const Offsets<1>& off) const { out[off.at[0]] = T(start + i * step); }
+    __device__ T operator()(int64_t i) const { return T(start + i * step); }
 };
 
 template <class O, class I>
-struct CopyOp {
-    O* out;       // out's shape, out's strides
-    const I* in;  // out's shape, in's strides
-    __device__ void operator()(int64_t, const Offsets<2>& off) const { out[off.at[0]] = static_cast<O>(in[off.at[1]]); }
+struct Convert {
+    __device__ O operator()(int64_t, I x) const { return static_cast<O>(x); }
 };
 
 template <class T>
-struct UnaryElementOp {
+struct Unary {
     UnaryOp op;
     double exponent;  // pow's; unused by the others
-    T* out;
-    const T* in;
-    __device__ void operator()(int64_t, const Offsets<2>& off) const {
-        out[off.at[0]] = unary_value(op, in[off.at[1]], exponent);
-    }
+    __device__ T operator()(int64_t, T x) const { return unary_value(op, x, exponent); }
 };
 
 template <class T>
-struct BinaryElementOp {
+struct Binary {
     BinaryOp op;
-    T* out;
-    const T *a, *b;
-    __device__ void operator()(int64_t, const Offsets<3>& off) const {
-        out[off.at[0]] = binary_value(op, a[off.at[1]], b[off.at[2]]);
-    }
+    __device__ T operator()(int64_t, T x, T y) const { return binary_value(op, x, y); }
 };
 
 template <class T>
-struct WhereOp {
-    T* out;
-    const T *cond, *a, *b;
-    __device__ void operator()(int64_t, const Offsets<4>& off) const {
-        out[off.at[0]] = cond[off.at[1]] != T(0) ? a[off.at[2]] : b[off.at[3]];
-    }
+struct Where {
+    __device__ T operator()(int64_t, T cond, T a, T b) const { return cond != T(0) ? a : b; }
 };
 
 }  // namespace
 
 void fill(const View& out, double value) {
-    dispatch(out.dtype, [&]<class T>() { for_each_element<1>("fill", {&out}, FillOp<T>{ptr<T>(out), T(value)}); });
+    dispatch(out.dtype, [&]<class T>() { for_each_element<T>("fill", Fill<T>{T(value)}, out); });
 }
 
 void arange(const View& out, double start, double step) {
-    dispatch(out.dtype, [&]<class T>() {
-        for_each_element<1>("arange", {&out}, ArangeOp<T>{ptr<T>(out), start, step});
-    });
+    dispatch(out.dtype, [&]<class T>() { for_each_element<T>("arange", Arange<T>{start, step}, out); });
 }
 
 void copy(const View& out, const View& in) {
     dispatch(out.dtype, [&]<class O>() {
-        dispatch(in.dtype, [&]<class I>() {
-            for_each_element<2>("copy", {&out, &in}, CopyOp<O, I>{ptr<O>(out), ptr<I>(in)});
-        });
+        dispatch(in.dtype, [&]<class I>() { for_each_element<O, I>("copy", Convert<O, I>{}, out, in); });
     });
 }
 
 void unary(UnaryOp op, const View& out, const View& in, double exponent) {
-    dispatch(out.dtype, [&]<class T>() {
-        for_each_element<2>("unary", {&out, &in}, UnaryElementOp<T>{op, exponent, ptr<T>(out), ptr<T>(in)});
-    });
+    dispatch(out.dtype, [&]<class T>() { for_each_element<T, T>("unary", Unary<T>{op, exponent}, out, in); });
 }
 
 void binary(BinaryOp op, const View& out, const View& a, const View& b) {
-    dispatch(out.dtype, [&]<class T>() {
-        for_each_element<3>("binary", {&out, &a, &b}, BinaryElementOp<T>{op, ptr<T>(out), ptr<T>(a), ptr<T>(b)});
-    });
+    dispatch(out.dtype, [&]<class T>() { for_each_element<T, T, T>("binary", Binary<T>{op}, out, a, b); });
 }
 
 void where(const View& out, const View& cond, const View& a, const View& b) {
-    dispatch(out.dtype, [&]<class T>() {
-        for_each_element<4>("where", {&out, &cond, &a, &b},
-                            WhereOp<T>{ptr<T>(out), ptr<T>(cond), ptr<T>(a), ptr<T>(b)});
-    });
+    dispatch(out.dtype, [&]<class T>() { for_each_element<T, T, T, T>("where", Where<T>{}, out, cond, a, b); });
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD

@@ -37,6 +37,14 @@
 #define GG_UNROLL
 #endif
 
+// Marks a vector access of `bytes` at `address`: the GPU faults when the address is not a
+// multiple of the size, and the emulator throws (emu::check_aligned), as x86 would not.
+#ifdef __CUDACC__
+#define GG_CHECK_ALIGNED(address, bytes)
+#else
+#define GG_CHECK_ALIGNED(address, bytes) ::gg::emu::check_aligned(address, bytes)
+#endif
+
 namespace gg::cuda {
 
 // Lets an array type be written where a declaration wants `type name`.

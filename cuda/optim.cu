@@ -11,15 +11,16 @@
 // where the CPU rounds twice: at most an ulp apart per step.)
 //
 // Mapping: grid-stride loops, 256 threads per block. AdamW, which moves four arrays per
-// element, reads and writes float parameters four at a time (one 16-byte float4 access per
-// array) when all four arrays are 16-byte aligned; a scalar launch finishes the last n mod 4.
+// element, reads and writes them in 16-byte packs (cuda/packs.h: a float4 of f32, a double2
+// of f64) when all four arrays are 16-byte aligned; the grid's first threads then take the
+// last n mod W elements one each.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
+#include "cuda/packs.h"
 
 namespace gg::cuda::GG_CUDA_BUILD {
 
@@ -56,26 +57,18 @@ __device__ void adamw_update(T& p, T& m, T& v, T g, const AdamWScalars<T>& s) {
     p -= s.step_size * m / denom;                        // p −= lr m̂ / (√v̂ + ε)
 }
 
-// p, m, v, g: (n).
-template <class T>
-__global__ void adamw_elements(AdamWScalars<T> s, T* p, T* m, T* v, const T* g, int64_t n) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-        adamw_update(p[i], m[i], v[i], g[i], s);
-}
-
-// p, m, v, g: (n4) float4s, i.e. (4 · n4) floats.
-__global__ void adamw_float4s(AdamWScalars<float> s, float4* p, float4* m, float4* v, const float4* g, int64_t n4) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
-        float4 pi = p[i], mi = m[i], vi = v[i];
-        const float4 gi = g[i];
-        adamw_update(pi.x, mi.x, vi.x, gi.x, s);
-        adamw_update(pi.y, mi.y, vi.y, gi.y, s);
-        adamw_update(pi.z, mi.z, vi.z, gi.z, s);
-        adamw_update(pi.w, mi.w, vi.w, gi.w, s);
-        p[i] = pi;
-        m[i] = mi;
-        v[i] = vi;
-    }
+// p, m, v, g: (n), W elements to a load and a store.
+template <int W, class T>
+__global__ void adamw_packs(AdamWScalars<T> s, T* p, T* m, T* v, const T* g, int64_t n) {
+    for_each_pack<W>(n, [&]<int V>(int64_t i) {
+        Pack<T, V> pi = load_pack<V>(p + i), mi = load_pack<V>(m + i), vi = load_pack<V>(v + i);
+        const Pack<T, V> gi = load_pack<V>(g + i);
+        GG_UNROLL
+        for (int j = 0; j < V; ++j) adamw_update(pi.at[j], mi.at[j], vi.at[j], gi.at[j], s);
+        store_pack<V>(p + i, pi);
+        store_pack<V>(m + i, mi);
+        store_pack<V>(v + i, vi);
+    });
 }
 
 // p, g: (n); buf: (n), or null without momentum.
@@ -88,8 +81,6 @@ __global__ void sgd_elements(T lr, T momentum, T weight_decay, T* p, const T* g,
     }
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 }  // namespace
 
 void adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
@@ -99,19 +90,10 @@ void adamw_step(const AdamWStep& s, const View& param, const View& grad, const V
     dispatch_floating(param.dtype, [&]<class T>() {
         T *p = static_cast<T*>(param.data), *m = static_cast<T*>(exp_avg.data), *v = static_cast<T*>(exp_avg_sq.data);
         const T* g = static_cast<const T*>(grad.data);
-        int64_t done = 0;  // elements the float4 kernel updates
-        if constexpr (std::is_same_v<T, float>) {
-            if (aligned16(p) && aligned16(m) && aligned16(v) && aligned16(g) && n >= 4) {
-                const int64_t n4 = n / 4;
-                launch("adamw_float4s", adamw_float4s, grid_for(n4), dim3(kThreads), 0, adamw_scalars<float>(s),
-                       reinterpret_cast<float4*>(p), reinterpret_cast<float4*>(m), reinterpret_cast<float4*>(v),
-                       reinterpret_cast<const float4*>(g), n4);
-                done = 4 * n4;
-            }
-        }
-        if (done < n)
-            launch("adamw_elements", adamw_elements<T>, grid_for(n - done), dim3(kThreads), 0, adamw_scalars<T>(s),
-                   p + done, m + done, v + done, g + done, n - done);
+        by_pack_width<T>(aligned16(p, m, v, g), [&]<int W>() {
+            launch("adamw_packs", adamw_packs<W, T>, grid_for((n + W - 1) / W), dim3(kThreads), 0,
+                   adamw_scalars<T>(s), p, m, v, g, n);
+        });
     });
 }
 

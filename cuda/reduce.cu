@@ -14,8 +14,9 @@
 //   - inner < 32 (e.g. a sum over the last dim): row-wise, each output's R elements, at
 //     stride inner, go to one warp (R ≤ 1024) or one block of 256 threads.
 // sum_squares is two passes: up to 1024 blocks of 256 threads each sum their grid-strided
-// share into one partial, then one block adds the partials in block order to acc. Both
-// passes combine in a fixed order, so the result depends on n only, never on timing.
+// share (in 16-byte packs where x is aligned, cuda/packs.h) into one partial, then one block
+// adds the partials in block order to acc. Both passes combine in a fixed order, so the
+// result depends on n and on x's alignment (the pack width), never on timing.
 #include <algorithm>
 #include <stdexcept>
 
@@ -95,12 +96,14 @@ constexpr int64_t kSumSquaresBlocks = 1024;
 // two sum_squares calls never use it at once.
 __device__ double sum_squares_partials[kSumSquaresBlocks];
 
-// x: (n) → sum_squares_partials[b] = Σ x² over block b's grid-strided share.
-template <class T>
+// x: (n) → sum_squares_partials[b] = Σ x² over block b's grid-strided share, read in W-element
+// packs (cuda/packs.h).
+template <int W, class T>
 __global__ void sum_squares_blocks(const T* x, int64_t n) {
     double acc = 0;
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-        acc += double(x[i]) * double(x[i]);
+    for_each_pack<W>(n, [&]<int V>(int64_t i) {
+        visit_pack<V>(i, [&](int64_t, T xi) { acc += double(xi) * double(xi); }, x);
+    });
     acc = row_reduce(acc, Add{});
     if (threadIdx.x == 0) sum_squares_partials[blockIdx.x] = acc;
 }
@@ -130,10 +133,15 @@ void reduce(ReduceOp op, const View& out, const View& in, int64_t outer, int64_t
 void sum_squares(const View& acc, const View& x) {
     const int64_t n = x.numel();
     if (n == 0) return;
-    const int64_t blocks = std::min(kSumSquaresBlocks, (n + kSumSquaresThreads - 1) / kSumSquaresThreads);
+    int64_t blocks = 0;
     dispatch_floating(x.dtype, [&]<class T>() {
-        launch("sum_squares_blocks", sum_squares_blocks<T>, dim3(unsigned(blocks)), dim3(kSumSquaresThreads), 0,
-               static_cast<const T*>(x.data), n);
+        const T* xp = static_cast<const T*>(x.data);
+        by_pack_width<T>(aligned16(xp), [&]<int W>() {
+            const int64_t packs = (n + W - 1) / W;
+            blocks = std::min(kSumSquaresBlocks, (packs + kSumSquaresThreads - 1) / kSumSquaresThreads);
+            launch("sum_squares_blocks", sum_squares_blocks<W, T>, dim3(unsigned(blocks)), dim3(kSumSquaresThreads),
+                   0, xp, n);
+        });
     });
     launch("sum_squares_total", sum_squares_total, dim3(1), dim3(kSumSquaresThreads), 0,
            static_cast<double*>(acc.data), blocks);

@@ -6,7 +6,9 @@
 //
 // forward and dx: one warp per row (cols ≤ 1024, eight rows per block) or one block of 256
 // threads per row (cuda/row_reduce.h); the row group sums x² (or w·dy·x) in double, as the
-// CPU does, then each thread writes its columns. The first thread of a row keeps rstd.
+// CPU does, then each thread writes its columns. The first thread of a row keeps rstd. Rows
+// and w are read and written in 16-byte packs when cols is a multiple of the pack width and
+// the pointers are aligned (cuda/packs.h; W below).
 // dw: column-wise, a (32, min(rows, 16)) block per 32 neighbouring columns; thread (x, y)
 // sums rows y, y + 16, ... of its column in double and the 16 partials meet in a fixed order,
 // so dw is written (never added to), needs no scratch memory and no atomics, and does not
@@ -20,32 +22,33 @@ namespace gg::cuda::GG_CUDA_BUILD {
 namespace {
 
 // x, y: (rows, cols), w: (cols) → y, rstd: (rows).
-template <class T>
+template <int W, class T>
 __global__ void rms_norm_forward_rows(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64_t cols, double eps) {
     for (int64_t r = first_row(); r < rows; r += row_step()) {
         const T* xr = x + r * cols;  // (cols)
         T* yr = y + r * cols;        // (cols)
         double sum_sq = 0;
-        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum_sq += double(xr[c]) * double(xr[c]);
+        row_visit<W>(cols, [&](int64_t, T xc) { sum_sq += double(xc) * double(xc); }, xr);
         sum_sq = row_reduce(sum_sq, Add{});
         const T rs = T(1 / sqrt(sum_sq / double(cols) + eps));
         if (threadIdx.x == 0) rstd[r] = rs;
-        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = xr[c] * rs * w[c];
+        row_map<W>(cols, [&](int64_t, T xc, T wc) { return xc * rs * wc; }, yr, xr, w);
     }
 }
 
 // dy, x: (rows, cols), w: (cols), rstd: (rows) → dx: (rows, cols).
-template <class T>
+template <int W, class T>
 __global__ void rms_norm_dx_rows(T* dx, const T* dy, const T* x, const T* w, const T* rstd, int64_t rows,
                                  int64_t cols) {
     for (int64_t r = first_row(); r < rows; r += row_step()) {
         const T *xr = x + r * cols, *gr = dy + r * cols;  // (cols) each
         T* dxr = dx + r * cols;                           // (cols)
         double dot = 0;                                   // Σ_c w_c dy_c x_c
-        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dot += double(w[c]) * double(gr[c]) * double(xr[c]);
+        row_visit<W>(
+            cols, [&](int64_t, T wc, T gc, T xc) { dot += double(wc) * double(gc) * double(xc); }, w, gr, xr);
         dot = row_reduce(dot, Add{});
         const T rs = rstd[r], correction = T(dot / double(cols)) * rs * rs;
-        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dxr[c] = rs * (w[c] * gr[c] - xr[c] * correction);
+        row_map<W>(cols, [&](int64_t, T wc, T gc, T xc) { return rs * (wc * gc - xc * correction); }, dxr, w, gr, xr);
     }
 }
 
@@ -66,9 +69,12 @@ void rms_norm_forward(const View& y, const View& rstd, const View& x, const View
     if (rows == 0) return;
     const LaunchShape shape = row_launch(rows, cols);
     dispatch_floating(x.dtype, [&]<class T>() {
-        launch("rms_norm_forward_rows", rms_norm_forward_rows<T>, shape.grid, shape.block, 0, static_cast<T*>(y.data),
-               static_cast<T*>(rstd.data), static_cast<const T*>(x.data), static_cast<const T*>(weight.data), rows,
-               cols, eps);
+        T* yp = static_cast<T*>(y.data);
+        const T *xp = static_cast<const T*>(x.data), *w = static_cast<const T*>(weight.data);
+        by_pack_width<T>(packable_rows<T>(cols, yp, xp, w), [&]<int W>() {
+            launch("rms_norm_forward_rows", rms_norm_forward_rows<W, T>, shape.grid, shape.block, 0, yp,
+                   static_cast<T*>(rstd.data), xp, w, rows, cols, eps);
+        });
     });
 }
 
@@ -81,7 +87,10 @@ void rms_norm_backward(const View& dx, const View& dweight, const View& dy, cons
         const T *w = static_cast<const T*>(weight.data), *rs = static_cast<const T*>(rstd.data);
         if (rows > 0) {
             const LaunchShape shape = row_launch(rows, cols);
-            launch("rms_norm_dx_rows", rms_norm_dx_rows<T>, shape.grid, shape.block, 0, d, g, xp, w, rs, rows, cols);
+            by_pack_width<T>(packable_rows<T>(cols, d, g, xp, w), [&]<int W>() {
+                launch("rms_norm_dx_rows", rms_norm_dx_rows<W, T>, shape.grid, shape.block, 0, d, g, xp, w, rs, rows,
+                       cols);
+            });
         }
         const LaunchShape shape = column_launch(1, rows, cols);
         launch("rms_norm_dw_columns", rms_norm_dw_columns<T>, shape.grid, shape.block, 0, static_cast<T*>(dweight.data),

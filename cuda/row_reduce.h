@@ -10,6 +10,10 @@
 //     shuffles, then the eight warp results meet in shared memory.
 // In both, threadIdx.x is a thread's place in its row group and blockDim.x the group's size;
 // the group's rows are blockIdx.x · blockDim.y + threadIdx.y, then every gridDim.x · blockDim.y.
+// A row kernel built with W > 1 (cuda/packs.h: when cols is a multiple of W and the rows'
+// pointers are aligned) reads and writes its rows in W-element packs: thread x of the group
+// takes columns W·x .. W·x + W − 1, then the pack blockDim.x packs further on (row_visit,
+// row_map); with W = 1 that is the column-by-column stride above.
 //
 // Columns. For a (R, C) block reduced over R, a (32, Y) block owns 32 neighbouring columns:
 // thread (x, y) takes rows y, y + Y, ... of column x (a warp reads 32 contiguous elements),
@@ -25,6 +29,7 @@
 #include <type_traits>
 
 #include "cuda/launch.h"
+#include "cuda/packs.h"
 
 namespace gg::cuda {
 
@@ -94,6 +99,27 @@ struct Larger {
     __device__ T operator()(T a, T b) const { return b > a ? b : a; }
 };
 
+// Whether (rows, cols) matrices of T at these pointers can be read in packs: every row then
+// starts on a 16-byte boundary.
+template <class T, class... P>
+bool packable_rows(int64_t cols, const P*... p) {
+    return cols % kPackWidth<T> == 0 && aligned16(p...);
+}
+
+// f(c, a_c, b_c, ...) for each column c of this thread's part of the rows a, b, ... (cols),
+// W columns to a load.
+template <int W, class F, class... T>
+__device__ void row_visit(int64_t cols, F&& f, const T*... rows) {
+    for (int64_t c = int64_t(threadIdx.x) * W; c < cols; c += int64_t(blockDim.x) * W) visit_pack<W>(c, f, rows...);
+}
+
+// out_c = f(c, a_c, b_c, ...) for each column c of this thread's part of the rows (cols), W
+// columns to a load and a store.
+template <int W, class F, class O, class... T>
+__device__ void row_map(int64_t cols, F&& f, O* out, const T*... rows) {
+    for (int64_t c = int64_t(threadIdx.x) * W; c < cols; c += int64_t(blockDim.x) * W) map_pack<W>(c, f, out, rows...);
+}
+
 // The max of xr[0, cols) and Σ exp(x − max) in double, as the CPU's softmax and
 // cross-entropy compute them; every thread of the row group gets both.
 template <class T>
@@ -101,13 +127,13 @@ struct MaxSumExp {
     T max;
     double sum;
 };
-template <class T>
+template <int W, class T>
 __device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {  // xr: (cols)
     T m = kLowest<T>;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = Larger{}(m, xr[c]);
+    row_visit<W>(cols, [&](int64_t, T x) { m = Larger{}(m, x); }, xr);
     m = row_reduce(m, Larger{});
     double z = 0;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) z += exp(double(xr[c] - m));
+    row_visit<W>(cols, [&](int64_t, T x) { z += exp(double(x - m)); }, xr);
     return {m, row_reduce(z, Add{})};
 }
 

@@ -1,6 +1,8 @@
 // test_cuda_elementwise.cpp — cuda/elementwise.cu against the CPU table: fill, arange, copy,
 // unary, binary and where, in f32, f64 and int64, on shapes with odd sizes, empty dims, a
-// scalar and 8 dims, over contiguous, transposed, broadcast and sliced operands.
+// scalar and 8 dims, over contiguous, transposed, broadcast and sliced operands; and the
+// packed path of contiguous operands (cuda/packs.h): sizes around the pack width, a loop that
+// goes round twice, and views one element off the alignment a pack needs.
 //
 // The kernels run through the table serving Device::CUDA (tests/cuda_table.h): the emulator
 // here, a GPU under tools/gpu-check. Each operand's storage is filled on the host, the CPU
@@ -35,8 +37,9 @@ const Shape kShapes[] = {{}, {1}, {7}, {1000}, {3, 5}, {0, 5}, {4, 0, 3}, {2, 3,
                          {2, 1, 3, 1, 2, 2, 1, 3}};
 const DType kDTypes[] = {DType::f32, DType::f64, DType::i64};
 
-// How an operand of a given shape lies in its storage.
-enum class Layout { contiguous, transposed, broadcast, sliced };
+// How an operand of a given shape lies in its storage. shifted is contiguous from element 1
+// of its storage: 4 or 8 bytes past the allocation's 256-byte boundary, too far for a pack.
+enum class Layout { contiguous, transposed, broadcast, sliced, shifted };
 const Layout kLayouts[] = {Layout::contiguous, Layout::transposed, Layout::broadcast, Layout::sliced};
 
 // One operand: its storage on the host (which the CPU reads and writes) and a copy of it on
@@ -60,6 +63,8 @@ public:
             strides_ = gg::contiguous_strides(wider);
             strides_[nd - 1] = 2;
             offset = 3;
+        } else if (layout == Layout::shifted) {
+            offset = 1;
         }
         offset_ = offset;
         int64_t extent = offset + 1;
@@ -283,6 +288,70 @@ TEST_CASE("8 dims that cannot merge, and more elements than the grid has threads
     cpu().binary(BinaryOp::add, sum.host(), x.host(), y.host());
     cuda().binary(BinaryOp::add, sum.device(), x.device(), y.device());
     sum.check_device_matches_host("binary add over 1.1M elements, one operand strided");
+}
+
+TEST_CASE("contiguous operands in packs: sizes around the pack width, several blocks, misaligned views") {
+    // A pack is 4 f32 or 2 f64/int64 elements (cuda/packs.h); the last n mod 4 (or 2) go one
+    // to a thread. 3075 f32 are 769 packs over 4 blocks and 3 left over. Each operand in turn
+    // starts one element into its storage, which must send the call to one element per access
+    // (the emulator throws on a misaligned pack, as a GPU faults).
+    const int64_t sizes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1025, 1026, 1027, 3075};
+    std::mt19937_64 rng(7);
+    for (DType dtype : kDTypes)
+        for (const int64_t n : sizes)
+            for (int shifted = -1; shifted < 4; ++shifted) {  // the operand shifted: out, then inputs; −1 none
+                const auto layout = [&](int k) { return k == shifted ? Layout::shifted : Layout::contiguous; };
+                const std::string what = label("", dtype, {n}) + " operand " + std::to_string(shifted) + " shifted";
+                Operand out(dtype, {n}, layout(0)), a(dtype, {n}, layout(1)), b(dtype, {n}, layout(2)),
+                    cond(dtype, {n}, layout(3));
+                a.fill(Integers{&rng, -20, 20});
+                b.fill(Integers{&rng, 1, 6});
+                cond.fill(Integers{&rng, -1, 1});
+
+                out.fill(kSentinel);
+                cpu().arange(out.host(), -1.5, 0.25);
+                cuda().arange(out.device(), -1.5, 0.25);
+                out.check_device_matches_host("arange" + what);
+
+                out.fill(kSentinel);
+                cpu().unary(UnaryOp::neg, out.host(), a.host(), 0);
+                cuda().unary(UnaryOp::neg, out.device(), a.device(), 0);
+                out.check_device_matches_host("unary neg" + what);
+
+                out.fill(kSentinel);
+                cpu().binary(BinaryOp::sub, out.host(), a.host(), b.host());
+                cuda().binary(BinaryOp::sub, out.device(), a.device(), b.device());
+                out.check_device_matches_host("binary sub" + what);
+
+                out.fill(kSentinel);
+                cpu().where(out.host(), cond.host(), a.host(), b.host());
+                cuda().where(out.device(), cond.device(), a.device(), b.device());
+                out.check_device_matches_host("where" + what);
+
+                // Into every dtype: f32 → f64 moves 2 elements a pack (the f64 side's 16 bytes).
+                for (DType to : kDTypes) {
+                    Operand converted(to, {n}, layout(0));
+                    converted.fill(kSentinel);
+                    cpu().copy(converted.host(), a.host());
+                    cuda().copy(converted.device(), a.device());
+                    converted.check_device_matches_host("copy to " + std::string(gg::dtype_name(to)) + what);
+                }
+            }
+}
+
+TEST_CASE("packs: a grid-stride loop that goes round twice") {
+    // 4096 blocks × 256 threads × 4 floats = 4194304: the first 1000 threads take a second
+    // pack, the first 3 a left-over element.
+    const Shape shape{4 * 4096 * 256 + 4 * 1000 + 3};
+    std::mt19937_64 rng(8);
+    Operand a(DType::f32, shape, Layout::contiguous), b(DType::f32, shape, Layout::contiguous);
+    a.fill(Eighths{&rng});
+    b.fill(Eighths{&rng});
+    Operand out(DType::f32, shape, Layout::contiguous);
+    out.fill(kSentinel);
+    cpu().binary(BinaryOp::mul, out.host(), a.host(), b.host());
+    cuda().binary(BinaryOp::mul, out.device(), a.device(), b.device());
+    out.check_device_matches_host("binary mul over 4.2M elements");
 }
 
 TEST_CASE("two runs give bitwise identical results") {

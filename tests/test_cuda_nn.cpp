@@ -2,7 +2,9 @@
 // embedding, routing, rms_norm, optim) run in the emulator (cuda/emu/) against the CPU
 // backend on the same inputs: odd sizes, sizes off the warp and block shapes, empty dims,
 // f32 and f64 (and int64 where the entry takes it), reruns that must be bitwise identical,
-// and index errors that must read as the CPU's.
+// and index errors that must read as the CPU's. The row kernels that read rows in 16-byte
+// packs (cuda/packs.h) run on rows that allow them and, one array at a time, on arrays that
+// start one element off the alignment, which must send them back to one element a load.
 //
 // The emulator's device memory is host memory, so both backends read and write the same
 // std::vectors through Views.
@@ -39,12 +41,30 @@ constexpr DType kDType = std::is_same_v<T, float> ? DType::f32 : std::is_same_v<
 template <class T>
 constexpr double kTol = std::is_same_v<T, float> ? 1e-5 : std::is_same_v<T, double> ? 1e-12 : 0;
 
-// A host array with a shape.
+// A host array with a shape, from element `offset` of data.
 template <class T>
 struct Array {
     Shape shape;
     std::vector<T> data;
-    View view() { return gg::make_view(data.data(), kDType<T>, shape, gg::contiguous_strides(shape)); }
+    int64_t offset = 0;
+    View view() { return gg::make_view(data.data() + offset, kDType<T>, shape, gg::contiguous_strides(shape)); }
+};
+
+// a, one element further into its storage: 4 or 8 bytes off the 16-byte alignment of the
+// allocation, so a row kernel must not read it in packs (cuda/packs.h).
+template <class T>
+Array<T> shifted(Array<T> a) {
+    a.data.insert(a.data.begin(), T(7));
+    a.offset = 1;
+    return a;
+}
+
+// Hands back each array of a call in turn, shifted() if it is the `which`-th (−1: none): a
+// row kernel that reads in packs must check every one of its pointers.
+template <class T>
+struct ShiftOne {
+    int which, next = 0;
+    Array<T> operator()(Array<T> a) { return next++ == which ? shifted(std::move(a)) : a; }
 };
 
 std::mt19937_64& rng() {
@@ -148,16 +168,19 @@ TEST_CASE("reduce: max and min propagate NaN as the CPU does; over an empty dim 
 
 TEST_CASE_TEMPLATE("sum_squares adds Σ x² to a float64 accumulator like the CPU, the same on every run", T, float,
                    double) {
-    for (const int64_t n : {0, 1, 300, 70000}) {  // no block, one partial block, ~274 blocks
-        CAPTURE(n);
-        Array<T> x = random_array<T>({n});
-        Array<double> want{{}, {1.5}}, got = want, again = want;
-        cpu().sum_squares(want.view(), x.view());
-        emulated::sum_squares(got.view(), x.view());
-        emulated::sum_squares(again.view(), x.view());
-        CHECK(mismatch(got.data, want.data, 1e-12) == "");
-        CHECK(bitwise_equal(got.data, again.data));
-    }
+    // No block, one partial block, ~274 blocks (~69 of 4-float packs, 137 of 2-double ones, 3
+    // floats left over); and x one element into its storage: misaligned, one element a load.
+    for (const int64_t n : {0, 1, 300, 70003})
+        for (const int which : {-1, 0}) {
+            CAPTURE(n); CAPTURE(which);
+            Array<T> x = ShiftOne<T>{which}(random_array<T>({n}));
+            Array<double> want{{}, {1.5}}, got = want, again = want;
+            cpu().sum_squares(want.view(), x.view());
+            emulated::sum_squares(got.view(), x.view());
+            emulated::sum_squares(again.view(), x.view());
+            CHECK(mismatch(got.data, want.data, 1e-12) == "");
+            CHECK(bitwise_equal(got.data, again.data));
+        }
 }
 
 // ---- softmax, cross_entropy -----------------------------------------------------------------
@@ -165,50 +188,57 @@ TEST_CASE_TEMPLATE("sum_squares adds Σ x² to a float64 accumulator like the CP
 struct RowShape {
     int64_t rows, cols;
 };
-// Warp rows (8 per block; 9 rows leave a block part-empty), block rows (cols > 1024), empty.
-constexpr RowShape kRowShapes[] = {{5, 7}, {9, 33}, {3, 1025}, {2, 2000}, {0, 5}};
+// Warp rows (8 per block; 9 rows leave a block part-empty), block rows (cols > 1024), empty;
+// rows in packs (cols a multiple of 4): 9 packs on a warp, 257 on a block (its first thread
+// takes two), 500.
+constexpr RowShape kRowShapes[] = {{5, 7}, {9, 33}, {3, 1025}, {9, 36}, {3, 1028}, {2, 2000}, {0, 5}};
 
 TEST_CASE_TEMPLATE("softmax and log_softmax, forward and backward, match the CPU", T, float, double) {
     for (const auto& [rows, cols] : kRowShapes)
-        for (const bool log : {false, true}) {
-            CAPTURE(rows); CAPTURE(cols); CAPTURE(log);
-            Array<T> x = random_array<T>({rows, cols}, -5, 5);
-            if (rows * cols > 1) x.data[1] = -INFINITY;  // a masked position
-            Array<T> want = filled<T>({rows, cols}), got = want, again = want;
-            cpu().softmax(want.view(), x.view(), rows, cols, log);
-            emulated::softmax(got.view(), x.view(), rows, cols, log);
-            emulated::softmax(again.view(), x.view(), rows, cols, log);
-            CHECK(mismatch(got.data, want.data) == "");
-            CHECK(bitwise_equal(got.data, again.data));
+        for (const bool log : {false, true})
+            for (int which = -1; which < 4; ++which) {  // x, y, dy or dx shifted
+                CAPTURE(rows); CAPTURE(cols); CAPTURE(log); CAPTURE(which);
+                ShiftOne<T> place{which};
+                Array<T> x = place(random_array<T>({rows, cols}, -5, 5));
+                if (rows * cols > 1) x.data[1] = -INFINITY;  // a masked position
+                Array<T> want = place(filled<T>({rows, cols})), got = want, again = want;
+                cpu().softmax(want.view(), x.view(), rows, cols, log);
+                emulated::softmax(got.view(), x.view(), rows, cols, log);
+                emulated::softmax(again.view(), x.view(), rows, cols, log);
+                CHECK(mismatch(got.data, want.data) == "");
+                CHECK(bitwise_equal(got.data, again.data));
 
-            Array<T> dy = random_array<T>({rows, cols});
-            Array<T> dx_want = filled<T>({rows, cols}), dx_got = dx_want;
-            cpu().softmax_backward(dx_want.view(), want.view(), dy.view(), rows, cols, log);
-            emulated::softmax_backward(dx_got.view(), want.view(), dy.view(), rows, cols, log);
-            CHECK(mismatch(dx_got.data, dx_want.data) == "");
-        }
+                Array<T> dy = place(random_array<T>({rows, cols}));
+                Array<T> dx_want = place(filled<T>({rows, cols})), dx_got = dx_want;
+                cpu().softmax_backward(dx_want.view(), want.view(), dy.view(), rows, cols, log);
+                emulated::softmax_backward(dx_got.view(), want.view(), dy.view(), rows, cols, log);
+                CHECK(mismatch(dx_got.data, dx_want.data) == "");
+            }
 }
 
 TEST_CASE_TEMPLATE("cross_entropy and its backward match the CPU, ignored rows included", T, float, double) {
-    for (const auto& [N, V] : {RowShape{6, 10}, {11, 37}, {3, 1500}, {0, 5}})
-        for (const int64_t ignore_index : {int64_t(-100), int64_t(2)}) {  // outside and inside [0, V)
-            CAPTURE(N); CAPTURE(V); CAPTURE(ignore_index);
-            Array<T> logits = random_array<T>({N, V}, -6, 6);
-            Array<int64_t> targets = random_ids({N}, V);
-            Array<T> row_scale = random_array<T>({N}, 0.5, 1.5);
-            if (N > 1) targets.data[1] = ignore_index, row_scale.data[1] = 0;
-            Array<T> want = filled<T>({N}), got = want, again = want;
-            cpu().cross_entropy(want.view(), logits.view(), targets.view(), ignore_index);
-            emulated::cross_entropy(got.view(), logits.view(), targets.view(), ignore_index);
-            emulated::cross_entropy(again.view(), logits.view(), targets.view(), ignore_index);
-            CHECK(mismatch(got.data, want.data) == "");
-            CHECK(bitwise_equal(got.data, again.data));
+    // V = 36 and 1500: rows in packs of 4 f32 (10: of 2 f64).
+    for (const auto& [N, V] : {RowShape{6, 10}, {11, 37}, {9, 36}, {3, 1500}, {0, 5}})
+        for (const int64_t ignore_index : {int64_t(-100), int64_t(2)})  // outside and inside [0, V)
+            for (int which = -1; which < 2; ++which) {  // logits or dlogits shifted
+                CAPTURE(N); CAPTURE(V); CAPTURE(ignore_index); CAPTURE(which);
+                ShiftOne<T> place{which};
+                Array<T> logits = place(random_array<T>({N, V}, -6, 6));
+                Array<int64_t> targets = random_ids({N}, V);
+                Array<T> row_scale = random_array<T>({N}, 0.5, 1.5);
+                if (N > 1) targets.data[1] = ignore_index, row_scale.data[1] = 0;
+                Array<T> want = filled<T>({N}), got = want, again = want;
+                cpu().cross_entropy(want.view(), logits.view(), targets.view(), ignore_index);
+                emulated::cross_entropy(got.view(), logits.view(), targets.view(), ignore_index);
+                emulated::cross_entropy(again.view(), logits.view(), targets.view(), ignore_index);
+                CHECK(mismatch(got.data, want.data) == "");
+                CHECK(bitwise_equal(got.data, again.data));
 
-            Array<T> dx_want = filled<T>({N, V}), dx_got = dx_want;
-            cpu().cross_entropy_backward(dx_want.view(), logits.view(), targets.view(), row_scale.view());
-            emulated::cross_entropy_backward(dx_got.view(), logits.view(), targets.view(), row_scale.view());
-            CHECK(mismatch(dx_got.data, dx_want.data) == "");
-        }
+                Array<T> dx_want = place(filled<T>({N, V})), dx_got = dx_want;
+                cpu().cross_entropy_backward(dx_want.view(), logits.view(), targets.view(), row_scale.view());
+                emulated::cross_entropy_backward(dx_got.view(), logits.view(), targets.view(), row_scale.view());
+                CHECK(mismatch(dx_got.data, dx_want.data) == "");
+            }
 }
 
 // ---- embedding ------------------------------------------------------------------------------
@@ -348,29 +378,32 @@ TEST_CASE("an index out of range is reported with the CPU's message, and the rec
 
 TEST_CASE_TEMPLATE("rms_norm forward and backward match the CPU; dweight is the same on every run", T, float, double) {
     // Warp rows, column blocks with rows above 16, block rows (cols > 1024); no rows: dw = 0.
-    for (const auto& [rows, cols] : {RowShape{5, 7}, {9, 40}, {33, 70}, {3, 1100}, {0, 6}}) {
-        CAPTURE(rows); CAPTURE(cols);
-        Array<T> x = random_array<T>({rows, cols}), w = random_array<T>({cols}, 0.5, 1.5);
-        Array<T> y_want = filled<T>({rows, cols}), y_got = y_want;
-        Array<T> rstd_want = filled<T>({rows}), rstd_got = rstd_want;
-        cpu().rms_norm_forward(y_want.view(), rstd_want.view(), x.view(), w.view(), rows, cols, 1e-5);
-        emulated::rms_norm_forward(y_got.view(), rstd_got.view(), x.view(), w.view(), rows, cols, 1e-5);
-        CHECK(mismatch(y_got.data, y_want.data) == "");
-        CHECK(mismatch(rstd_got.data, rstd_want.data) == "");
+    // 40 and 1100 columns: rows in packs of 4 f32 (70: of 2 f64).
+    for (const auto& [rows, cols] : {RowShape{5, 7}, {9, 40}, {33, 70}, {3, 1100}, {0, 6}})
+        for (int which = -1; which < 5; ++which) {  // x, w, y, dy or dx shifted
+            CAPTURE(rows); CAPTURE(cols); CAPTURE(which);
+            ShiftOne<T> place{which};
+            Array<T> x = place(random_array<T>({rows, cols})), w = place(random_array<T>({cols}, 0.5, 1.5));
+            Array<T> y_want = place(filled<T>({rows, cols})), y_got = y_want;
+            Array<T> rstd_want = filled<T>({rows}), rstd_got = rstd_want;
+            cpu().rms_norm_forward(y_want.view(), rstd_want.view(), x.view(), w.view(), rows, cols, 1e-5);
+            emulated::rms_norm_forward(y_got.view(), rstd_got.view(), x.view(), w.view(), rows, cols, 1e-5);
+            CHECK(mismatch(y_got.data, y_want.data) == "");
+            CHECK(mismatch(rstd_got.data, rstd_want.data) == "");
 
-        Array<T> dy = random_array<T>({rows, cols});
-        Array<T> dx_want = filled<T>({rows, cols}), dx_got = dx_want;
-        Array<T> dw_want = filled<T>({cols}), dw_got = dw_want, dw_again = dw_want;
-        cpu().rms_norm_backward(dx_want.view(), dw_want.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
-                                rows, cols);
-        emulated::rms_norm_backward(dx_got.view(), dw_got.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
+            Array<T> dy = place(random_array<T>({rows, cols}));
+            Array<T> dx_want = place(filled<T>({rows, cols})), dx_got = dx_want;
+            Array<T> dw_want = filled<T>({cols}), dw_got = dw_want, dw_again = dw_want;
+            cpu().rms_norm_backward(dx_want.view(), dw_want.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
                                     rows, cols);
-        emulated::rms_norm_backward(dx_got.view(), dw_again.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
-                                    rows, cols);
-        CHECK(mismatch(dx_got.data, dx_want.data) == "");
-        CHECK(mismatch(dw_got.data, dw_want.data) == "");
-        CHECK(bitwise_equal(dw_got.data, dw_again.data));
-    }
+            emulated::rms_norm_backward(dx_got.view(), dw_got.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
+                                        rows, cols);
+            emulated::rms_norm_backward(dx_got.view(), dw_again.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
+                                        rows, cols);
+            CHECK(mismatch(dx_got.data, dx_want.data) == "");
+            CHECK(mismatch(dw_got.data, dw_want.data) == "");
+            CHECK(bitwise_equal(dw_got.data, dw_again.data));
+        }
 }
 
 // ---- optim ----------------------------------------------------------------------------------
@@ -380,8 +413,8 @@ template <class T>
 constexpr double kUlps = 4 * std::numeric_limits<T>::epsilon();
 
 TEST_CASE_TEMPLATE("adamw_step and sgd_step follow the CPU's arithmetic over several steps", T, float, double) {
-    // 1001 floats: the float4 path and a scalar tail; an offset of one element: misaligned,
-    // scalar only; 7 elements; none.
+    // 1001 elements: packs (4 f32 or 2 f64) and a left-over tail; an offset of one element:
+    // misaligned, one element at a time only; 7 elements; none.
     for (const auto& [n, offset] : {std::pair<int64_t, int64_t>{1001, 0}, {1001, 1}, {7, 0}, {0, 0}}) {
         CAPTURE(n); CAPTURE(offset);
         const Shape shape{n + offset};

@@ -440,6 +440,13 @@ void* dynamic_shared() {
     return b.dynamic.get();
 }
 
+void check_aligned(const void* address, size_t bytes) {
+    const size_t past = reinterpret_cast<uintptr_t>(address) % bytes;
+    if (past != 0)
+        throw std::runtime_error("misaligned address: a " + std::to_string(bytes) + "-byte access " +
+                                 std::to_string(past) + " B past a multiple of " + std::to_string(bytes));
+}
+
 int block_barrier(const char* op, int predicate, const SourceLocation& site) {
     Worker& w = worker;
     Fiber& f = *w.running;

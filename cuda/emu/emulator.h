@@ -108,6 +108,11 @@ T* dynamic_shared() {
     return static_cast<T*>(dynamic_shared());
 }
 
+// A GPU faults ("misaligned address") on a vector access whose address is not a multiple of
+// its size, where the CPU reads on regardless: the accesses kernels mark with
+// GG_CHECK_ALIGNED (cuda/launch.h) throw here instead.
+void check_aligned(const void* address, size_t bytes);
+
 // A block-wide barrier: returns how many threads passed a non-zero predicate.
 int block_barrier(const char* op, int predicate, const SourceLocation& site);
 
