@@ -66,8 +66,10 @@ json summarise(const Regime& regime, size_t index, const std::vector<Run>& runs,
     const double base = json_number(summary["models"]["baseline"]["largest_stable_lr"]);
     const double g1 = json_number(summary["models"]["G1"]["largest_stable_lr"]);
     std::printf("* largest gradient norm (before clipping) after the warmup, over seeds\n");
-    std::printf("largest stable peak lr (no divergence, no spike, every seed): baseline %.1e, G1 %.1e, ratio %.1f\n",
-                base, g1, g1 / base);
+    std::printf("largest stable peak lr (no divergence, no spike, every seed, below the first unstable one): "
+                "baseline %s, G1 %s, ratio %s ('-': none)\n",
+                format_or_dash("%.1e", base).c_str(), format_or_dash("%.1e", g1).c_str(),
+                format_or_dash("%.1f", g1 / base).c_str());
     summary["stable_lr_ratio"] = g1 / base;
     return summary;
 }
