@@ -34,7 +34,7 @@ SECTION_WORDS = ("result", "output", "compared with the paper")
 def result_lines(readme: pathlib.Path):
     """(line number, text) of the README's result sections, code and links removed."""
     lines = readme.read_text(encoding="utf-8").splitlines()
-    whole_file = "results" in readme.parent.parts[-1:]
+    whole_file = "results" in readme.parent.parts  # results/README.md, results/torch_init/README.md, ...
     in_result = whole_file
     heading_level = 0  # of the result section we are in, by heading; 0: none or "**The result"
     fence = None       # the info string of the fenced block we are in
