@@ -302,22 +302,35 @@ void cpu_softmax_backward(const View& dx, const View& y, const View& dy, int64_t
     });
 }
 
+// OpenBLAS runs each call on the calling thread (cpu_backend_table sets that up); the
+// threads are OpenMP's, the same pool every other kernel uses. Two pools on the same cores
+// (OpenBLAS's pthreads spinning while OpenMP's wait, and the reverse) made a 2-thread step
+// slower than a 1-thread one. A batch splits over its matrices, one matrix over C's rows.
 void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
               double alpha, const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
               int64_t stride_b, double beta, void* C, int64_t ldc, int64_t stride_c) {
+    if (dtype != DType::f32 && dtype != DType::f64)
+        throw std::invalid_argument(std::string("gemm: no kernel for ") + dtype_name(dtype));
     const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    for (int64_t i = 0; i < batch; ++i) {
+    // Rows [m0, m0 + rows) of C[i] from the same rows of op(A[i]): row m of op(A) starts at
+    // A + m·lda, or at column m (A + m) when A is transposed.
+    const auto rows_of = [&](int64_t i, int64_t m0, int64_t rows) {
+        const int64_t a_offset = i * stride_a + m0 * (trans_a ? 1 : lda), c_offset = i * stride_c + m0 * ldc;
         if (dtype == DType::f32)
-            cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, float(alpha), static_cast<const float*>(A) + i * stride_a,
-                        lda, static_cast<const float*>(B) + i * stride_b, ldb, float(beta),
-                        static_cast<float*>(C) + i * stride_c, ldc);
-        else if (dtype == DType::f64)
-            cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, static_cast<const double*>(A) + i * stride_a, lda,
-                        static_cast<const double*>(B) + i * stride_b, ldb, beta,
-                        static_cast<double*>(C) + i * stride_c, ldc);
+            cblas_sgemm(CblasRowMajor, ta, tb, rows, N, K, float(alpha), static_cast<const float*>(A) + a_offset, lda,
+                        static_cast<const float*>(B) + i * stride_b, ldb, float(beta),
+                        static_cast<float*>(C) + c_offset, ldc);
         else
-            throw std::invalid_argument(std::string("gemm: no kernel for ") + dtype_name(dtype));
-    }
+            cblas_dgemm(CblasRowMajor, ta, tb, rows, N, K, alpha, static_cast<const double*>(A) + a_offset, lda,
+                        static_cast<const double*>(B) + i * stride_b, ldb, beta,
+                        static_cast<double*>(C) + c_offset, ldc);
+    };
+    if (batch > 1)
+        parallel_range(batch, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) rows_of(i, 0, M);
+        }, M * N * K);
+    else if (batch == 1)
+        parallel_range(M, [&](int64_t begin, int64_t end) { rows_of(0, begin, end - begin); }, N * K);
 }
 
 // Index tensors are checked once, serially, so kernels never index out of bounds (and
@@ -471,6 +484,11 @@ const Backend cpu_backend{
 
 }  // namespace
 
-const Backend& cpu_backend_table() { return cpu_backend; }
+const Backend& cpu_backend_table() {
+    // GEMMs thread through OpenMP (cpu_gemm), so OpenBLAS keeps to the thread that calls it.
+    static const bool blas_single_threaded = (openblas_set_num_threads(1), true);
+    (void)blas_single_threaded;
+    return cpu_backend;
+}
 
 }  // namespace gg
