@@ -48,41 +48,82 @@ bool is_dense(const View& v) {
     return true;
 }
 
+// The operands with neighbouring dims merged wherever every operand walks them as one
+// (stride[d] = stride[d + 1] · shape[d + 1]) and dims of size 1 dropped: a (B, T, C)
+// operand broadcast from (C) is walked as (B·T, C), so rows are as long as the layouts allow.
+template <size_t N>
+std::array<View, N> coalesce(const std::array<const View*, N>& views) {
+    const View& out = *views[0];
+    std::array<View, N> merged;
+    for (size_t k = 0; k < N; ++k) merged[k] = *views[k], merged[k].ndim = 0;
+    for (int d = 0; d < out.ndim; ++d) {
+        if (out.shape[d] == 1) continue;
+        const int m = merged[0].ndim;
+        bool joins = m > 0;
+        for (size_t k = 0; k < N; ++k) joins = joins && merged[k].strides[m - 1] == views[k]->strides[d] * out.shape[d];
+        for (size_t k = 0; k < N; ++k) {
+            View& v = merged[k];
+            if (joins) {
+                v.shape[m - 1] *= out.shape[d];
+                v.strides[m - 1] = views[k]->strides[d];
+            } else {
+                v.shape[m] = out.shape[d];
+                v.strides[m] = views[k]->strides[d];
+                v.ndim = m + 1;
+            }
+        }
+    }
+    return merged;
+}
+
 // Visits every index of out's shape in row-major order, passing the element offset of
 // each of the N operands (each with its own strides; all of out's shape). Chunks of the
 // index space go to threads. The innermost dimension is a plain loop that adds each
 // operand's stride; only at the end of a row does the odometer carry into the outer dims.
+// When every operand's row is contiguous the loop adds a constant 1, which the compiler
+// turns into vector code, as it does for a dense operand.
 template <size_t N, class F>
-void for_each_offset(const std::array<const View*, N>& views, F&& f) {
-    const View& out = *views[0];
+void for_each_offset(const std::array<const View*, N>& operands, F&& f) {
+    const std::array<View, N> views = coalesce(operands);
+    const View& out = views[0];
     const int64_t n = out.numel(), nd = out.ndim;
     const int64_t inner = nd > 0 ? out.shape[nd - 1] : 1;
     std::array<int64_t, N> step{};  // each operand's stride along the innermost dimension
     if (nd > 0)
-        for (size_t k = 0; k < N; ++k) step[k] = views[k]->strides[nd - 1];
+        for (size_t k = 0; k < N; ++k) step[k] = views[k].strides[nd - 1];
+    const bool unit_steps = std::ranges::all_of(step, [](int64_t s) { return s == 1; });
     parallel_range(n, [&](int64_t begin, int64_t end) {
         std::array<int64_t, kMaxDims> idx{};
         std::array<int64_t, N> off{};
         for (int64_t d = nd - 1, rem = begin; d >= 0; --d) {
             idx[d] = rem % out.shape[d];
             rem /= out.shape[d];
-            for (size_t k = 0; k < N; ++k) off[k] += idx[d] * views[k]->strides[d];
+            for (size_t k = 0; k < N; ++k) off[k] += idx[d] * views[k].strides[d];
         }
         const int64_t last = std::max<int64_t>(nd - 1, 0);
         for (int64_t i = begin; i < end;) {
             const int64_t run = std::min(end - i, inner - idx[last]);  // to the end of this row
-            for (int64_t j = 0; j < run; ++j) {
-                f(off);
-                for (size_t k = 0; k < N; ++k) off[k] += step[k];
+            if (unit_steps) {
+                for (int64_t j = 0; j < run; ++j) {
+                    std::array<int64_t, N> at = off;
+                    for (size_t k = 0; k < N; ++k) at[k] += j;
+                    f(at);
+                }
+                for (size_t k = 0; k < N; ++k) off[k] += run;
+            } else {
+                for (int64_t j = 0; j < run; ++j) {
+                    f(off);
+                    for (size_t k = 0; k < N; ++k) off[k] += step[k];
+                }
             }
             i += run;
             if ((idx[last] += run) < inner) continue;
             for (size_t k = 0; k < N; ++k) off[k] -= step[k] * inner;  // back to the row's start
             idx[last] = 0;
             for (int64_t d = nd - 2; d >= 0; --d) {  // odometer carry over the outer dimensions
-                for (size_t k = 0; k < N; ++k) off[k] += views[k]->strides[d];
+                for (size_t k = 0; k < N; ++k) off[k] += views[k].strides[d];
                 if (++idx[d] < out.shape[d]) break;
-                for (size_t k = 0; k < N; ++k) off[k] -= views[k]->strides[d] * out.shape[d];
+                for (size_t k = 0; k < N; ++k) off[k] -= views[k].strides[d] * out.shape[d];
                 idx[d] = 0;
             }
         }
