@@ -32,6 +32,9 @@ void cpu_rms_norm_forward(const View& y, const View& rstd, const View& x, const 
                           int64_t cols, double eps);
 void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
                            const View& rstd, int64_t rows, int64_t cols);
+void cpu_swiglu_forward(const View& y, const View& a, const View& b);
+void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const View& a, const View& b);
+void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
 void cpu_adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
                     const View& exp_avg_sq);
 void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
@@ -518,6 +521,9 @@ const Backend cpu_backend{
     cpu_attention_backward,
     cpu_rms_norm_forward,
     cpu_rms_norm_backward,
+    cpu_swiglu_forward,
+    cpu_swiglu_backward,
+    cpu_rope,
     cpu_adamw_step,
     cpu_sgd_step,
     cpu_sum_squares,
