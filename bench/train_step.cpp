@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
             {"--layers", &config.model.n_layers}, {"--d-model", &config.model.d_model},
             {"--heads", &config.model.attn.n_heads}, {"--seq-len", &config.seq_len}, {"--batch", &config.batch_size}};
         for (int i = 2; i < argc; ++i) {
-            const auto flag = std::ranges::find_if(shape_flags, [&](const auto& f) { return std::strcmp(argv[i], f.first) == 0; });
+            const auto flag =
+                std::ranges::find_if(shape_flags, [&](const auto& f) { return std::strcmp(argv[i], f.first) == 0; });
             if (flag != std::end(shape_flags) && i + 1 < argc) {
                 *flag->second = std::atoll(argv[++i]);
             } else if (std::strcmp(argv[i], "--config") == 0) {

@@ -57,8 +57,10 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc) {
     const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    if constexpr (std::is_same_v<T, float>) cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 // One (batch, head)'s operands, each (T, D) row-major.
@@ -139,7 +141,8 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                 for (int64_t r = 0; r < rows; ++r) {
                     T* row = S.data() + r * n;
                     const T m_new = std::max(m[r], *std::max_element(row, row + n));
-                    if (m_new == -std::numeric_limits<T>::infinity()) {  // no key of this row in this tile, nor before it
+                    // No key of this row in this tile, nor before it.
+                    if (m_new == -std::numeric_limits<T>::infinity()) {
                         std::fill(row, row + n, T(0));
                         continue;
                     }

@@ -192,7 +192,8 @@ TEST_CASE("gradcheck: rms_norm (fused kernel) w.r.t. x and weight") {
 TEST_CASE("gradcheck: swiglu and rope (fused kernels)") {
     gg::Generator gen(13);
     check_gradient("swiglu over (2, 3, 5) w.r.t. both inputs",
-                   [](const Inputs& in) { return gg::swiglu(in[0], in[1]); }, {normal({2, 3, 5}, gen), normal({2, 3, 5}, gen)});
+                   [](const Inputs& in) { return gg::swiglu(in[0], in[1]); },
+                   {normal({2, 3, 5}, gen), normal({2, 3, 5}, gen)});
     check_gradient("swiglu of non-contiguous inputs",
                    [](const Inputs& in) { return gg::swiglu(in[0].transpose(0, 1), in[1]); },
                    {normal({4, 3}, gen), normal({3, 4}, gen)});
