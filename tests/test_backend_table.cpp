@@ -367,7 +367,9 @@ TEST_CASE("table: GEMM, every transpose, batched with strides") {
     for (DType dt : kFloats)
         for (Case c :
              {Case{1, 1, 1, 1, false, false}, Case{1, 7, 33, 5, false, true}, Case{3, 17, 9, 65, true, false},
-              Case{2, 40, 31, 18, true, true}, Case{1, 5, 0, 3, false, false}, Case{1, 4, 6, 0, false, false}}) {
+              Case{2, 40, 31, 18, true, true}, Case{1, 5, 0, 3, false, false}, Case{1, 4, 6, 0, false, false},
+              // Large enough for the CPU to split C's rows over threads, with A read transposed.
+              Case{1, 301, 40, 50, true, false}, Case{1, 301, 40, 50, false, true}}) {
             CAPTURE(c.batch);
             CAPTURE(c.M);
             CAPTURE(c.N);
