@@ -45,6 +45,16 @@ KeyRange visible_keys(const AttentionShape& s, int64_t i) {
     return {first, last};
 }
 
+// Columns [begin, end) of the key tile [k0, k0 + n) that query i sees (empty when
+// begin ≥ end); the rest of its row in the tile is hidden.
+struct TileSpan {
+    int64_t begin, end;
+};
+TileSpan visible_in_tile(const AttentionShape& s, int64_t i, int64_t k0, int64_t n) {
+    const auto [first, last] = visible_keys(s, i);
+    return {std::clamp<int64_t>(first - k0, 0, n), std::clamp<int64_t>(last + 1 - k0, 0, n)};
+}
+
 template <class T>
 T dot(const T* a, const T* b, int64_t n) {
     T acc = 0;
@@ -76,20 +86,26 @@ void tile_scores(const AttentionShape& s, const Head<T>& h, int64_t i0, int64_t 
     gemm<T>(false, true, rows, n, s.D, T(s.scale), h.q + i0 * s.D, s.D, h.k + k0 * s.D, s.D, T(0), S, n);
     const T hidden = -std::numeric_limits<T>::infinity();
     for (int64_t r = 0; r < rows; ++r) {
-        const auto [first, last] = visible_keys(s, i0 + r);
-        T* row = S + r * n;
-        std::fill(row, row + std::clamp<int64_t>(first - k0, 0, n), hidden);
-        std::fill(row + std::clamp<int64_t>(last + 1 - k0, 0, n), row + n, hidden);
+        const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
+        std::fill(S + r * n, S + r * n + begin, hidden);
+        std::fill(S + r * n + end, S + (r + 1) * n, hidden);
     }
 }
 
-// P (rows, n) = e^{S − lse}: the tile's softmax probabilities, given each row's lse.
+// P (rows, n) = e^{S − lse}: the tile's softmax probabilities, given each row's lse. The
+// exponentials are taken over the visible columns only: on a causal tile that straddles
+// the diagonal, half of them.
 template <class T>
 void tile_probabilities(const AttentionShape& s, const Head<T>& h, int64_t i0, int64_t rows, int64_t k0, int64_t n,
                         const T* lse, T* P) {
     tile_scores(s, h, i0, rows, k0, n, P);
-    for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < n; ++j) P[r * n + j] = std::exp(P[r * n + j] - lse[i0 + r]);
+    for (int64_t r = 0; r < rows; ++r) {
+        const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
+        T* row = P + r * n;
+        for (int64_t j = begin; j < end; ++j) row[j] = std::exp(row[j] - lse[i0 + r]);
+        std::fill(row, row + begin, T(0));
+        std::fill(row + end, row + n, T(0));
+    }
 }
 
 // Calls f(i0, rows) for each block of query rows [i0, i0 + rows).
@@ -140,7 +156,8 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                 tile_scores(s, h, i0, rows, k0, n, S.data());
                 for (int64_t r = 0; r < rows; ++r) {
                     T* row = S.data() + r * n;
-                    const T m_new = std::max(m[r], *std::max_element(row, row + n));
+                    const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
+                    const T m_new = begin < end ? std::max(m[r], *std::max_element(row + begin, row + end)) : m[r];
                     // No key of this row in this tile, nor before it.
                     if (m_new == -std::numeric_limits<T>::infinity()) {
                         std::fill(row, row + n, T(0));
@@ -148,7 +165,9 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                     }
                     const T rescale = std::exp(m[r] - m_new);
                     T sum = 0;
-                    for (int64_t j = 0; j < n; ++j) sum += (row[j] = std::exp(row[j] - m_new));
+                    for (int64_t j = begin; j < end; ++j) sum += (row[j] = std::exp(row[j] - m_new));
+                    std::fill(row, row + begin, T(0));  // hidden keys weigh nothing
+                    std::fill(row + end, row + n, T(0));
                     z[r] = z[r] * rescale + sum;
                     m[r] = m_new;
                     for (int64_t d = 0; d < D; ++d) o[(i0 + r) * D + d] *= rescale;
