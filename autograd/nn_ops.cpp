@@ -1,5 +1,5 @@
 // nn_ops.cpp — the fused ops neural networks lean on: softmax, log_softmax,
-// cross_entropy, rms_norm, embedding, dropout, topk and gather.
+// cross_entropy, rms_norm, swiglu, rope, embedding, dropout, topk and gather.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -103,6 +103,48 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
                                        w.view_desc(), rstd.view_desc(), rows, C);
         return std::vector<Tensor>{dx, dw};
     }, {xc, w});
+}
+
+Tensor swiglu(const Tensor& a, const Tensor& b) {
+    check_defined(a, "swiglu");
+    check_defined(b, "swiglu");
+    if (!is_floating(a.dtype()) || a.shape() != b.shape() || a.dtype() != b.dtype() || a.device() != b.device())
+        throw std::invalid_argument("swiglu: a " + describe(a) + " and b " + describe(b) +
+                                    ": need floating a and b of one shape, dtype and device");
+    const Device dev = a.device();
+    const Tensor ac = a.detach().contiguous(), bc = b.detach().contiguous();
+    Tensor y = Tensor::empty(a.shape(), a.dtype(), dev);
+    backend(dev).swiglu_forward(y.view_desc(), ac.view_desc(), bc.view_desc());
+    return record("swiglu", y, {a, b}, [=](const Tensor& g) {
+        Tensor da = Tensor::empty(ac.shape(), ac.dtype(), dev), db = Tensor::empty(bc.shape(), bc.dtype(), dev);
+        backend(dev).swiglu_backward(da.view_desc(), db.view_desc(), g.contiguous().view_desc(), ac.view_desc(),
+                                     bc.view_desc());
+        return std::vector<Tensor>{da, db};
+    }, {ac, bc});
+}
+
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+    check_defined(x, "rope");
+    check_defined(cos, "rope");
+    check_defined(sin, "rope");
+    const bool ok = is_floating(x.dtype()) && x.dim() == 4 && x.size(3) % 2 == 0 &&
+                    cos.shape() == Shape{x.size(2), x.size(3)} && sin.shape() == cos.shape() &&
+                    cos.dtype() == x.dtype() && sin.dtype() == x.dtype() && cos.device() == x.device() &&
+                    sin.device() == x.device() && !cos.requires_grad() && !sin.requires_grad();
+    if (!ok)
+        throw std::invalid_argument("rope: x " + describe(x) + ", cos " + describe(cos) + ", sin " + describe(sin) +
+                                    ": need floating x (B, H, T, D) with D even and constant (T, D) tables of its "
+                                    "dtype and device");
+    const Device dev = x.device();
+    const Tensor c = cos.detach().contiguous(), s = sin.detach().contiguous();
+    Tensor y = Tensor::empty(x.shape(), x.dtype(), dev);
+    backend(dev).rope(y.view_desc(), x.detach().view_desc(), c.view_desc(), s.view_desc(), false);
+    // The rotation is linear and orthogonal (up to YaRN's scale), so backward is its transpose.
+    return record("rope", y, {x}, [=](const Tensor& g) {
+        Tensor dx = Tensor::empty(g.shape(), g.dtype(), dev);
+        backend(dev).rope(dx.view_desc(), g.view_desc(), c.view_desc(), s.view_desc(), true);
+        return std::vector<Tensor>{dx};
+    }, {c, s});
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {

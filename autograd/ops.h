@@ -84,6 +84,11 @@ Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 // x / √(mean(x², last dim) + eps) ⊙ weight, one fused kernel each way: x (..., C), weight (C).
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+// SwiGLU's product silu(a) ⊙ b = a σ(a) b, one fused kernel each way: a, b of one shape.
+Tensor swiglu(const Tensor& a, const Tensor& b);
+// RoPE's rotation of x (B, H, T, D) by the constant (T, D) tables cos and sin (nn/rope.h):
+// each channel pair (c, c + D/2) ↦ (x_c cos − x_{c+D/2} sin, x_{c+D/2} cos + x_c sin).
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);
 // weight (V, D), ids int64 (...) → (..., D); backward scatter-adds into weight rows.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 // Rows of x at ids: x (N, D), ids int64 (M) → (M, D). The same as embedding(x, ids).

@@ -2,6 +2,8 @@
 //
 //   ./build/bench/train_step tiny [steps] [--device cpu|cuda]  → one JSON line: median ms per step, tokens/s
 //   ./build/bench/train_step tiny --config                     → the model config JSON (for the PyTorch peer)
+//   ./build/bench/train_step small --layers 6 --d-model 256 --heads 8 --seq-len 256 --batch 16
+//                                                              → the preset's model with other shapes
 //
 // bench/compare_train_step.sh runs this and bench/train_step_torch.py on the same shapes;
 // tools/gpu-check runs it on the GPU and the CPU.
@@ -21,18 +23,27 @@ using namespace gg::nn;
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: train_step tiny|small [steps] [--device cpu|cuda]\n"
-                             "       train_step tiny|small --config\n");
+        std::fprintf(stderr, "usage: train_step tiny|small [steps] [--device cpu|cuda] [--layers N] [--d-model N]\n"
+                             "                  [--heads N] [--seq-len N] [--batch N] [--config]\n");
         return 2;
     }
     try {
-        const TrainConfig config = TrainConfig::preset(argv[1]);
+        TrainConfig config = TrainConfig::preset(argv[1]);
         int steps = 20;
         Device device = Device::CPU;
+        bool print_config = false;
+        // The shape flags replace the preset's; everything else (SwiGLU, RMSNorm, RoPE, the G1
+        // gate) stays the preset's model.
+        const std::pair<const char*, int64_t*> shape_flags[] = {
+            {"--layers", &config.model.n_layers}, {"--d-model", &config.model.d_model},
+            {"--heads", &config.model.attn.n_heads}, {"--seq-len", &config.seq_len}, {"--batch", &config.batch_size}};
         for (int i = 2; i < argc; ++i) {
-            if (std::strcmp(argv[i], "--config") == 0) {
-                std::printf("%s\n", config.model.to_json().c_str());
-                return 0;
+            const auto flag =
+                std::ranges::find_if(shape_flags, [&](const auto& f) { return std::strcmp(argv[i], f.first) == 0; });
+            if (flag != std::end(shape_flags) && i + 1 < argc) {
+                *flag->second = std::atoll(argv[++i]);
+            } else if (std::strcmp(argv[i], "--config") == 0) {
+                print_config = true;
             } else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
                 const std::string name = argv[++i];
                 if (name != "cpu" && name != "cuda") throw std::invalid_argument("--device " + name + ": cpu or cuda");
@@ -40,6 +51,12 @@ int main(int argc, char** argv) {
             } else if ((steps = std::atoi(argv[i])) <= 0) {
                 throw std::invalid_argument(std::string("steps: a positive count, not '") + argv[i] + "'");
             }
+        }
+        config.model.max_len = config.seq_len;
+        config.validate();
+        if (print_config) {
+            std::printf("%s\n", config.model.to_json().c_str());
+            return 0;
         }
         manual_seed(0);
         GatedTransformerLM model(config.model);

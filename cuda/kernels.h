@@ -9,6 +9,8 @@
 //   embedding.cu         index_select_rows, index_add_rows
 //   routing.cu           gather_last, scatter_add_last, topk_last (MoE)
 //   rms_norm.cu          rms_norm_forward, rms_norm_backward
+//   swiglu.cu            swiglu_forward, swiglu_backward
+//   rope.cu              rope
 //   optim.cu             adamw_step, sgd_step
 //   attention_forward.cu, attention_backward.cu   FlashAttention-style fused attention
 //   gemm.cu              gemm: our shared-memory tiled kernel (cuBLAS is an option, gpu only)
@@ -54,6 +56,9 @@ void rms_norm_forward(const View& y, const View& rstd, const View& x, const View
                       double eps);
 void rms_norm_backward(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
                        const View& rstd, int64_t rows, int64_t cols);
+void swiglu_forward(const View& y, const View& a, const View& b);
+void swiglu_backward(const View& da, const View& db, const View& dy, const View& a, const View& b);
+void rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
 
 void adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq);
 void sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);

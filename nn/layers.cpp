@@ -70,7 +70,7 @@ SwiGLU::SwiGLU(int64_t dim, int64_t hidden)
       w2(register_module("w2", std::make_shared<Linear>(dim, hidden, false))),
       w3(register_module("w3", std::make_shared<Linear>(hidden, dim, false))) {}
 
-Tensor SwiGLU::forward(const Tensor& x) const { return w3->forward(silu(w1->forward(x)) * w2->forward(x)); }
+Tensor SwiGLU::forward(const Tensor& x) const { return w3->forward(swiglu(w1->forward(x), w2->forward(x))); }
 
 LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t dim) {
     weight = randn({max_len, dim}) * 0.02;

@@ -81,11 +81,9 @@ Tensor RoPE::forward(const Tensor& x, int64_t offset) const {
     if (x.dim() != 4 || x.size(-1) != head_dim_)
         throw std::invalid_argument("RoPE: expected (B, H, T, " + std::to_string(head_dim_) + "), got " +
                                     shape_str(x.shape()));
-    const int64_t T = x.size(2), half = head_dim_ / 2;
-    const auto [cos, sin] = tables(T, offset, x.dtype(), x.device());
-    // (x1, x2) ↦ (x1 cos − x2 sin, x2 cos + x1 sin), written as x cos + rotate_half(x) sin
-    const Tensor rotated = cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-    return x * cos + rotated * sin;
+    const auto [cos, sin] = tables(x.size(2), offset, x.dtype(), x.device());
+    // (x1, x2) ↦ (x1 cos − x2 sin, x2 cos + x1 sin), one fused kernel each way
+    return rope(x, cos, sin);
 }
 
 }  // namespace gg::nn

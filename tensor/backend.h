@@ -129,6 +129,18 @@ struct Backend {
     void (*rms_norm_backward)(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
                               const View& rstd, int64_t rows, int64_t cols);
 
+    // SwiGLU's gating product (nn/layers.h) over contiguous a, b, y of n elements, one pass
+    // each way instead of a silu and a product, each with its own backward:
+    //   y = silu(a) · b = a σ(a) b;   da = dy · b · σ(a) (1 + a (1 − σ(a))),   db = dy · a σ(a)
+    void (*swiglu_forward)(const View& y, const View& a, const View& b);
+    void (*swiglu_backward)(const View& da, const View& db, const View& dy, const View& a, const View& b);
+
+    // RoPE (nn/rope.h) of x (B, H, T, D), any strides, into contiguous out, with the (T, D)
+    // tables cos and sin (their columns c and c + D/2 equal): each channel pair rotates,
+    //   out_c = x_c cos_c − x_{c+D/2} sin_c,   out_{c+D/2} = x_{c+D/2} cos_c + x_c sin_c   (c < D/2).
+    // transpose rotates the other way (sin → −sin): the transposed map, which is backward.
+    void (*rope)(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
+
     // Optimiser updates of one contiguous parameter, in place (SPEC §2; nn/optim/optimizer.h):
     void (*adamw_step)(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
                        const View& exp_avg_sq);

@@ -1,16 +1,23 @@
-// cpu_attention.cpp — fused scaled-dot-product attention on the CPU.
+// cpu_attention.cpp — fused scaled-dot-product attention on the CPU, in tiles.
 //
-// One query row at a time (the far end of the FlashAttention idea: never hold a T×T
-// matrix): scores s_j = q·k_j · scale over the visible keys, p = softmax(s), o = Σ p_j v_j.
-// The row's log-sum-exp is kept so backward can recompute p_j = exp(s_j − lse) instead of
-// storing it:
-//   dV_j += p_j dO,   dp_j = dO·v_j,   ds_j = p_j (dp_j − dO·o),
-//   dQ = scale Σ_j ds_j k_j,   dK_j += scale ds_j q.
-// Work is split over (batch, kv head) so that the query heads sharing a kv head (GQA)
-// run on one thread and their dK/dV sums never race.
+// FlashAttention's schedule (Dao et al., 2022): a block of query rows meets the keys one
+// tile at a time, so no T×T matrix is ever held, only one (query block × key tile) of
+// scores per thread, and each tile's products are OpenBLAS GEMMs. With S = scale · Q Kᵀ
+// over a tile, forward keeps each row's running max m and sum z (the online softmax):
+//   m' = max(m, max_j S_j),   z ← z e^{m − m'} + Σ_j e^{S_j − m'},   O ← O e^{m − m'} + e^{S − m'} V
+// and ends with O /= z and the row's log-sum-exp lse = m + log z, which backward uses to
+// recompute the probabilities P = e^{S − lse} of each tile instead of storing them:
+//   dV += Pᵀ dO,   dP = dO Vᵀ,   dS = P ⊙ (dP − δ) · scale with δ_i = dO_i · O_i (= Σ_j P_ij dP_ij),
+//   dQ += dS K,    dK += dSᵀ Q.
+// Work is split over (batch, kv head) so that the query heads sharing a kv head (GQA) run
+// on one thread and their dK/dV sums never race; OpenBLAS stays on the calling thread
+// (tensor/cpu_backend.cpp), so the tiles' GEMMs do too.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/backend.h"
@@ -20,8 +27,13 @@ namespace gg {
 
 namespace {
 
+// Rows of queries and columns of keys in one tile: 64 × 256 scores fit in L2 with the Q, K
+// and V rows they are made from.
+constexpr int64_t kQueryBlock = 64, kKeyTile = 256;
+
 // Visible keys of query i: [first, last]. With exclude_self the query's own key is hidden
-// too, except at position 0, which has nothing else to see.
+// too, except at position 0, which has nothing else to see. Both ends only grow with i, so
+// a block of queries sees keys [first of its first row, last of its last row].
 struct KeyRange {
     int64_t first, last;
 };
@@ -33,6 +45,16 @@ KeyRange visible_keys(const AttentionShape& s, int64_t i) {
     return {first, last};
 }
 
+// Columns [begin, end) of the key tile [k0, k0 + n) that query i sees (empty when
+// begin ≥ end); the rest of its row in the tile is hidden.
+struct TileSpan {
+    int64_t begin, end;
+};
+TileSpan visible_in_tile(const AttentionShape& s, int64_t i, int64_t k0, int64_t n) {
+    const auto [first, last] = visible_keys(s, i);
+    return {std::clamp<int64_t>(first - k0, 0, n), std::clamp<int64_t>(last + 1 - k0, 0, n)};
+}
+
 template <class T>
 T dot(const T* a, const T* b, int64_t n) {
     T acc = 0;
@@ -40,7 +62,66 @@ T dot(const T* a, const T* b, int64_t n) {
     return acc;
 }
 
-// Calls f(q_head, kv_head_base_offset...) for every (b, query head) of one (b, kv head).
+// C (M, N) = alpha · op(A) op(B) + beta · C, row-major.
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
+    const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// One (batch, head)'s operands, each (T, D) row-major.
+template <class T>
+struct Head {
+    const T *q, *k, *v;
+};
+
+// S (rows, n) = scale · Q[i0 : i0+rows] K[k0 : k0+n]ᵀ, with −∞ where key k0 + j is hidden
+// from query i0 + r (its softmax weight is then exactly 0).
+template <class T>
+void tile_scores(const AttentionShape& s, const Head<T>& h, int64_t i0, int64_t rows, int64_t k0, int64_t n, T* S) {
+    gemm<T>(false, true, rows, n, s.D, T(s.scale), h.q + i0 * s.D, s.D, h.k + k0 * s.D, s.D, T(0), S, n);
+    const T hidden = -std::numeric_limits<T>::infinity();
+    for (int64_t r = 0; r < rows; ++r) {
+        const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
+        std::fill(S + r * n, S + r * n + begin, hidden);
+        std::fill(S + r * n + end, S + (r + 1) * n, hidden);
+    }
+}
+
+// P (rows, n) = e^{S − lse}: the tile's softmax probabilities, given each row's lse. The
+// exponentials are taken over the visible columns only: on a causal tile that straddles
+// the diagonal, half of them.
+template <class T>
+void tile_probabilities(const AttentionShape& s, const Head<T>& h, int64_t i0, int64_t rows, int64_t k0, int64_t n,
+                        const T* lse, T* P) {
+    tile_scores(s, h, i0, rows, k0, n, P);
+    for (int64_t r = 0; r < rows; ++r) {
+        const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
+        T* row = P + r * n;
+        for (int64_t j = begin; j < end; ++j) row[j] = std::exp(row[j] - lse[i0 + r]);
+        std::fill(row, row + begin, T(0));
+        std::fill(row + end, row + n, T(0));
+    }
+}
+
+// Calls f(i0, rows) for each block of query rows [i0, i0 + rows).
+template <class F>
+void for_each_query_block(const AttentionShape& s, F&& f) {
+    for (int64_t i0 = 0; i0 < s.Tq; i0 += kQueryBlock) f(i0, std::min(kQueryBlock, s.Tq - i0));
+}
+
+// Calls f(k0, n) for each tile [k0, k0 + n) of the keys that query rows [i0, i0 + rows) see.
+template <class F>
+void for_each_key_tile(const AttentionShape& s, int64_t i0, int64_t rows, F&& f) {
+    const int64_t first = visible_keys(s, i0).first, last = visible_keys(s, i0 + rows - 1).last;
+    for (int64_t k0 = first; k0 <= last; k0 += kKeyTile) f(k0, std::min(kKeyTile, last + 1 - k0));
+}
+
+// Calls f(b·H + h, b·Hkv + hk) for every query head h of one (b, kv head hk).
 template <class F>
 void for_each_kv_head(const AttentionShape& s, F&& f) {
     const int64_t group = s.H / s.Hkv;
@@ -53,39 +134,60 @@ void for_each_kv_head(const AttentionShape& s, F&& f) {
 }
 
 template <class T>
+Head<T> head(const AttentionShape& s, const View& Q, const View& K, const View& V, int64_t bh, int64_t bhk) {
+    return {static_cast<const T*>(Q.data) + bh * s.Tq * s.D, static_cast<const T*>(K.data) + bhk * s.Tk * s.D,
+            static_cast<const T*>(V.data) + bhk * s.Tk * s.D};
+}
+
+template <class T>
 void forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
              const View& K, const View& V) {
     const int64_t D = s.D;
     for_each_kv_head(s, [&](int64_t bh, int64_t bhk) {
-        const T* q = static_cast<const T*>(Q.data) + bh * s.Tq * D;
-        const T* k = static_cast<const T*>(K.data) + bhk * s.Tk * D;
-        const T* v = static_cast<const T*>(V.data) + bhk * s.Tk * D;
-        T* o = static_cast<T*>(O.data) + bh * s.Tq * D;
-        T* l = static_cast<T*>(lse.data) + bh * s.Tq;
-        T* p_out = probs.data ? static_cast<T*>(probs.data) + bh * s.Tq * s.Tk : nullptr;
-        std::vector<T> scores(s.Tk);
-        for (int64_t i = 0; i < s.Tq; ++i) {
-            const auto [first, last] = visible_keys(s, i);
-            T m = -std::numeric_limits<T>::infinity();
-            for (int64_t j = first; j <= last; ++j) {
-                scores[j] = dot(q + i * D, k + j * D, D) * T(s.scale);
-                m = std::max(m, scores[j]);
+        const Head<T> h = head<T>(s, Q, K, V, bh, bhk);
+        T* o = static_cast<T*>(O.data) + bh * s.Tq * D;     // (Tq, D)
+        T* l = static_cast<T*>(lse.data) + bh * s.Tq;        // (Tq)
+        std::vector<T> S(kQueryBlock * kKeyTile), m(kQueryBlock), z(kQueryBlock);
+        for_each_query_block(s, [&](int64_t i0, int64_t rows) {
+            std::fill(o + i0 * D, o + (i0 + rows) * D, T(0));
+            std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+            std::fill(z.begin(), z.end(), T(0));
+            for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
+                tile_scores(s, h, i0, rows, k0, n, S.data());
+                for (int64_t r = 0; r < rows; ++r) {
+                    T* row = S.data() + r * n;
+                    const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
+                    const T m_new = begin < end ? std::max(m[r], *std::max_element(row + begin, row + end)) : m[r];
+                    // No key of this row in this tile, nor before it.
+                    if (m_new == -std::numeric_limits<T>::infinity()) {
+                        std::fill(row, row + n, T(0));
+                        continue;
+                    }
+                    const T rescale = std::exp(m[r] - m_new);
+                    T sum = 0;
+                    for (int64_t j = begin; j < end; ++j) sum += (row[j] = std::exp(row[j] - m_new));
+                    std::fill(row, row + begin, T(0));  // hidden keys weigh nothing
+                    std::fill(row + end, row + n, T(0));
+                    z[r] = z[r] * rescale + sum;
+                    m[r] = m_new;
+                    for (int64_t d = 0; d < D; ++d) o[(i0 + r) * D + d] *= rescale;
+                }
+                gemm<T>(false, false, rows, D, n, T(1), S.data(), n, h.v + k0 * D, D, T(1), o + i0 * D, D);
+            });
+            for (int64_t r = 0; r < rows; ++r) {
+                for (int64_t d = 0; d < D; ++d) o[(i0 + r) * D + d] /= z[r];
+                l[i0 + r] = m[r] + std::log(z[r]);
             }
-            T z = 0;
-            for (int64_t j = first; j <= last; ++j) z += (scores[j] = std::exp(scores[j] - m));
-            T* oi = o + i * D;
-            std::fill(oi, oi + D, T(0));
-            for (int64_t j = first; j <= last; ++j) {
-                const T p = scores[j] / z;
-                for (int64_t d = 0; d < D; ++d) oi[d] += p * v[j * D + d];
-            }
-            l[i] = m + std::log(z);
-            if (p_out) {
-                T* row = p_out + i * s.Tk;
-                std::fill(row, row + s.Tk, T(0));
-                for (int64_t j = first; j <= last; ++j) row[j] = scores[j] / z;
-            }
-        }
+        });
+        if (!probs.data) return;
+        T* p = static_cast<T*>(probs.data) + bh * s.Tq * s.Tk;  // (Tq, Tk)
+        std::fill(p, p + s.Tq * s.Tk, T(0));
+        for_each_query_block(s, [&](int64_t i0, int64_t rows) {
+            for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
+                tile_probabilities(s, h, i0, rows, k0, n, l, S.data());
+                for (int64_t r = 0; r < rows; ++r) std::copy_n(S.data() + r * n, n, p + (i0 + r) * s.Tk + k0);
+            });
+        });
     });
 }
 
@@ -93,37 +195,32 @@ template <class T>
 void backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
               const View& Q, const View& K, const View& V, const View& O, const View& lse) {
     const int64_t D = s.D;
-    const T scale = T(s.scale);
     // dK, dV are accumulated by every query head of a group: clear them first.
     std::fill_n(static_cast<T*>(dK.data), s.B * s.Hkv * s.Tk * D, T(0));
     std::fill_n(static_cast<T*>(dV.data), s.B * s.Hkv * s.Tk * D, T(0));
     for_each_kv_head(s, [&](int64_t bh, int64_t bhk) {
-        const T* q = static_cast<const T*>(Q.data) + bh * s.Tq * D;
-        const T* k = static_cast<const T*>(K.data) + bhk * s.Tk * D;
-        const T* v = static_cast<const T*>(V.data) + bhk * s.Tk * D;
-        const T* o = static_cast<const T*>(O.data) + bh * s.Tq * D;
-        const T* go = static_cast<const T*>(dO.data) + bh * s.Tq * D;
-        const T* l = static_cast<const T*>(lse.data) + bh * s.Tq;
-        T* gq = static_cast<T*>(dQ.data) + bh * s.Tq * D;
-        T* gk = static_cast<T*>(dK.data) + bhk * s.Tk * D;
-        T* gv = static_cast<T*>(dV.data) + bhk * s.Tk * D;
-        for (int64_t i = 0; i < s.Tq; ++i) {
-            const auto [first, last] = visible_keys(s, i);
-            const T* qi = q + i * D;
-            const T* goi = go + i * D;
-            const T delta = dot(goi, o + i * D, D);  // Σ_j p_j dp_j, as dO·o
-            T* gqi = gq + i * D;
-            std::fill(gqi, gqi + D, T(0));
-            for (int64_t j = first; j <= last; ++j) {
-                const T p = std::exp(dot(qi, k + j * D, D) * scale - l[i]);
-                const T ds = p * (dot(goi, v + j * D, D) - delta) * scale;
-                for (int64_t d = 0; d < D; ++d) {
-                    gv[j * D + d] += p * goi[d];
-                    gqi[d] += ds * k[j * D + d];
-                    gk[j * D + d] += ds * qi[d];
-                }
-            }
-        }
+        const Head<T> h = head<T>(s, Q, K, V, bh, bhk);
+        const T* o = static_cast<const T*>(O.data) + bh * s.Tq * D;    // (Tq, D)
+        const T* go = static_cast<const T*>(dO.data) + bh * s.Tq * D;  // (Tq, D)
+        const T* l = static_cast<const T*>(lse.data) + bh * s.Tq;      // (Tq)
+        T* gq = static_cast<T*>(dQ.data) + bh * s.Tq * D;              // (Tq, D)
+        T* gk = static_cast<T*>(dK.data) + bhk * s.Tk * D;             // (Tk, D)
+        T* gv = static_cast<T*>(dV.data) + bhk * s.Tk * D;             // (Tk, D)
+        std::vector<T> P(kQueryBlock * kKeyTile), dS(kQueryBlock * kKeyTile), delta(kQueryBlock);
+        for_each_query_block(s, [&](int64_t i0, int64_t rows) {
+            for (int64_t r = 0; r < rows; ++r) delta[r] = dot(go + (i0 + r) * D, o + (i0 + r) * D, D);
+            std::fill(gq + i0 * D, gq + (i0 + rows) * D, T(0));
+            for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
+                tile_probabilities(s, h, i0, rows, k0, n, l, P.data());
+                gemm<T>(true, false, n, D, rows, T(1), P.data(), n, go + i0 * D, D, T(1), gv + k0 * D, D);
+                gemm<T>(false, true, rows, n, D, T(1), go + i0 * D, D, h.v + k0 * D, D, T(0), dS.data(), n);  // dP
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t j = 0; j < n; ++j)
+                        dS[r * n + j] = P[r * n + j] * (dS[r * n + j] - delta[r]) * T(s.scale);
+                gemm<T>(false, false, rows, D, n, T(1), dS.data(), n, h.k + k0 * D, D, T(1), gq + i0 * D, D);
+                gemm<T>(true, false, n, D, rows, T(1), dS.data(), n, h.q + i0 * D, D, T(1), gk + k0 * D, D);
+            });
+        });
     });
 }
 

@@ -32,6 +32,9 @@ void cpu_rms_norm_forward(const View& y, const View& rstd, const View& x, const 
                           int64_t cols, double eps);
 void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
                            const View& rstd, int64_t rows, int64_t cols);
+void cpu_swiglu_forward(const View& y, const View& a, const View& b);
+void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const View& a, const View& b);
+void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
 void cpu_adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
                     const View& exp_avg_sq);
 void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
@@ -48,41 +51,82 @@ bool is_dense(const View& v) {
     return true;
 }
 
+// The operands with neighbouring dims merged wherever every operand walks them as one
+// (stride[d] = stride[d + 1] · shape[d + 1]) and dims of size 1 dropped: a (B, T, C)
+// operand broadcast from (C) is walked as (B·T, C), so rows are as long as the layouts allow.
+template <size_t N>
+std::array<View, N> coalesce(const std::array<const View*, N>& views) {
+    const View& out = *views[0];
+    std::array<View, N> merged;
+    for (size_t k = 0; k < N; ++k) merged[k] = *views[k], merged[k].ndim = 0;
+    for (int d = 0; d < out.ndim; ++d) {
+        if (out.shape[d] == 1) continue;
+        const int m = merged[0].ndim;
+        bool joins = m > 0;
+        for (size_t k = 0; k < N; ++k) joins = joins && merged[k].strides[m - 1] == views[k]->strides[d] * out.shape[d];
+        for (size_t k = 0; k < N; ++k) {
+            View& v = merged[k];
+            if (joins) {
+                v.shape[m - 1] *= out.shape[d];
+                v.strides[m - 1] = views[k]->strides[d];
+            } else {
+                v.shape[m] = out.shape[d];
+                v.strides[m] = views[k]->strides[d];
+                v.ndim = m + 1;
+            }
+        }
+    }
+    return merged;
+}
+
 // Visits every index of out's shape in row-major order, passing the element offset of
 // each of the N operands (each with its own strides; all of out's shape). Chunks of the
 // index space go to threads. The innermost dimension is a plain loop that adds each
 // operand's stride; only at the end of a row does the odometer carry into the outer dims.
+// When every operand's row is contiguous the loop adds a constant 1, which the compiler
+// turns into vector code, as it does for a dense operand.
 template <size_t N, class F>
-void for_each_offset(const std::array<const View*, N>& views, F&& f) {
-    const View& out = *views[0];
+void for_each_offset(const std::array<const View*, N>& operands, F&& f) {
+    const std::array<View, N> views = coalesce(operands);
+    const View& out = views[0];
     const int64_t n = out.numel(), nd = out.ndim;
     const int64_t inner = nd > 0 ? out.shape[nd - 1] : 1;
     std::array<int64_t, N> step{};  // each operand's stride along the innermost dimension
     if (nd > 0)
-        for (size_t k = 0; k < N; ++k) step[k] = views[k]->strides[nd - 1];
+        for (size_t k = 0; k < N; ++k) step[k] = views[k].strides[nd - 1];
+    const bool unit_steps = std::ranges::all_of(step, [](int64_t s) { return s == 1; });
     parallel_range(n, [&](int64_t begin, int64_t end) {
         std::array<int64_t, kMaxDims> idx{};
         std::array<int64_t, N> off{};
         for (int64_t d = nd - 1, rem = begin; d >= 0; --d) {
             idx[d] = rem % out.shape[d];
             rem /= out.shape[d];
-            for (size_t k = 0; k < N; ++k) off[k] += idx[d] * views[k]->strides[d];
+            for (size_t k = 0; k < N; ++k) off[k] += idx[d] * views[k].strides[d];
         }
         const int64_t last = std::max<int64_t>(nd - 1, 0);
         for (int64_t i = begin; i < end;) {
             const int64_t run = std::min(end - i, inner - idx[last]);  // to the end of this row
-            for (int64_t j = 0; j < run; ++j) {
-                f(off);
-                for (size_t k = 0; k < N; ++k) off[k] += step[k];
+            if (unit_steps) {
+                for (int64_t j = 0; j < run; ++j) {
+                    std::array<int64_t, N> at = off;
+                    for (size_t k = 0; k < N; ++k) at[k] += j;
+                    f(at);
+                }
+                for (size_t k = 0; k < N; ++k) off[k] += run;
+            } else {
+                for (int64_t j = 0; j < run; ++j) {
+                    f(off);
+                    for (size_t k = 0; k < N; ++k) off[k] += step[k];
+                }
             }
             i += run;
             if ((idx[last] += run) < inner) continue;
             for (size_t k = 0; k < N; ++k) off[k] -= step[k] * inner;  // back to the row's start
             idx[last] = 0;
             for (int64_t d = nd - 2; d >= 0; --d) {  // odometer carry over the outer dimensions
-                for (size_t k = 0; k < N; ++k) off[k] += views[k]->strides[d];
+                for (size_t k = 0; k < N; ++k) off[k] += views[k].strides[d];
                 if (++idx[d] < out.shape[d]) break;
-                for (size_t k = 0; k < N; ++k) off[k] -= views[k]->strides[d] * out.shape[d];
+                for (size_t k = 0; k < N; ++k) off[k] -= views[k].strides[d] * out.shape[d];
                 idx[d] = 0;
             }
         }
@@ -302,22 +346,35 @@ void cpu_softmax_backward(const View& dx, const View& y, const View& dy, int64_t
     });
 }
 
+// OpenBLAS runs each call on the calling thread (cpu_backend_table sets that up); the
+// threads are OpenMP's, the same pool every other kernel uses. Two pools on the same cores
+// (OpenBLAS's pthreads spinning while OpenMP's wait, and the reverse) made a 2-thread step
+// slower than a 1-thread one. A batch splits over its matrices, one matrix over C's rows.
 void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
               double alpha, const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
               int64_t stride_b, double beta, void* C, int64_t ldc, int64_t stride_c) {
+    if (dtype != DType::f32 && dtype != DType::f64)
+        throw std::invalid_argument(std::string("gemm: no kernel for ") + dtype_name(dtype));
     const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    for (int64_t i = 0; i < batch; ++i) {
+    // Rows [m0, m0 + rows) of C[i] from the same rows of op(A[i]): row m of op(A) starts at
+    // A + m·lda, or at column m (A + m) when A is transposed.
+    const auto rows_of = [&](int64_t i, int64_t m0, int64_t rows) {
+        const int64_t a_offset = i * stride_a + m0 * (trans_a ? 1 : lda), c_offset = i * stride_c + m0 * ldc;
         if (dtype == DType::f32)
-            cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, float(alpha), static_cast<const float*>(A) + i * stride_a,
-                        lda, static_cast<const float*>(B) + i * stride_b, ldb, float(beta),
-                        static_cast<float*>(C) + i * stride_c, ldc);
-        else if (dtype == DType::f64)
-            cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, static_cast<const double*>(A) + i * stride_a, lda,
-                        static_cast<const double*>(B) + i * stride_b, ldb, beta,
-                        static_cast<double*>(C) + i * stride_c, ldc);
+            cblas_sgemm(CblasRowMajor, ta, tb, rows, N, K, float(alpha), static_cast<const float*>(A) + a_offset, lda,
+                        static_cast<const float*>(B) + i * stride_b, ldb, float(beta),
+                        static_cast<float*>(C) + c_offset, ldc);
         else
-            throw std::invalid_argument(std::string("gemm: no kernel for ") + dtype_name(dtype));
-    }
+            cblas_dgemm(CblasRowMajor, ta, tb, rows, N, K, alpha, static_cast<const double*>(A) + a_offset, lda,
+                        static_cast<const double*>(B) + i * stride_b, ldb, beta,
+                        static_cast<double*>(C) + c_offset, ldc);
+    };
+    if (batch > 1)
+        parallel_range(batch, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) rows_of(i, 0, M);
+        }, M * N * K);
+    else if (batch == 1)
+        parallel_range(M, [&](int64_t begin, int64_t end) { rows_of(0, begin, end - begin); }, N * K);
 }
 
 // Index tensors are checked once, serially, so kernels never index out of bounds (and
@@ -464,6 +521,9 @@ const Backend cpu_backend{
     cpu_attention_backward,
     cpu_rms_norm_forward,
     cpu_rms_norm_backward,
+    cpu_swiglu_forward,
+    cpu_swiglu_backward,
+    cpu_rope,
     cpu_adamw_step,
     cpu_sgd_step,
     cpu_sum_squares,
@@ -471,6 +531,11 @@ const Backend cpu_backend{
 
 }  // namespace
 
-const Backend& cpu_backend_table() { return cpu_backend; }
+const Backend& cpu_backend_table() {
+    // GEMMs thread through OpenMP (cpu_gemm), so OpenBLAS keeps to the thread that calls it.
+    static const bool blas_single_threaded = (openblas_set_num_threads(1), true);
+    (void)blas_single_threaded;
+    return cpu_backend;
+}
 
 }  // namespace gg

@@ -1,6 +1,7 @@
 // cpu_fused.cpp — the CPU's fused kernels for a training step (tensor/backend.h): RMSNorm
-// forward and backward, the AdamW and SGD updates, and the sum of squares for the
-// gradient norm. Each is one pass over its data where a chain of ops would make several.
+// forward and backward, SwiGLU's gating product and RoPE's rotation each way, the AdamW and
+// SGD updates, and the sum of squares for the gradient norm. Each is one pass over its data
+// where a chain of ops would make several.
 #include <cmath>
 #include <vector>
 
@@ -68,6 +69,55 @@ void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, 
             }
             for (int64_t c = c0; c < c1; ++c) dw[c] = T(acc[c - c0]);
         }, rows);
+    });
+}
+
+// y = a σ(a) b, element by element; backward from the same σ(a).
+void cpu_swiglu_forward(const View& y, const View& a, const View& b) {
+    dispatch_floating(a.dtype, [&]<class T>() {
+        const T *ap = ptr<T>(a), *bp = ptr<T>(b);
+        T* yp = ptr<T>(y);
+        parallel_range(a.numel(), [=](int64_t begin, int64_t end) {
+            for (int64_t j = begin; j < end; ++j) yp[j] = ap[j] / (1 + std::exp(-ap[j])) * bp[j];
+        });
+    });
+}
+
+void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const View& a, const View& b) {
+    dispatch_floating(a.dtype, [&]<class T>() {
+        const T *ap = ptr<T>(a), *bp = ptr<T>(b), *g = ptr<T>(dy);
+        T *dap = ptr<T>(da), *dbp = ptr<T>(db);
+        parallel_range(a.numel(), [=](int64_t begin, int64_t end) {
+            for (int64_t j = begin; j < end; ++j) {
+                const T sig = 1 / (1 + std::exp(-ap[j]));
+                dap[j] = g[j] * bp[j] * sig * (1 + ap[j] * (1 - sig));  // d silu/da = σ (1 + a (1 − σ))
+                dbp[j] = g[j] * ap[j] * sig;
+            }
+        });
+    });
+}
+
+// One (b, h, t) row of D channels per work item; x is read through its strides, so the
+// (B, H, T, D) view of a (B, T, H·D) projection needs no copy first.
+void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose) {
+    dispatch_floating(x.dtype, [&]<class E>() {
+        const int64_t H = x.shape[1], T = x.shape[2], D = x.shape[3], half = D / 2;
+        const E sign = transpose ? E(-1) : E(1);
+        const E *xp = ptr<E>(x), *cp = ptr<E>(cos), *sp = ptr<E>(sin);
+        E* op = ptr<E>(out);
+        parallel_range(x.shape[0] * H * T, [&](int64_t begin, int64_t end) {
+            for (int64_t row = begin; row < end; ++row) {
+                const int64_t b = row / (H * T), h = row / T % H, t = row % T;
+                const E* xr = xp + b * x.strides[0] + h * x.strides[1] + t * x.strides[2];  // (D), stride x.strides[3]
+                const E *c = cp + t * D, *s = sp + t * D;                                    // (D) each
+                E* o = op + row * D;                                                          // (D)
+                for (int64_t i = 0; i < half; ++i) {
+                    const E x1 = xr[i * x.strides[3]], x2 = xr[(i + half) * x.strides[3]];
+                    o[i] = x1 * c[i] - sign * x2 * s[i];
+                    o[i + half] = x2 * c[i + half] + sign * x1 * s[i + half];
+                }
+            }
+        }, D);
     });
 }
 

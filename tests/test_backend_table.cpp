@@ -306,6 +306,36 @@ TEST_CASE("table: RMSNorm forward and backward") {
         }
 }
 
+TEST_CASE("table: SwiGLU forward and backward, RoPE each way") {
+    Generator gen(11);
+    for (DType dt : kFloats) {
+        for (int64_t n : {0, 1, 5, 1027}) {
+            const Tensor a = random({n}, dt, gen), b = random({n}, dt, gen);
+            compare("swiglu_forward", {zeros({n}, dt), a, b}, {0},
+                    [](const Backend& be, const std::vector<View>& v) { be.swiglu_forward(v[0], v[1], v[2]); },
+                    tolerance(dt));
+            compare("swiglu_backward", {zeros({n}, dt), zeros({n}, dt), random({n}, dt, gen), a, b}, {0, 1},
+                    [](const Backend& be, const std::vector<View>& v) {
+                        be.swiglu_backward(v[0], v[1], v[2], v[3], v[4]);
+                    },
+                    tolerance(dt));
+        }
+        // (B, H, T, D): contiguous, the (B, H, T, D) view of a (B, T, H, D) tensor, and empty.
+        for (const Shape& s : {Shape{2, 3, 5, 8}, Shape{1, 1, 1, 2}, Shape{0, 2, 3, 4}}) {
+            CAPTURE(shape_str(s));
+            const Tensor cos = random({s[2], s[3]}, dt, gen), sin = random({s[2], s[3]}, dt, gen);
+            const Tensor transposed = random({s[0], s[2], s[1], s[3]}, dt, gen).transpose(1, 2);
+            for (const Tensor& x : {random(s, dt, gen), transposed})
+                for (bool transpose : {false, true})
+                    compare(std::string("rope") + (transpose ? " (transposed)" : ""), {zeros(s, dt), x, cos, sin}, {0},
+                            [transpose](const Backend& be, const std::vector<View>& v) {
+                                be.rope(v[0], v[1], v[2], v[3], transpose);
+                            },
+                            tolerance(dt));
+        }
+    }
+}
+
 TEST_CASE("table: AdamW and SGD steps") {
     Generator gen(8);
     for (DType dt : kFloats)
@@ -337,7 +367,9 @@ TEST_CASE("table: GEMM, every transpose, batched with strides") {
     for (DType dt : kFloats)
         for (Case c :
              {Case{1, 1, 1, 1, false, false}, Case{1, 7, 33, 5, false, true}, Case{3, 17, 9, 65, true, false},
-              Case{2, 40, 31, 18, true, true}, Case{1, 5, 0, 3, false, false}, Case{1, 4, 6, 0, false, false}}) {
+              Case{2, 40, 31, 18, true, true}, Case{1, 5, 0, 3, false, false}, Case{1, 4, 6, 0, false, false},
+              // Large enough for the CPU to split C's rows over threads, with A read transposed.
+              Case{1, 301, 40, 50, true, false}, Case{1, 301, 40, 50, false, true}}) {
             CAPTURE(c.batch);
             CAPTURE(c.M);
             CAPTURE(c.N);

@@ -3,6 +3,7 @@
 // that is known to be wrong.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,32 @@ TEST_CASE("gradcheck: rms_norm (fused kernel) w.r.t. x and weight") {
     check_gradient("rms_norm of a non-contiguous x, large eps",
                    [](const Inputs& in) { return gg::rms_norm(in[0].transpose(0, 1), in[1], 0.5); },
                    {normal({4, 3}, gen), normal({4}, gen)});
+}
+
+TEST_CASE("gradcheck: swiglu and rope (fused kernels)") {
+    gg::Generator gen(13);
+    check_gradient("swiglu over (2, 3, 5) w.r.t. both inputs",
+                   [](const Inputs& in) { return gg::swiglu(in[0], in[1]); },
+                   {normal({2, 3, 5}, gen), normal({2, 3, 5}, gen)});
+    check_gradient("swiglu of non-contiguous inputs",
+                   [](const Inputs& in) { return gg::swiglu(in[0].transpose(0, 1), in[1]); },
+                   {normal({4, 3}, gen), normal({3, 4}, gen)});
+    // Tables of random angles, scaled as YaRN scales them: the rotation need not be orthonormal,
+    // and its columns c and c + D/2 are equal, as RoPE's are.
+    std::vector<double> cos_values(3 * 4), sin_values(3 * 4);  // (T, D) = (3, 4)
+    for (int t = 0; t < 3; ++t)
+        for (int c = 0; c < 4; ++c) {
+            const double angle = 0.7 * t + 0.4 * (c % 2) + 0.1;
+            cos_values[t * 4 + c] = 1.3 * std::cos(angle);
+            sin_values[t * 4 + c] = 1.3 * std::sin(angle);
+        }
+    const Tensor cos = on_test_device(gg::from_vector(cos_values, {3, 4}));
+    const Tensor sin = on_test_device(gg::from_vector(sin_values, {3, 4}));
+    check_gradient("rope of x (2, 2, 3, 4)", [cos, sin](const Inputs& in) { return gg::rope(in[0], cos, sin); },
+                   {normal({2, 2, 3, 4}, gen)});
+    check_gradient("rope of the (B, H, T, D) view of a (B, T, H, D) tensor",
+                   [cos, sin](const Inputs& in) { return gg::rope(in[0].transpose(1, 2), cos, sin); },
+                   {normal({2, 3, 2, 4}, gen)});
 }
 
 TEST_CASE("gradcheck: embedding, dropout, topk and gather") {
