@@ -8,7 +8,9 @@
 // fill it with NaN before the block starts. The macros give nvcc exactly that declaration
 // and give the emulator a per-block array instead (where `__shared__` does not compile).
 #pragma once
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
@@ -50,6 +52,15 @@ namespace gg::cuda {
 // Lets an array type be written where a declaration wants `type name`.
 template <class T>
 using identity_t = T;
+
+// Grids stay within every dimension's limit; kernels that may get more work loop grid-stride.
+constexpr int64_t kMaxBlocks = 65535;
+
+// The blocks of `threads` threads that give each of n items its own thread, at most kMaxBlocks
+// (a grid-stride loop then takes the rest).
+inline dim3 grid_covering(int64_t n, unsigned threads) {
+    return dim3(unsigned(std::min((n + threads - 1) / threads, kMaxBlocks)));
+}
 
 #ifdef __CUDACC__
 

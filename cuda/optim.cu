@@ -27,10 +27,8 @@ namespace gg::cuda::GG_CUDA_BUILD {
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
 
 // Enough kThreads-thread blocks for n elements, within the grid's limit (kernels grid-stride).
-dim3 grid_for(int64_t n) { return dim3(unsigned(std::min((n + kThreads - 1) / kThreads, kMaxBlocks))); }
 
 __device__ inline float square_root(float x) { return sqrtf(x); }
 __device__ inline double square_root(double x) { return sqrt(x); }
@@ -91,7 +89,7 @@ void adamw_step(const AdamWStep& s, const View& param, const View& grad, const V
         T *p = static_cast<T*>(param.data), *m = static_cast<T*>(exp_avg.data), *v = static_cast<T*>(exp_avg_sq.data);
         const T* g = static_cast<const T*>(grad.data);
         by_pack_width<T>(aligned16(p, m, v, g), [&]<int W>() {
-            launch("adamw_packs", adamw_packs<W, T>, grid_for((n + W - 1) / W), dim3(kThreads), 0,
+            launch("adamw_packs", adamw_packs<W, T>, grid_covering((n + W - 1) / W, kThreads), dim3(kThreads), 0,
                    adamw_scalars<T>(s), p, m, v, g, n);
         });
     });
@@ -101,7 +99,7 @@ void sgd_step(const SGDStep& s, const View& param, const View& grad, const View&
     const int64_t n = param.numel();
     if (n == 0) return;
     dispatch_floating(param.dtype, [&]<class T>() {
-        launch("sgd_elements", sgd_elements<T>, grid_for(n), dim3(kThreads), 0, T(s.lr), T(s.momentum),
+        launch("sgd_elements", sgd_elements<T>, grid_covering(n, kThreads), dim3(kThreads), 0, T(s.lr), T(s.momentum),
                T(s.weight_decay), static_cast<T*>(param.data), static_cast<const T*>(grad.data),
                static_cast<T*>(momentum_buffer.data), n);
     });

@@ -17,9 +17,7 @@ namespace gg::cuda::GG_CUDA_BUILD {
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
 
-dim3 grid_for(int64_t n) { return dim3(unsigned(std::min((n + kThreads - 1) / kThreads, kMaxBlocks))); }
 
 // x: (B, H, T, D) with strides xs; cos, sin: (T, D); out: (B, H, T, D) contiguous.
 template <class T>
@@ -43,7 +41,7 @@ void rope(const View& out, const View& x, const View& cos, const View& sin, bool
     const int64_t pairs = x.numel() / 2;
     if (pairs == 0) return;
     dispatch_floating(x.dtype, [&]<class T>() {
-        launch("rope_pairs", rope_pairs<T>, grid_for(pairs), dim3(kThreads), 0, static_cast<T*>(out.data),
+        launch("rope_pairs", rope_pairs<T>, grid_covering(pairs, kThreads), dim3(kThreads), 0, static_cast<T*>(out.data),
                static_cast<const T*>(x.data), static_cast<const T*>(cos.data), static_cast<const T*>(sin.data),
                x.shape[0], x.shape[1], x.shape[2], x.shape[3], x.strides[0], x.strides[1], x.strides[2],
                x.strides[3], transpose ? T(-1) : T(1));

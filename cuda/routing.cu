@@ -100,8 +100,6 @@ __global__ void topk_rows(T* values, int64_t* indices, const T* in, int64_t rows
     }
 }
 
-// A grid of kThreads-thread blocks covering n threads, within the grid's limit.
-dim3 elementwise_grid(int64_t n) { return dim3(unsigned(std::min((n + kThreads - 1) / kThreads, kMaxBlocks))); }
 
 }  // namespace
 
@@ -109,7 +107,7 @@ void gather_last(const View& out, const View& in, const View& idx) {
     const int64_t rows = out.shape[0], k = out.shape[1], C = in.shape[1];
     if (rows * k == 0) return;
     dispatch(out.dtype, [&]<class T>() {
-        launch("gather_last_elements", gather_last_elements<T>, elementwise_grid(rows * k), dim3(kThreads), 0,
+        launch("gather_last_elements", gather_last_elements<T>, grid_covering(rows * k, kThreads), dim3(kThreads), 0,
                static_cast<T*>(out.data), static_cast<const T*>(in.data), static_cast<const int64_t*>(idx.data), rows,
                k, C, device_error());
     });
@@ -119,7 +117,7 @@ void scatter_add_last(const View& out, const View& idx, const View& src) {
     const int64_t rows = src.shape[0], k = src.shape[1], C = out.shape[1];
     if (rows * k == 0) return;
     dispatch(out.dtype, [&]<class T>() {
-        launch("scatter_add_last_rows", scatter_add_last_rows<T>, elementwise_grid(rows), dim3(kThreads), 0,
+        launch("scatter_add_last_rows", scatter_add_last_rows<T>, grid_covering(rows, kThreads), dim3(kThreads), 0,
                static_cast<T*>(out.data), static_cast<const int64_t*>(idx.data), static_cast<const T*>(src.data), rows,
                k, C, device_error());
     });

@@ -39,7 +39,6 @@ constexpr int64_t kWarpRowMaxCols = 1024;  // rows up to this long go to one war
 constexpr unsigned kWarpRowsPerBlock = 8;
 constexpr unsigned kRowBlockThreads = 256;  // threads of a block that owns one long row
 constexpr unsigned kColumnGroups = 16;      // Y of a column block: rows read side by side
-constexpr int64_t kMaxBlocks = 65535;       // grids stay within every dim's limit; kernels grid-stride
 constexpr int64_t kMaxGridX = 2147483647;   // grid.x's own limit, for grids that must cover every column
 
 // −∞ for floats, the smallest value for integers: the start of a max, nothing below it.

@@ -17,9 +17,7 @@ namespace gg::cuda::GG_CUDA_BUILD {
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
 
-dim3 grid_for(int64_t n) { return dim3(unsigned(std::min((n + kThreads - 1) / kThreads, kMaxBlocks))); }
 
 // a, b, y: (n).
 template <class T>
@@ -44,7 +42,7 @@ void swiglu_forward(const View& y, const View& a, const View& b) {
     const int64_t n = a.numel();
     if (n == 0) return;
     dispatch_floating(a.dtype, [&]<class T>() {
-        launch("swiglu_forward_elements", swiglu_forward_elements<T>, grid_for(n), dim3(kThreads), 0,
+        launch("swiglu_forward_elements", swiglu_forward_elements<T>, grid_covering(n, kThreads), dim3(kThreads), 0,
                static_cast<T*>(y.data), static_cast<const T*>(a.data), static_cast<const T*>(b.data), n);
     });
 }
@@ -53,7 +51,7 @@ void swiglu_backward(const View& da, const View& db, const View& dy, const View&
     const int64_t n = a.numel();
     if (n == 0) return;
     dispatch_floating(a.dtype, [&]<class T>() {
-        launch("swiglu_backward_elements", swiglu_backward_elements<T>, grid_for(n), dim3(kThreads), 0,
+        launch("swiglu_backward_elements", swiglu_backward_elements<T>, grid_covering(n, kThreads), dim3(kThreads), 0,
                static_cast<T*>(da.data), static_cast<T*>(db.data), static_cast<const T*>(dy.data),
                static_cast<const T*>(a.data), static_cast<const T*>(b.data), n);
     });
