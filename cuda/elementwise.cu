@@ -172,7 +172,17 @@ __device__ T unary_value(UnaryOp op, T x, double exponent) {
         case UnaryOp::gelu: return T(0.5 * double(x) * (1 + std::erf(double(x) * M_SQRT1_2)));
         case UnaryOp::erf: return T(std::erf(m));
         case UnaryOp::abs: return x < 0 ? T(-x) : x;
-        case UnaryOp::pow: return T(std::pow(double(x), exponent));  // in double: the exponent is one
+        case UnaryOp::pow: {
+            const double r = std::pow(double(x), exponent);  // in double: the exponent is one
+            if constexpr (std::is_integral_v<T>) {
+                // The GPU's pow is not correctly rounded (9^0.5 gives 2.9999999999999996), and
+                // truncation would make that 2: a result within 1e-12 of an integer is that integer,
+                // as on the CPU.
+                const double n = std::rint(r);
+                return T(std::fabs(r - n) <= 1e-12 * std::fmax(1.0, std::fabs(n)) ? n : r);
+            }
+            return T(r);
+        }
     }
     return x;  // not reached: every op has its case
 }

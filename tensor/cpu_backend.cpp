@@ -233,7 +233,18 @@ void cpu_unary(UnaryOp op, const View& out, const View& in, double exponent) {
                 break;
             case UnaryOp::erf: map1<T>(out, in, [](T x) { return T(std::erf(x)); }); break;
             case UnaryOp::abs: map1<T>(out, in, [](T x) { return x < 0 ? T(-x) : x; }); break;
-            case UnaryOp::pow: map1<T>(out, in, [=](T x) { return T(std::pow(x, exponent)); }); break;
+            case UnaryOp::pow:
+                map1<T>(out, in, [=](T x) {
+                    const double r = std::pow(double(x), exponent);
+                    if constexpr (std::is_integral_v<T>) {
+                        // Into an integer: a result within 1e-12 of an integer is that integer, as on
+                        // the GPU, whose pow is not correctly rounded (cuda/elementwise.cu).
+                        const double n = std::rint(r);
+                        return T(std::fabs(r - n) <= 1e-12 * std::fmax(1.0, std::fabs(n)) ? n : r);
+                    }
+                    return T(r);
+                });
+                break;
         }
     });
 }
