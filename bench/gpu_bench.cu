@@ -5,7 +5,8 @@
 //
 //   gemm       every rung of the teaching ladder (cuda/gemm_ladder/), the library's own GEMM
 //              (cuda/gemm.cu) and cuBLAS in FP32, TF32 and bf16 (f32 accumulation), at
-//              1024³, 2048³, 4096³: TFLOP/s, and the share of cuBLAS at the same precision.
+//              1024³, 2048³, 4096³: TFLOP/s, and the share of cuBLAS at the same precision;
+//              then the library's GEMM on the products of a medium-preset training step.
 //   attention  the fused FlashAttention-style kernels (cuda/attention_*.cu), forward and
 //              forward + backward, B 8, H 8, D 64, causal, T 1024/2048/4096, against the
 //              materialised baseline: S = Q Kᵀ by cuBLAS, mask, our softmax, O = P V by cuBLAS.
@@ -174,6 +175,42 @@ void bench_gemm() {
     }
 }
 
+// The library's GEMM on the products of one training step of the medium preset (d_model 384,
+// FFN 1024, 32 × 256 tokens), against cuBLAS FP32 on the same call: the forward x·Wᵀ, the
+// input gradient dY·W and the weight gradient dYᵀ·X, whose long K takes the split-K path.
+void bench_gemm_training_shapes() {
+    struct Shape {
+        const char* name;
+        bool trans_a, trans_b;
+        int64_t M, N, K;
+    };
+    const int64_t tokens = 8192;
+    const Shape shapes[] = {{"x_wt_384", false, true, tokens, 384, 384},   {"dy_w_384", false, false, tokens, 384, 384},
+                            {"dyt_x_384", true, false, 384, 384, tokens},  {"x_wt_1024", false, true, tokens, 1024, 384},
+                            {"dy_w_1024", false, false, tokens, 384, 1024}, {"dyt_x_1024", true, false, 1024, 384, tokens}};
+    const Backend& table = backend(Device::CUDA);
+    for (const Shape& s : shapes) {
+        Generator gen(2);
+        const Tensor A = randn({s.trans_a ? s.K : s.M, s.trans_a ? s.M : s.K}, gen, DType::f32, Device::CUDA);
+        const Tensor B = randn({s.trans_b ? s.N : s.K, s.trans_b ? s.K : s.N}, gen, DType::f32, Device::CUDA);
+        const Tensor C = zeros({s.M, s.N}, DType::f32, Device::CUDA), ref = zeros({s.M, s.N}, DType::f32, Device::CUDA);
+        const int64_t lda = A.shape()[1], ldb = B.shape()[1];
+        const auto run = [&](bool cublas, const Tensor& out) {
+            (cublas ? cuda::gpu::gemm_cublas : table.gemm)(DType::f32, 1, s.trans_a, s.trans_b, s.M, s.N, s.K, 1.0,
+                                                           ptr(A), lda, 0, ptr(B), ldb, 0, 0.0, ptr(out), s.N, 0);
+        };
+        run(true, ref);
+        run(false, C);
+        const double err = relative_error(C, ref);
+        const double theirs = median_ms([&] { run(true, ref); }), ms = median_ms([&] { run(false, C); });
+        const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
+        emit("gemm", std::string("train_shape_") + s.name,
+             {{"M", double(s.M)}, {"N", double(s.N)}, {"K", double(s.K)}, {"ms", ms}, {"tflops", flop / ms / 1e9},
+              {"cublas_ms", theirs}, {"pct_of_cublas", 100 * theirs / ms}, {"rel_error", err}},
+             err < 1e-5, "vs cublas_fp32");
+    }
+}
+
 // ---- attention ----------------------------------------------------------------------------
 
 // S[b, i, j] = −inf for j > i: the causal mask of the materialised baseline.
@@ -315,10 +352,12 @@ void bench_memory() {
            [&] { table.softmax_backward(out.view_desc(), x.view_desc(), y.view_desc(), rows, cols, false); });
     const Tensor targets = randint(0, cols, {rows}, gen).to(Device::CUDA), loss = zeros({rows}, DType::f32, Device::CUDA);
     const Tensor row_scale = full({rows}, 1.0 / double(rows), DType::f32, Device::CUDA);
+    // Cross-entropy reads its (N, V) shape from the logits' view.
+    const View logits = x.view({rows, cols}).view_desc(), dlogits = out.view({rows, cols}).view_desc();
     kernel("cross_entropy_4096", bytes,
-           [&] { table.cross_entropy(loss.view_desc(), x.view_desc(), targets.view_desc(), -100); });
+           [&] { table.cross_entropy(loss.view_desc(), logits, targets.view_desc(), -100); });
     kernel("cross_entropy_backward_4096", 2 * bytes, [&] {
-        table.cross_entropy_backward(out.view_desc(), x.view_desc(), targets.view_desc(), row_scale.view_desc());
+        table.cross_entropy_backward(dlogits, logits, targets.view_desc(), row_scale.view_desc());
     });
     const int64_t d = 1024, r = n / d;
     const Tensor w = rnd({d}), rstd = zeros({r}, DType::f32, Device::CUDA), dw = zeros({d}, DType::f32, Device::CUDA);
@@ -349,7 +388,7 @@ int main(int argc, char** argv) {
                                                                       ? std::string("GATEDGRAD_CUDA selects the emulator")
                                                                       : cuda::selection().error));
         const std::string section = argv[1];
-        if (section == "gemm") bench_gemm();
+        if (section == "gemm") bench_gemm(), bench_gemm_training_shapes();
         else if (section == "attention") bench_attention();
         else if (section == "memory") bench_memory();
         else throw std::invalid_argument("gpu_bench: unknown section '" + section + "': gemm, attention or memory");

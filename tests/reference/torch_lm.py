@@ -35,8 +35,8 @@ def rope(x, base):
     """Rotates channel pair (c, c + D/2) of each position m by m·θ_c, θ_c = base^(−2c/D).
     x (B, H, T, D) → (B, H, T, D)."""
     T, D = x.shape[-2], x.shape[-1]
-    theta = base ** (-2 * torch.arange(D // 2) / D)                 # (D/2,)
-    angle = torch.arange(T)[:, None] * theta[None, :]                # (T, D/2)
+    theta = base ** (-2 * torch.arange(D // 2, device=x.device) / D)  # (D/2,)
+    angle = torch.arange(T, device=x.device)[:, None] * theta[None, :]  # (T, D/2)
     cos, sin = torch.cos(angle), torch.sin(angle)
     x1, x2 = x[..., : D // 2], x[..., D // 2:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
@@ -73,7 +73,7 @@ class Attention(nn.Module):
         group = self.H // self.Hkv
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, T, dk)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.dk)       # (B, H, T, T)
-        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         heads = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v  # (B, H, T, dk)
         if self.gated:
             gate = torch.sigmoid(self.w_g(x)).view(B, T, self.H, self.dk).transpose(1, 2)
