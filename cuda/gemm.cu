@@ -8,22 +8,34 @@
 //
 // A batch stride of 0 broadcasts that operand over the batch.
 //
-// The kernel, gemm_tiled: shared-memory tiles with 2-D register blocking.
-//  - Block (x, y, z) computes the 64×64 tile of C[z] at rows 64·y, columns 64·x; batches
-//    beyond grid.z's 65535 (and row tiles beyond grid.y's) are further launches.
-//  - K is walked in slices of 16. For each, the block's 256 threads copy the (64, 16) slice of
-//    op(A) and the (16, 64) slice of op(B) into shared memory, zero past the matrix edges,
-//    then each thread multiplies out of shared memory into its own 4×4 micro-tile of C.
-//  - Thread (tx, ty) of the 16×16 block owns rows ty + 16·i and columns tx + 16·j (i, j < 4):
-//    the 16 threads of a half-warp read 16 consecutive words of the B slice (no shared-memory
-//    bank conflicts) and write 16 consecutive elements of a row of C (coalesced).
-//  - Why it should be fast: every value brought from global memory is used 64 times (once per
-//    row or column of the block tile), and every value read from shared memory 4 times (once
-//    per row or column of the micro-tile), so arithmetic rather than memory traffic sets the
-//    pace. The teaching ladder (cuda/gemm_ladder/) goes further, rung by rung.
+// The kernel, gemm_tiled<Tile>: shared-memory tiles with 2-D register blocking, 256 threads
+// (16×16) per block, each owning a micro-tile of (Tile/16)×(Tile/16) results.
+//  - Block (x, y, z) computes the Tile×Tile tile of C[z] at rows Tile·y, columns Tile·x;
+//    batches beyond grid.z's 65535 (and row tiles beyond grid.y's) are further launches.
+//  - K is walked in slices of 16. For each, the block's threads copy the (Tile, 16) slice of
+//    op(A) and the (16, Tile) slice of op(B) into shared memory, zero past the matrix edges,
+//    then each thread multiplies out of shared memory into its own micro-tile of C.
+//  - Thread (tx, ty) owns rows ty + 16·i and columns tx + 16·j (i, j < Tile/16): the 16
+//    threads of a half-warp read 16 consecutive words of the B slice (no shared-memory bank
+//    conflicts) and write 16 consecutive elements of a row of C (coalesced).
+//  - Why it should be fast: every value brought from global memory is used Tile times (once
+//    per row or column of the block tile), and every value read from shared memory Tile/16
+//    times (once per row or column of the micro-tile), so arithmetic rather than memory
+//    traffic sets the pace. The teaching ladder (cuda/gemm_ladder/) goes further, rung by rung.
+//  - Two tile sizes: 128 (8×8 results per thread) for f32 products with enough tiles to fill
+//    the GPU, half the loads per multiply-add of 64; and 64 (4×4) for the rest, f64 among them
+//    (64 double accumulators would not fit in registers).
 //  - Transposes cost nothing extra: they only change which index of the slice is the
 //    contiguous one when it is copied into shared memory, and the copy always walks memory in
 //    order, so it stays coalesced.
+//
+// Split-K, for products with few tiles of C and a long K. A weight's gradient, Xᵀ·dY, is
+// such a product: (384, 8192)·(8192, 384) has 36 tiles of C, so 36 blocks would each walk
+// all 8192 of K while most of a 132-SM GPU idles. Then K is cut into `splits` ranges; block
+// (x, y, z) takes tile (x, y) of batch z / splits over range z mod splits and writes its sum,
+// without alpha and beta, to its own (M, N) slab of a workspace. A second kernel, gemm_sum_splits,
+// adds each element's slabs in order 0, 1, … and applies alpha and beta: no atomics, so the
+// result is the same on every run.
 //
 // f32 accumulates in float and f64 in double, as OpenBLAS's sgemm and dgemm do. On a GPU,
 // gemm can also run cuBLAS (gemm_cublas, switched by GATEDGRAD_GEMM; cuda/gemm.h).
@@ -32,6 +44,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
@@ -40,58 +53,68 @@ namespace gg::cuda::GG_CUDA_BUILD {
 
 namespace {
 
-constexpr int kTile = 64;                       // block tile: 64 rows × 64 columns of C
-constexpr int kSliceK = 16;                     // the K slice held in shared memory at a time
-constexpr int kMicro = 4;                       // each thread's micro-tile: 4×4 results
-constexpr int kThreadsPerDim = kTile / kMicro;  // 16×16 threads
+constexpr int kSliceK = 16;         // the K slice held in shared memory at a time
+constexpr int kThreadsPerDim = 16;  // 16×16 threads per block
 constexpr int kThreads = kThreadsPerDim * kThreadsPerDim;
 // Row padding of the shared slices. When k is the operand's contiguous index, a warp copies
-// 16 k × 2 rows i, writing slice[k][i]: in f32, with slice rows 66 words apart, word 66k + i
-// sits in bank (2k + i) mod 32, 32 different banks, where 64-word rows would put all 16 k in
-// one bank.
+// 16 k × 2 rows i, writing slice[k][i]: in f32, with slice rows 66 (or 130) words apart, word
+// 66k + i sits in bank (2k + i) mod 32, 32 different banks, where 64-word rows would put all
+// 16 k in one bank.
 constexpr int kPad = 2;
 constexpr int64_t kMaxGridYZ = 65535;
+// Split-K: when a product has fewer blocks than kFillBlocks (two waves of a 132-SM GPU), K is
+// split until it has about that many, each range keeping at least kMinSplitK of K.
+constexpr int64_t kFillBlocks = 264;
+constexpr int64_t kMinSplitK = 256;
+// f32 products with at least this many 128×128 tiles (one wave) take the large tile.
+constexpr int64_t kLargeTileBlocks = 132;
 
 // One operand's K slice in shared memory, k-major: slice[k][i] with i along M (for A) or N
 // (for B), so that the inner loop reads a row of it for each k.
-template <class T>
-using Slice = T[kSliceK][kTile + kPad];
+template <class T, int Tile>
+using Slice = T[kSliceK][Tile + kPad];
 
-// Copies the (kTile, kSliceK) slice of an operand starting at (i0, k0) into slice[k][i],
+// Copies the (Tile, kSliceK) slice of an operand starting at (i0, k0) into slice[k][i],
 // with zeros where it runs past I rows or K columns, so edge tiles need no other case.
 // The operand's element (i, k) is at X[i·ld + k] when k_contiguous (A as stored, or B
 // transposed) and at X[k·ld + i] otherwise; consecutive threads take consecutive addresses
 // in either case, so every warp's read is coalesced.
-template <class T>
-__device__ void load_slice(Slice<T>& slice, const T* X, int64_t ld, bool k_contiguous, int64_t i0, int64_t I,
+template <class T, int Tile>
+__device__ void load_slice(Slice<T, Tile>& slice, const T* X, int64_t ld, bool k_contiguous, int64_t i0, int64_t I,
                            int64_t k0, int64_t K) {
     const int thread = int(threadIdx.y) * kThreadsPerDim + int(threadIdx.x);
-    for (int e = thread; e < kSliceK * kTile; e += kThreads) {
-        const int i = k_contiguous ? e / kSliceK : e % kTile;
-        const int k = k_contiguous ? e % kSliceK : e / kTile;
+    for (int e = thread; e < kSliceK * Tile; e += kThreads) {
+        const int i = k_contiguous ? e / kSliceK : e % Tile;
+        const int k = k_contiguous ? e % kSliceK : e / Tile;
         const int64_t row = i0 + i, col = k0 + k;
         slice[k][i] = row < I && col < K ? X[k_contiguous ? row * ld + col : col * ld + row] : T(0);
     }
 }
 
-// A: op(A) (M, K), B: op(B) (K, N), C: (M, N), each at its batch stride from the pointer;
-// grid (⌈N/64⌉, ⌈M/64⌉, batch), block (16, 16).
-template <class T>
+// A: op(A) (M, K), B: op(B) (K, N), each at its batch stride from the pointer; grid
+// (⌈N/Tile⌉, ⌈M/Tile⌉, batch · splits), block (16, 16). Block z sums k in [s·k_split, (s+1)·k_split)
+// for s = z mod splits, of batch z / splits, into C + z·stride_c: C itself when splits is 1,
+// else the workspace (then alpha 1 and beta 0).
+template <class T, int Tile>
 __global__ void __launch_bounds__(kThreads)
-    gemm_tiled(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, int64_t stride_a, bool trans_a,
-               const T* B, int64_t ldb, int64_t stride_b, bool trans_b, T beta, T* C, int64_t ldc, int64_t stride_c) {
-    GG_SHARED(Slice<T>, As);  // (16, 64): op(A)[m0 + m, k0 + k] at As[k][m]
-    GG_SHARED(Slice<T>, Bs);  // (16, 64): op(B)[k0 + k, n0 + n] at Bs[k][n]
-    const int64_t batch = blockIdx.z, m0 = int64_t(blockIdx.y) * kTile, n0 = int64_t(blockIdx.x) * kTile;
+    gemm_tiled(int64_t M, int64_t N, int64_t K, int64_t splits, int64_t k_split, T alpha, const T* A, int64_t lda,
+               int64_t stride_a, bool trans_a, const T* B, int64_t ldb, int64_t stride_b, bool trans_b, T beta, T* C,
+               int64_t ldc, int64_t stride_c) {
+    constexpr int kMicro = Tile / kThreadsPerDim;  // each thread's micro-tile: kMicro × kMicro results
+    using TileSlice = Slice<T, Tile>;
+    GG_SHARED(TileSlice, As);  // (16, Tile): op(A)[m0 + m, k0 + k] at As[k][m]
+    GG_SHARED(TileSlice, Bs);  // (16, Tile): op(B)[k0 + k, n0 + n] at Bs[k][n]
+    const int64_t batch = blockIdx.z / splits, m0 = int64_t(blockIdx.y) * Tile, n0 = int64_t(blockIdx.x) * Tile;
+    const int64_t k_begin = (blockIdx.z % splits) * k_split, k_end = k_begin + k_split < K ? k_begin + k_split : K;
     A += batch * stride_a;
     B += batch * stride_b;
-    C += batch * stride_c;
+    C += int64_t(blockIdx.z) * stride_c;
     const int tx = int(threadIdx.x), ty = int(threadIdx.y);
 
     T acc[kMicro][kMicro] = {};  // C[m0 + ty + 16i, n0 + tx + 16j] before alpha and beta
-    for (int64_t k0 = 0; k0 < K; k0 += kSliceK) {
-        load_slice(As, A, lda, !trans_a, m0, M, k0, K);
-        load_slice(Bs, B, ldb, trans_b, n0, N, k0, K);
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += kSliceK) {
+        load_slice<T, Tile>(As, A, lda, !trans_a, m0, M, k0, k_end);
+        load_slice<T, Tile>(Bs, B, ldb, trans_b, n0, N, k0, k_end);
         __syncthreads();  // the slices are complete
         for (int k = 0; k < kSliceK; ++k) {
             T a[kMicro], b[kMicro];  // the micro-tile's column of op(A) and row of op(B) at k
@@ -108,6 +131,21 @@ __global__ void __launch_bounds__(kThreads)
             const int64_t m = m0 + ty + kThreadsPerDim * i, n = n0 + tx + kThreadsPerDim * j;
             if (m < M && n < N) gemm_epilogue(&C[m * ldc + n], alpha, acc[i][j], beta);
         }
+}
+
+// C[b] = alpha · Σ_s W[b·splits + s] + beta · C[b], the slabs W (M, N) added in order s = 0, 1, …;
+// one thread per element of the batch's (M, N), grid-stride.
+template <class T>
+__global__ void gemm_sum_splits(int64_t batch, int64_t M, int64_t N, int64_t splits, const T* W, T alpha, T beta, T* C,
+                                int64_t ldc, int64_t stride_c) {
+    const int64_t count = batch * M * N;
+    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t b = e / (M * N), m = e / N % M, n = e % N;
+        const T* w = W + b * splits * M * N + m * N + n;
+        T sum = w[0];
+        for (int64_t s = 1; s < splits; ++s) sum += w[s * M * N];
+        gemm_epilogue(&C[b * stride_c + m * ldc + n], alpha, sum, beta);
+    }
 }
 
 // The checks BLAS makes (it reports them through xerbla; we throw): a dtype with a kernel,
@@ -138,16 +176,41 @@ void gemm_ours(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, 
                int64_t stride_c) {
     // BLAS reads neither A nor B when alpha is 0 (they may hold NaN): C only scales by beta.
     if (alpha == T(0)) K = 0;
+    const dim3 block(kThreadsPerDim, kThreadsPerDim);
+    // One launch per chunk of batches and row tiles that the grid's y and z can hold.
+    const auto tiled = [&]<int Tile>() {
+        const int64_t tiles_n = (N + Tile - 1) / Tile, tiles_m = (M + Tile - 1) / Tile;
+        for (int64_t b0 = 0; b0 < batch; b0 += kMaxGridYZ)
+            for (int64_t t0 = 0; t0 < tiles_m; t0 += kMaxGridYZ) {
+                const int64_t m0 = t0 * Tile;
+                const dim3 grid(unsigned(tiles_n), unsigned(std::min(tiles_m - t0, kMaxGridYZ)),
+                                unsigned(std::min(batch - b0, kMaxGridYZ)));
+                launch("gemm", gemm_tiled<T, Tile>, grid, block, 0, M - m0, N, K, int64_t(1), K, alpha,
+                       A + b0 * stride_a + (trans_a ? m0 : m0 * lda), lda, stride_a, trans_a, B + b0 * stride_b, ldb,
+                       stride_b, trans_b, beta, C + b0 * stride_c + m0 * ldc, ldc, stride_c);
+            }
+    };
+    if constexpr (std::is_same_v<T, float>)
+        if ((N + 127) / 128 * ((M + 127) / 128) * batch >= kLargeTileBlocks) return tiled.template operator()<128>();
+    constexpr int kTile = 64;
     const int64_t tiles_n = (N + kTile - 1) / kTile, tiles_m = (M + kTile - 1) / kTile;
-    for (int64_t b0 = 0; b0 < batch; b0 += kMaxGridYZ)
-        for (int64_t t0 = 0; t0 < tiles_m; t0 += kMaxGridYZ) {
-            const int64_t m0 = t0 * kTile;
-            const dim3 grid(unsigned(tiles_n), unsigned(std::min(tiles_m - t0, kMaxGridYZ)),
-                            unsigned(std::min(batch - b0, kMaxGridYZ)));
-            launch("gemm", gemm_tiled<T>, grid, dim3(kThreadsPerDim, kThreadsPerDim), 0, M - m0, N, K, alpha,
-                   A + b0 * stride_a + (trans_a ? m0 : m0 * lda), lda, stride_a, trans_a, B + b0 * stride_b, ldb,
-                   stride_b, trans_b, beta, C + b0 * stride_c + m0 * ldc, ldc, stride_c);
-        }
+    const int64_t blocks = tiles_n * tiles_m * batch;
+    int64_t splits = 1;
+    if (blocks < kFillBlocks && K >= 2 * kMinSplitK)
+        splits = std::min((kFillBlocks + blocks - 1) / blocks, K / kMinSplitK);
+    if (splits == 1) return tiled.template operator()<kTile>();
+    // Split-K: fewer than kFillBlocks blocks, so tiles_m · tiles_n · batch · splits < 2 · kFillBlocks
+    // fits one launch. Each range is a whole number of K slices.
+    const int64_t k_split = ((K + splits - 1) / splits + kSliceK - 1) / kSliceK * kSliceK;
+    splits = (K + k_split - 1) / k_split;
+    const size_t bytes = size_t(batch * splits * M * N) * sizeof(T);
+    T* W = static_cast<T*>(allocate(bytes));
+    const dim3 grid(unsigned(tiles_n), unsigned(tiles_m), unsigned(batch * splits));
+    launch("gemm_split_k", gemm_tiled<T, kTile>, grid, block, 0, M, N, K, splits, k_split, T(1), A, lda, stride_a, trans_a, B,
+           ldb, stride_b, trans_b, T(0), W, N, M * N);
+    launch("gemm_sum_splits", gemm_sum_splits<T>, grid_covering(batch * M * N, kThreads), dim3(kThreads), 0, batch, M,
+           N, splits, static_cast<const T*>(W), alpha, beta, C, ldc, stride_c);
+    deallocate(W, bytes);  // one stream: a later kernel that reuses W runs after these two
 }
 
 #ifdef __CUDACC__

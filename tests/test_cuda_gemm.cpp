@@ -220,6 +220,47 @@ TEST_CASE("two runs are bitwise identical") {
     CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
 }
 
+TEST_CASE("f32 products with 132 or more 128×128 tiles take the large tile (8×8 per thread)") {
+    // 66 batches of 129×129: 2×2 tiles each, 264 in all, every tile cut by an edge but one.
+    for (bool trans_a : {false, true})
+        for (bool trans_b : {false, true}) {
+            const Gemm g{.batch = 66, .trans_a = trans_a, .trans_b = trans_b, .M = 129, .N = 129, .K = 17,
+                         .alpha = 0.5, .beta = trans_a ? 0.0 : -1.0, .pad_a = 1, .pad_c = 2};
+            CAPTURE(describe(g));
+            CHECK(mismatch<float>(g, kTolF32) == "");
+        }
+}
+
+TEST_CASE("split-K: few tiles of C and a long K, summed in a fixed order") {
+    // 40×24 is one tile: K is cut into 4 ranges of 288 (the last 236), each summed by its own
+    // block, then added up by gemm_sum_splits. 65×65 is 4 tiles with K = 600: 2 ranges.
+    for_float_and_double([&]<class T>(double tol) {
+        for (bool trans_a : {false, true})
+            for (bool trans_b : {false, true}) {
+                Gemm one_tile{.trans_a = trans_a, .trans_b = trans_b, .M = 40, .N = 24, .K = 1100, .alpha = -0.5,
+                              .beta = 1.5, .pad_a = 1, .pad_c = 3};
+                Gemm batched{.batch = 2, .trans_a = trans_a, .trans_b = trans_b, .M = 65, .N = 65, .K = 600,
+                             .pad_b = 2, .stride_b = 0};
+                for (const Gemm& g : {one_tile, batched}) {
+                    CAPTURE(describe(g));
+                    CHECK(mismatch<T>(g, tol) == "");
+                }
+            }
+        const Gemm overwrite{.trans_a = true, .M = 24, .N = 40, .K = 700, .alpha = 2, .beta = 0};
+        CAPTURE(describe(overwrite));
+        CHECK(mismatch<T>(overwrite, tol, std::numeric_limits<T>::quiet_NaN()) == "");  // beta 0 reads no C
+    });
+    const Gemm g{.trans_a = true, .M = 40, .N = 24, .K = 1100, .alpha = 0.3, .beta = 0.7};
+    const Layout l(g);
+    std::mt19937 rng(11);
+    const std::vector<float> A = uniform<float>(l.a.size, rng), B = uniform<float>(l.b.size, rng),
+                             C = uniform<float>(l.c.size, rng);
+    std::vector<float> first = C, second = C;
+    run_emulated(g, l, DType::f32, A.data(), B.data(), first.data());
+    run_emulated(g, l, DType::f32, A.data(), B.data(), second.data());
+    CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
+}
+
 TEST_CASE("more batches than grid.z's 65535 take several launches") {
     // 1×1 matrices and K = 0 (C = beta·C): one block per batch, each thread through once, the
     // least the emulator can do per block. The operands' batch offsets are the same sums as C's.
