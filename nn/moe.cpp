@@ -14,7 +14,7 @@ MoE::MoE(int64_t dim, int64_t n_experts, int64_t k, int64_t hidden)
         experts.push_back(register_module("experts." + std::to_string(e), std::make_shared<SwiGLU>(dim, hidden)));
 }
 
-Tensor MoE::forward(const Tensor& x) const {
+Tensor MoE::forward(const Tensor& x, Tensor* aux_loss) const {
     const int64_t D = x.size(-1), N = x.numel() / D, E = static_cast<int64_t>(experts.size());
     const Tensor tokens = x.reshape({N, D});                              // (N, D)
     const Tensor probs = softmax(router->forward(tokens), -1);            // (N, E)
@@ -39,8 +39,10 @@ Tensor MoE::forward(const Tensor& x) const {
         const Tensor w = index_select(slot_weights, from_vector(slot_ids[e], {M}).to(x.device()));  // (M, 1)
         out = index_add(out, ids, experts[e]->forward(index_select(tokens, ids)) * w);
     }
-    const Tensor f = from_vector(load, {E}).to(x.dtype()).to(x.device());
-    last_aux_loss = sum(f * mean(probs, {0})) * double(E);
+    if (aux_loss) {
+        const Tensor f = from_vector(load, {E}).to(x.dtype()).to(x.device());
+        *aux_loss = sum(f * mean(probs, {0})) * double(E);
+    }
     return out.reshape(x.shape());
 }
 

@@ -14,11 +14,12 @@ namespace gg::nn {
 class MoE : public Module {
 public:
     MoE(int64_t dim, int64_t n_experts, int64_t top_k, int64_t hidden);
-    Tensor forward(const Tensor& x) const;  // (..., dim) → (..., dim); sets last_aux_loss
+    // (..., dim) → (..., dim). With aux_loss, also the load-balancing loss of this forward
+    // (a scalar), for the caller to add to its loss.
+    Tensor forward(const Tensor& x, Tensor* aux_loss = nullptr) const;
     std::shared_ptr<Linear> router;
     std::vector<std::shared_ptr<SwiGLU>> experts;
     int64_t top_k;
-    mutable Tensor last_aux_loss;  // the load-balancing loss of the last forward (scalar)
 };
 
 }  // namespace gg::nn

@@ -237,11 +237,11 @@ TransformerBlock::TransformerBlock(const LMConfig& c)
     else ffn = register_module("ffn", std::make_shared<SwiGLU>(c.d_model, c.ffn_hidden()));
 }
 
-Tensor TransformerBlock::forward(const Tensor& x, KVCache* cache, AttentionCapture* capture) const {
+Tensor TransformerBlock::forward(const Tensor& x, KVCache* cache, AttentionCapture* capture, Tensor* aux_loss) const {
     // G4's gate reads the raw residual stream x; every other position ignores gate_source.
     Tensor h = x + attn->forward(norm1->forward(x), cache, x, capture);
     if (ffn) h = h + ffn->forward(norm2->forward(h));
-    if (moe) h = h + moe->forward(norm2->forward(h));
+    if (moe) h = h + moe->forward(norm2->forward(h), aux_loss);
     return h;
 }
 
@@ -309,9 +309,11 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
     if (capture) *capture = {std::vector<AttentionCapture>(blocks.size()), {}};
     Tensor aux;
     for (size_t l = 0; l < blocks.size(); ++l) {
-        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr, capture ? &capture->attention[l] : nullptr);
+        Tensor block_aux;  // a MoE block's load-balancing loss
+        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr, capture ? &capture->attention[l] : nullptr,
+                               &block_aux);
         if (capture) capture->hidden.push_back(x.detach());
-        if (blocks[l]->moe) aux = aux.defined() ? aux + blocks[l]->moe->last_aux_loss : blocks[l]->moe->last_aux_loss;
+        if (block_aux.defined()) aux = aux.defined() ? aux + block_aux : block_aux;
     }
     x = norm_f->forward(x);
     LMOutput out;

@@ -87,7 +87,9 @@ class TransformerBlock : public Module {
 public:
     TransformerBlock(const LMConfig& config);
     // (B, T, d) → (B, T, d); capture receives the attention's probabilities and gates.
-    Tensor forward(const Tensor& x, KVCache* cache = nullptr, AttentionCapture* capture = nullptr) const;
+    // aux_loss: where a MoE block puts its load-balancing loss (left undefined by dense blocks).
+    Tensor forward(const Tensor& x, KVCache* cache = nullptr, AttentionCapture* capture = nullptr,
+                   Tensor* aux_loss = nullptr) const;
     std::shared_ptr<RMSNorm> norm1, norm2;
     std::shared_ptr<GatedAttention> attn;
     std::shared_ptr<SwiGLU> ffn;  // one of ffn / moe, or neither

@@ -152,8 +152,9 @@ TEST_CASE("nn: GatedTransformerLM forward is embed (+ positions), blocks, RMSNor
             if (learned) x = x + model.pos_emb->weight.narrow(0, 0, 6);
             double aux = 0;
             for (const auto& block : model.blocks) {
-                x = block->forward(x);
-                aux += block->moe->last_aux_loss.item();
+                Tensor block_aux;
+                x = block->forward(x, nullptr, nullptr, &block_aux);
+                aux += block_aux.item();
             }
             x = model.norm_f->forward(x);
             const Tensor W = tied ? model.tok_emb->weight : model.lm_head->weight;
