@@ -1,4 +1,5 @@
-// Tutorial 07 — learning-rate stability (the article's 4.3, the paper's Table 4 / Figure 1).
+// Tutorial 07 — learning-rate stability (the paper's Table 4 / Figure 1; docs/paper.md,
+// "Training stability and the learning rate").
 //
 // Does the G1 gate (σ(x W_g) ⊙ SDPA output) let a model train at larger learning rates?
 // We sweep the peak learning rate for a standard attention LM and the same LM with the
