@@ -1,10 +1,11 @@
-// Tutorial 08 — where the gate goes and how it is built (the article's 2.3 and 5.x, the
-// paper's Tables 1–2), plus the article's 7.3 gated attention entropy.
+// Tutorial 08 — where the gate goes and how it is built (the paper's Tables 1–2 and the
+// walk-through's ablations, docs/paper.md), plus the gated attention entropy.
 //
 // Which gate position helps most, and do the gate's function, sharing, initialisation and
 // the FFN matter? We train the same small LM (the "tiny" preset, fewer steps) once per
 // variant and seed:
-//   positions:   baseline, the article's G1..G5, the paper's value / key / query gates
+//   positions:   baseline, the article's G1..G5, the paper's value / key / query gates (both
+//                in docs/paper.md)
 //   for G1:      gate function (sigmoid, tanh, relu, silu), sharing (element-wise,
 //                head-wise, shared), init (zero, Kaiming, Xavier), with/without SwiGLU FFN
 // and report validation loss (mean ± half the seed range), the first-token attention
@@ -55,28 +56,28 @@ std::vector<Variant> variants() {
         };
     };
     return {
-        {"position (article 2.1)", "baseline (no gate)", "base", position(GatePosition::none)},
-        {"position (article 2.1)", "G1 SDPA output", "G1", position(GatePosition::sdpa_output)},
-        {"position (article 2.1)", "G2 scores, gate from x", "G2", position(GatePosition::scores_from_x)},
-        {"position (article 2.1)", "G3 scores, gate from q", "G3", position(GatePosition::scores_from_query)},
-        {"position (article 2.1)", "G4 residual", "G4", position(GatePosition::residual)},
-        {"position (article 2.1)", "G5 after W_O", "G5", position(GatePosition::after_merge)},
+        {"position (article)", "baseline (no gate)", "base", position(GatePosition::none)},
+        {"position (article)", "G1 SDPA output", "G1", position(GatePosition::sdpa_output)},
+        {"position (article)", "G2 scores, gate from x", "G2", position(GatePosition::scores_from_x)},
+        {"position (article)", "G3 scores, gate from q", "G3", position(GatePosition::scores_from_query)},
+        {"position (article)", "G4 residual", "G4", position(GatePosition::residual)},
+        {"position (article)", "G5 after W_O", "G5", position(GatePosition::after_merge)},
         {"position (paper)", "value gate", "value", position(GatePosition::value)},
         {"position (paper)", "key gate", "key", position(GatePosition::key)},
         {"position (paper)", "query gate", "query", position(GatePosition::query)},
-        {"G1 function (5.1)", "G1 (tanh+1)/2", "tanh", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::tanh_half; })},
-        {"G1 function (5.1)", "G1 relu", "relu", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::relu; })},
-        {"G1 function (5.1)", "G1 relu, Kaiming init", "relu-K", g1([](AttentionOptions& a) {
+        {"G1 function", "G1 (tanh+1)/2", "tanh", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::tanh_half; })},
+        {"G1 function", "G1 relu", "relu", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::relu; })},
+        {"G1 function", "G1 relu, Kaiming init", "relu-K", g1([](AttentionOptions& a) {
              a.gate_fn = GateFunction::relu;
              a.gate_init = GateInit::kaiming;
          })},
-        {"G1 function (5.1)", "G1 silu", "silu", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::silu; })},
-        {"G1 sharing (5.2)", "G1 head-wise", "head", g1([](AttentionOptions& a) { a.sharing = GateSharing::headwise; })},
-        {"G1 sharing (5.2)", "G1 shared by heads", "shared", g1([](AttentionOptions& a) { a.sharing = GateSharing::shared; })},
-        {"G1 init (5.3)", "G1 Kaiming init", "kaim", g1([](AttentionOptions& a) { a.gate_init = GateInit::kaiming; })},
-        {"G1 init (5.3)", "G1 Xavier init", "xav", g1([](AttentionOptions& a) { a.gate_init = GateInit::xavier; })},
-        {"FFN (5.4)", "baseline, no FFN", "b-noF", without_ffn(GatePosition::none)},
-        {"FFN (5.4)", "G1, no FFN", "G1-noF", without_ffn(GatePosition::sdpa_output)},
+        {"G1 function", "G1 silu", "silu", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::silu; })},
+        {"G1 sharing", "G1 head-wise", "head", g1([](AttentionOptions& a) { a.sharing = GateSharing::headwise; })},
+        {"G1 sharing", "G1 shared by heads", "shared", g1([](AttentionOptions& a) { a.sharing = GateSharing::shared; })},
+        {"G1 init", "G1 Kaiming init", "kaim", g1([](AttentionOptions& a) { a.gate_init = GateInit::kaiming; })},
+        {"G1 init", "G1 Xavier init", "xav", g1([](AttentionOptions& a) { a.gate_init = GateInit::xavier; })},
+        {"FFN", "baseline, no FFN", "b-noF", without_ffn(GatePosition::none)},
+        {"FFN", "G1, no FFN", "G1-noF", without_ffn(GatePosition::sdpa_output)},
     };
 }
 
@@ -250,7 +251,7 @@ void write_results(const std::filesystem::path& dir, const Settings& s, const st
                     svg_bar_chart(bars, {{"first-token share", shares, "", share_spread}}, chart));
     std::vector<std::string> layers;
     for (size_t l = 0; l < plain.size(); ++l) layers.push_back("layer " + std::to_string(l));
-    chart = chart_options("Trained G1 model: attention entropy, plain vs gated (article 7.3)", "layer",
+    chart = chart_options("Trained G1 model: attention entropy, plain vs gated", "layer",
                           "entropy (nats)");
     write_text_file(dir / "g1_entropy.svg",
                     svg_bar_chart(layers, {{"plain entropy", plain, "", {}}, {"gated entropy", gated, "", {}}}, chart));
@@ -301,10 +302,10 @@ int main(int argc, char** argv) {
     print_ranking("  paper's positions (paper: G1 > value >> key, query, dense output = G5): ",
                   {"G1", "value", "key", "query", "G5", "base"}, all, rows);
 
-    // Article 7.3: plain vs gated entropy per layer of the trained G1 model (mean over seeds).
+    // Plain vs gated entropy (nn/analysis/analysis.h) per layer of the trained G1 model (mean over seeds).
     const size_t L = base.model.n_layers;
     std::vector<double> plain(L, 0), gated(L, 0);
-    std::printf("\narticle 7.3, trained G1 model: attention entropy per layer (nats, mean over seeds)\n");
+    std::printf("\ntrained G1 model: plain and gated attention entropy per layer (nats, mean over seeds)\n");
     std::printf("layer  plain entropy  gated entropy\n");
     for (size_t l = 0; l < L; ++l) {
         for (size_t i = 0; i < runs.size(); ++i)
