@@ -197,12 +197,12 @@ int main(int argc, char** argv) {
 
     std::vector<json> summaries;
     for (size_t g = 0; g < regimes.size(); ++g) {
-        summaries.push_back(summarise(regimes[g], g, runs, results, unigram));
+        summaries.push_back(summarise(regimes[g], g, runs, results, unigram, options.quick));
         if (!options.out.empty())
             write_regime_results(std::filesystem::path(options.out) / regimes[g].name, regimes[g], g, runs, results,
                                  unigram, summaries.back());
     }
-    print_search_table(regimes, summaries, options.out);
+    print_search_table(regimes, summaries, options.out, options.quick);
     std::printf("%zu runs in %s\n", runs.size(), minutes_and_cpu_minutes(start).c_str());
     return 0;
 }
