@@ -1,6 +1,6 @@
 // gatedgrad — the command line over the library: train a byte-level gated-attention LM,
 // evaluate it (also past its training length with a RoPE scaling), sample from it, measure
-// its attention sink (SPEC §3) and plot loss curves.
+// its attention sink (nn/analysis/analysis.h) and plot loss curves.
 //
 //   gatedgrad train --preset tiny --attn g1 --out runs/g1
 //   gatedgrad train --preset tiny --data input.txt --out runs/mine     (any text: see train --help)

@@ -1,5 +1,5 @@
 // optim.cu — the optimiser updates of one contiguous parameter, in place (tensor/backend.h,
-// SPEC §2), element by element:
+// nn/optim/optimizer.h), element by element:
 //
 //   AdamW:  p *= 1 − lr·λ;  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
 //           p −= (lr / bc1) · m / (√v / √bc2 + ε)                      p, g, m, v: (n)

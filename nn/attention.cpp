@@ -108,7 +108,7 @@ std::string gate_init_name(GateInit i) { return name_of(i, kInits); }
 namespace {
 
 // The gate's (heads, width) layout: which query/kv heads it spans and how many channels
-// each gate value covers. SPEC §2 sharing: element-wise (h, dk), head-wise (h, 1),
+// each gate value covers. Sharing: element-wise (h, dk), head-wise (h, 1),
 // shared across heads (1, dk). G2 is one scalar per (query, head) whatever the sharing.
 std::pair<int64_t, int64_t> gate_layout(const AttentionOptions& o) {
     const int64_t heads =
@@ -122,7 +122,7 @@ std::pair<int64_t, int64_t> gate_layout(const AttentionOptions& o) {
     return {heads, o.head_dim()};
 }
 
-// SPEC §2 gate init: zero (σ(0) = ½ everywhere), N(0, std²), Kaiming N(0, 2/fan_in),
+// Gate init: zero (σ(0) = ½ everywhere), N(0, std²), Kaiming N(0, 2/fan_in),
 // Xavier U(±√(6/(fan_in + fan_out))).
 Tensor init_gate_weight(const AttentionOptions& o, const Shape& shape, int64_t fan_in, int64_t fan_out) {
     switch (o.gate_init) {

@@ -1,6 +1,6 @@
 // attention.h — scaled dot-product attention and the whole gated-attention family.
 //
-// Notation (SPEC): x (B, T, d); h heads of size dk = d / h; σ the gate function.
+// Notation: x (B, T, d); h heads of size dk = d / h; σ the gate function.
 //   standard:  head_i = softmax(Q_i K_iᵀ / √dk + mask) V_i,  y = Concat(heads) W_O
 // GatedAttention adds one gate, at one of these positions (GatePosition):
 //   G1 sdpa_output       head_i ← σ(x W_g,i) ⊙ head_i                   (the recommended one)
@@ -75,14 +75,14 @@ struct AttentionOptions {
 };
 
 // The keys and values of the positions seen so far, for incremental decoding. The gate
-// needs nothing cached: it reads only the current token (article 3.3).
+// needs nothing cached: it reads only the current token.
 struct KVCache {
     Tensor k, v;  // (B, Hkv, T_past, dk), undefined before the first step
     int64_t length() const { return k.defined() ? k.size(2) : 0; }
 };
 
-// What one forward pass computed, for analysis (SPEC §3): the caller owns it and passes it
-// to forward(), which fills it in. Without one, nothing is kept (probabilities are never
+// What one forward pass computed, for analysis (nn/analysis/analysis.h): the caller owns
+// it and passes it to forward(), which fills it in. Without one, nothing is kept (probabilities are never
 // materialised), so analysis costs memory only when asked for.
 struct AttentionCapture {
     Tensor probs;  // (B, H, Tq, Tk) attention probabilities

@@ -1,4 +1,5 @@
-// moe.h — a mixture of SwiGLU experts with top-k routing (article 6.2).
+// moe.h — a mixture of SwiGLU experts with top-k routing (the paper's 15B-A2B models
+// are such mixtures: docs/paper.md).
 //
 // For each token x: router probabilities p = softmax(x W_r) over E experts; keep the top
 // k, renormalise them to weights w (Σ w = 1); y = Σ_{e in top-k} w_e · expert_e(x).

@@ -2,7 +2,8 @@
 //
 // Channel pair (c, c + D/2) of a head vector at position m is rotated by the angle
 // m·θ_c, θ_c = base^(−2c/D). Then q_m·k_n depends only on m − n. To run past the
-// training length L the article (4.2) names three rescalings, for a factor s:
+// training length L there are three rescalings (tutorial 09 compares them; the paper's long-
+// context result used YaRN, docs/paper.md), for a factor s:
 //   position interpolation: m → m / s (every frequency slowed down by s);
 //   NTK-aware:              base → base · s^(D/(D−2)) (high frequencies kept, low slowed);
 //   YaRN:                   per channel, blend θ_c and θ_c/s by how many turns the channel

@@ -1,4 +1,4 @@
-// transformer.h — the pre-norm block and the language model of the article's section 10.
+// transformer.h — the pre-norm block and the language model built from it.
 //
 //   block:  h = x + Attn(RMSNorm(x))           (G4: x + σ(x W_g) ⊙ Attn(RMSNorm(x)))
 //           y = h + FFN(RMSNorm(h))            FFN = SwiGLU, or a MoE of SwiGLU experts
@@ -16,7 +16,7 @@ namespace gg::nn {
 
 enum class PositionEncoding { learned, rope };
 
-// How a language model's weights start (SPEC §2, "Initialisation of language models"):
+// How a language model's weights start:
 //   gpt2  — as GPT-2 and Qwen: every weight N(0, σ²), σ = init_std; the projections that
 //           write into the residual stream (W_O, the FFN's down projection) N(0, (σ/√(2L))²);
 //           norms at 1, gates per their own init option. The default.
@@ -31,7 +31,7 @@ struct LMConfig {
     int64_t n_layers = 2;
     AttentionOptions attn;     // d_model is kept equal to the model's
     PositionEncoding positions = PositionEncoding::rope;
-    bool ffn = true;           // false: attention-only blocks (article 5.4 ablation)
+    bool ffn = true;           // false: attention-only blocks (tutorial 08's FFN ablation)
     int64_t d_ff = 0;          // SwiGLU hidden size; 0 picks 8/3·d rounded up to a multiple of 8
     int64_t n_experts = 0;     // > 0: MoE FFN with this many experts
     int64_t top_k = 2;
@@ -96,11 +96,12 @@ public:
     std::shared_ptr<MoE> moe;
 };
 
-// GatedAttention + MoE FFN (article 6.2): a TransformerBlock whose config has experts.
+// GatedAttention + MoE FFN (as in the paper's 15B-A2B models): a TransformerBlock whose
+// config has experts.
 using GatedAttentionMoEBlock = TransformerBlock;
 
-// What one forward pass of the LM computed, layer by layer, for analysis (SPEC §3). Owned
-// by the caller and passed to forward(); costs memory only when passed.
+// What one forward pass of the LM computed, layer by layer, for analysis (analysis/analysis.h).
+// Owned by the caller and passed to forward(); costs memory only when passed.
 struct LMCapture {
     std::vector<AttentionCapture> attention;  // per layer: probabilities (B, H, T, T) and gates
     std::vector<Tensor> hidden;               // per layer: (B, T, d) after the block

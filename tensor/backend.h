@@ -141,7 +141,7 @@ struct Backend {
     // transpose rotates the other way (sin → −sin): the transposed map, which is backward.
     void (*rope)(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
 
-    // Optimiser updates of one contiguous parameter, in place (SPEC §2; nn/optim/optimizer.h):
+    // Optimiser updates of one contiguous parameter, in place (nn/optim/optimizer.h):
     void (*adamw_step)(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
                        const View& exp_avg_sq);
     // momentum_buffer.data is null when s.momentum == 0.

@@ -6,7 +6,7 @@
 
 namespace gg {
 
-// The enum stays open: bfloat16 on CUDA is a planned addition (SPEC §1).
+// The enum stays open: bfloat16 on CUDA is a planned addition.
 enum class DType { f32, f64, i64 };
 enum class Device { CPU, CUDA };
 

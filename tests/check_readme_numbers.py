@@ -49,7 +49,7 @@ def result_lines(readme: pathlib.Path):
             continue
         heading = re.match(r"^(#+)\s+(.*)", line)
         if heading and whole_file:
-            continue  # a heading names a section (e.g. "article 8.2"); it quotes no result
+            continue  # a heading names a section (e.g. "Part 2.1"); it quotes no result
         if heading:
             level, title = len(heading.group(1)), heading.group(2).lower()
             if any(word in title for word in SECTION_WORDS):

@@ -1,5 +1,6 @@
 // nn_check.h — what the module suites share: parameter randomising, float64 gradchecks with
-// respect to inputs and to each parameter, SPEC §2's attention by hand, small LM configs.
+// respect to inputs and to each parameter, nn/attention.h's attention by hand, small LM
+// configs.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -105,9 +106,9 @@ inline bool contains(const std::vector<std::string>& names, const std::string& n
     return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-// ---------------------------------------------------------------- SPEC §2 by hand
+// ---------------------------------------------------------------- nn/attention.h by hand
 
-// The gate functions of SPEC §2 (article 5.1), written from exp so as not to share code
+// The gate functions of nn/attention.h (GateFunction), written from exp so as not to share code
 // with the ops under test.
 inline Tensor spec_gate_fn(GateFunction f, const Tensor& z) {
     switch (f) {
@@ -120,7 +121,7 @@ inline Tensor spec_gate_fn(GateFunction f, const Tensor& z) {
     return z;
 }
 
-// SPEC §2 sharing, as (heads, width) of the gate: element-wise (h, dk), head-wise (h, 1),
+// Gate sharing, as (heads, width) of the gate: element-wise (h, dk), head-wise (h, 1),
 // shared (1, dk); value/key gates span the kv heads; G2 is one scalar per (query, head).
 inline std::pair<int64_t, int64_t> spec_gate_layout(const AttentionOptions& o) {
     const int64_t heads =
@@ -147,10 +148,10 @@ inline Tensor spec_rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 struct Expected {
     Tensor y;      // (B, T, d)
     Tensor probs;  // (B, H, T, T)
-    Tensor gate;   // (B, heads, T, width) as SPEC lays it out
+    Tensor gate;   // (B, heads, T, width) as nn/attention.h lays it out
 };
 
-// GatedAttention on the full sequence, from SPEC §2's formulas and the module's own
+// GatedAttention on the full sequence, from nn/attention.h's formulas and the module's own
 // weights. Unlike the module, the G2/G3 gates multiply the logits themselves, and GQA
 // repeats kv heads explicitly. apply_gate = false gives the same attention ungated.
 inline Expected reference_attention(GatedAttention& m, const Tensor& x, const Tensor& gate_source = Tensor(),

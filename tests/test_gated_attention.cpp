@@ -1,5 +1,5 @@
 // test_gated_attention.cpp — MultiHeadAttention and the whole GatedAttention family against
-// SPEC §2 computed by hand, gradchecks of every option, and the KV cache.
+// nn/attention.h's formulas computed by hand, gradchecks of every option, and the KV cache.
 #include "tests/nn_check.h"
 
 using namespace gg;
@@ -33,7 +33,7 @@ TEST_CASE("nn: MultiHeadAttention is torch's multi-head attention with biases; g
 
 // ================================================================ GatedAttention
 
-TEST_CASE("nn: GatedAttention's gate weights have SPEC's shapes for every position and sharing") {
+TEST_CASE("nn: GatedAttention's gate weights have nn/attention.h's shapes for every position and sharing") {
     const int64_t d = 16, H = 4, dk = 4, Hkv = 2;
     for (GatePosition pos : kAllPositions)
         for (GateSharing sharing : kAllSharings) {
@@ -70,7 +70,7 @@ TEST_CASE("nn: GatedAttention's gate weights have SPEC's shapes for every positi
     CHECK(names_of(GatedAttention(attention_options(GatePosition::sdpa_output, GateFunction::none))).size() == 4);
 }
 
-TEST_CASE("nn: GatedAttention matches SPEC §2 for every position × gate function × sharing") {
+TEST_CASE("nn: GatedAttention matches its formulas for every position × gate function × sharing") {
     Generator gen(8);
     for (GatePosition pos : kAllPositions)
         for (GateFunction fn : kAllFunctions)
@@ -95,7 +95,7 @@ TEST_CASE("nn: GatedAttention matches SPEC §2 for every position × gate functi
             }
 }
 
-TEST_CASE("nn: GatedAttention matches SPEC §2 with GQA, RoPE, QK-norm, sliding window, no causal mask") {
+TEST_CASE("nn: GatedAttention matches its formulas with GQA, RoPE, QK-norm, sliding window, no causal mask") {
     Generator gen(9);
     struct Extra {
         int64_t kv_heads;

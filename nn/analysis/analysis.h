@@ -1,14 +1,15 @@
-// analysis.h — what the article measures on a trained model (SPEC §3).
+// analysis.h — what the paper and its walk-through measure on a trained model (docs/paper.md).
 //
-// Attention sink (4.1): α_{l,h} = mean over batches and queries i ≥ 1 of the attention
-//   that query i of head h in layer l gives to position 0. A head is a sink head when
-//   α > threshold (Gu et al. 2024 use 0.3); a layer is a sink layer when the mean of its
-//   heads' α is above it.
-// Attention entropy (7.3): H = −Σ_j a_j log a_j per query row, averaged.
-//   Gated entropy: the article renormalises g ⊙ a over keys, which for a gate that is one
-//   number per query (G1 reads only the query's token) gives back H exactly. We take the
-//   reading its text describes instead: the gate keeps mass g on the keys and sends 1 − g
-//   nowhere, so the effective distribution is (g a_1, …, g a_T, 1 − g) and
+// Attention sink (docs/paper.md, "The attention sink"): α_{l,h} = mean over batches and
+//   queries i ≥ 1 of the attention that query i of head h in layer l gives to position 0.
+//   A head is a sink head when α > threshold (Gu et al. 2024 use 0.3); a layer is a sink
+//   layer when the mean of its heads' α is above it.
+// Attention entropy: H = −Σ_j a_j log a_j per query row, averaged.
+//   Gated entropy (the walk-through's "effective attention entropy", docs/paper.md): its
+//   code renormalises g ⊙ a over keys, which for a gate that is one number per query (G1
+//   reads only the query's token) gives back H exactly. We take the reading its text
+//   describes instead: the gate keeps mass g on the keys and sends 1 − g nowhere, so the
+//   effective distribution is (g a_1, …, g a_T, 1 − g) and
 //   H_g = −Σ_j g a_j log(g a_j) − (1 − g) log(1 − g), with g the mean gate of the head at
 //   that query. It falls towards 0 as the gate closes.
 // Gate statistics: mean gate and the share of gate values below 0.1 (sparsity).

@@ -1,5 +1,5 @@
-// plot.h — the pictures of SPEC §3: loss curves and per-layer bars as SVG, attention
-// heat maps as PNG, and the numbers behind them as CSV.
+// plot.h — the analysis pictures (analysis.h): loss curves and per-layer bars as SVG,
+// attention heat maps as PNG, and the numbers behind them as CSV.
 //
 // The SVG is written by hand, one element per line, so a reader can open the file and
 // see the chart's parts: axes, grid, ticks, one <polyline> or <rect> per series, error

@@ -248,7 +248,7 @@ struct CopyRun {
     double seconds = 0;
     json curve;
     CopyReport report;
-    ModelAnalysis analysis;  // analyze()'s per-layer report (SPEC §3) on the same validation batches
+    ModelAnalysis analysis;  // analyze()'s per-layer report on the same validation batches
     std::shared_ptr<GatedTransformerLM> model;
     std::vector<double> curve_of(const std::string& key) const { return json_numbers(curve[key]); }
 };

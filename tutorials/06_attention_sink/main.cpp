@@ -1,4 +1,4 @@
-// Tutorial 06 — the attention sink (article 4.1) and what the G1 gate does to it.
+// Tutorial 06 — the attention sink (docs/paper.md) and what the G1 gate does to it.
 //
 // The question. Softmax weights sum to one, so a head with nothing useful to read must
 // still put its attention somewhere; trained LMs park it on the first token, which is
@@ -13,7 +13,7 @@
 //     where idle heads park on their own token, and (a2) each query's own key hidden, where
 //     they sink on BOS.
 // (b) natural_text.cpp — the tiny preset on natural text: the per-layer report of analyze()
-//     (SPEC §3) for baseline and G1, at the preset's learning rate and at 3× it; then
+//     (nn/analysis) for baseline and G1, at the preset's learning rate and at 3× it; then
 //     StreamingLLM's test: a sliding window that hides BOS from late queries.
 //
 // Run from the repository root (OMP_NUM_THREADS=1: the two parts run side by side):

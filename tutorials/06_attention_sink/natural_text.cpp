@@ -1,9 +1,9 @@
 // natural_text.cpp — tutorial 06, part (b): the attention sink on natural text.
 //
 // The tiny preset (2 layers, d_model 64, 4 heads) trained on the fortunes corpus, baseline
-// and G1, at the preset's learning rate and at 3× it. analyze() (SPEC §3) reports per layer
+// and G1, at the preset's learning rate and at 3× it. analyze() (nn/analysis) reports per layer
 // how much attention goes to BOS, the sink heads, the gates and the largest activations.
-// Then StreamingLLM's test (article 8.2): the same weights with a sliding window, so that
+// Then StreamingLLM's test: the same weights with a sliding window, so that
 // late queries cannot see BOS — a model that leans on BOS should lose most.
 #include <cmath>
 #include <cstdio>
@@ -80,7 +80,7 @@ std::string train_text(const TextRunSpec& spec, int64_t steps, int64_t points, c
     return json{{"checkpoint", checkpoint}, {"seconds", seconds}, {"curve", curve}}.dump();
 }
 
-// StreamingLLM (article 8.2): the same weights in a model whose attention sees only the last
+// StreamingLLM's test: the same weights in a model whose attention sees only the last
 // `window` keys, so queries t ≥ window cannot see BOS. Fills run.position_loss, one row
 // per window (0: full attention), over `batches` validation batches.
 void window_losses(TextRun& run, const TextDataset& data, const std::vector<int64_t>& windows, int64_t batches,

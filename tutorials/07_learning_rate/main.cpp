@@ -1,4 +1,5 @@
-// Tutorial 07 — learning-rate stability (the article's 4.3, the paper's Table 4 / Figure 1).
+// Tutorial 07 — learning-rate stability (the paper's Table 4 / Figure 1; docs/paper.md,
+// "Training stability and the learning rate").
 //
 // Does the G1 gate (σ(x W_g) ⊙ SDPA output) let a model train at larger learning rates?
 // We sweep the peak learning rate for a standard attention LM and the same LM with the
@@ -196,12 +197,12 @@ int main(int argc, char** argv) {
 
     std::vector<json> summaries;
     for (size_t g = 0; g < regimes.size(); ++g) {
-        summaries.push_back(summarise(regimes[g], g, runs, results, unigram));
+        summaries.push_back(summarise(regimes[g], g, runs, results, unigram, options.quick));
         if (!options.out.empty())
             write_regime_results(std::filesystem::path(options.out) / regimes[g].name, regimes[g], g, runs, results,
                                  unigram, summaries.back());
     }
-    print_search_table(regimes, summaries, options.out);
+    print_search_table(regimes, summaries, options.out, options.quick);
     std::printf("%zu runs in %s\n", runs.size(), minutes_and_cpu_minutes(start).c_str());
     return 0;
 }

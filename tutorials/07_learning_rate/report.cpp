@@ -19,7 +19,7 @@ bool stable_at(const std::vector<Run>& runs, const std::vector<nlohmann::json>& 
 }
 
 json summarise(const Regime& regime, size_t index, const std::vector<Run>& runs,
-               const std::vector<nlohmann::json>& results, double unigram) {
+               const std::vector<nlohmann::json>& results, double unigram, bool quick) {
     const RunSettings& s = regime.settings;
     std::printf("\n== %s: %s\n%-8s  %8s  %5s  %-15s  %11s  %6s  %s\n", regime.name.c_str(), regime.what.c_str(), "model",
                 "peak lr", "seeds", "final val loss", "max |grad|*", "spikes", "diverged");
@@ -66,10 +66,13 @@ json summarise(const Regime& regime, size_t index, const std::vector<Run>& runs,
     const double base = json_number(summary["models"]["baseline"]["largest_stable_lr"]);
     const double g1 = json_number(summary["models"]["G1"]["largest_stable_lr"]);
     std::printf("* largest gradient norm (before clipping) after the warmup, over seeds\n");
-    std::printf("largest stable peak lr (no divergence, no spike, every seed, below the first unstable one): "
-                "baseline %s, G1 %s, ratio %s ('-': none)\n",
-                format_or_dash("%.1e", base).c_str(), format_or_dash("%.1e", g1).c_str(),
-                format_or_dash("%.1f", g1 / base).c_str());
+    if (quick)
+        std::printf("(--quick: runs too short to tell stable rates apart; the full run's result is in README.md)\n");
+    else
+        std::printf("largest stable peak lr (no divergence, no spike, every seed, below the first unstable one): "
+                    "baseline %s, G1 %s, ratio %s ('-': none)\n",
+                    format_or_dash("%.1e", base).c_str(), format_or_dash("%.1e", g1).c_str(),
+                    format_or_dash("%.1f", g1 / base).c_str());
     summary["stable_lr_ratio"] = g1 / base;
     return summary;
 }
@@ -135,8 +138,9 @@ void write_regime_results(const std::filesystem::path& dir, const Regime& regime
 }
 
 void print_search_table(const std::vector<Regime>& regimes, const std::vector<json>& summaries,
-                        const std::filesystem::path& out) {
+                        const std::filesystem::path& out, bool quick) {
     std::printf("\n== the search: largest stable peak lr (every seed: no divergence, no spike)\n");
+    if (quick) std::printf("(--quick: runs too short to rank; the full run's result is in README.md)\n");
     std::printf("%-15s %-45s %10s %10s %6s   %s\n", "regime", "change", "baseline", "G1", "ratio",
                 "first unstable: baseline / G1");
     std::vector<std::string> lines{csv_line({"regime", "change", "largest_stable_lr_baseline", "largest_stable_lr_g1",

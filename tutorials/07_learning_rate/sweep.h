@@ -33,16 +33,18 @@ bool stable_at(const std::vector<Run>& runs, const std::vector<nlohmann::json>& 
                double lr);
 
 // The table of one regime, per model and rate (over seeds: each loss, the worst gradient, all
-// spikes), and its summary: each model's largest stable rate, the ratio of the two.
+// spikes), and its summary: each model's largest stable rate, the ratio of the two. With
+// quick (--quick: runs too short to mean anything) it prints a caveat instead of that verdict.
 json summarise(const Regime& regime, size_t index, const std::vector<Run>& runs,
-               const std::vector<nlohmann::json>& results, double unigram);
+               const std::vector<nlohmann::json>& results, double unigram, bool quick);
 // runs.csv, steps.csv, summary.json of one regime in dir; for a regime that sweeps every rate,
 // also the final loss against the rate and the loss curves at the two largest rates.
 void write_regime_results(const std::filesystem::path& dir, const Regime& regime, size_t index,
                           const std::vector<Run>& runs, const std::vector<nlohmann::json>& results, double unigram,
                           const json& summary);
-// The search in one table, printed; also search.csv in `out` unless it is empty.
+// The search in one table, printed (after a caveat with quick); also search.csv in `out`
+// unless it is empty.
 void print_search_table(const std::vector<Regime>& regimes, const std::vector<json>& summaries,
-                        const std::filesystem::path& out);
+                        const std::filesystem::path& out, bool quick);
 
 }  // namespace tutorial

@@ -1,10 +1,11 @@
-// Tutorial 08 — where the gate goes and how it is built (the article's 2.3 and 5.x, the
-// paper's Tables 1–2), plus the article's 7.3 gated attention entropy.
+// Tutorial 08 — where the gate goes and how it is built (the paper's Tables 1–2 and the
+// walk-through's ablations, docs/paper.md), plus the gated attention entropy.
 //
 // Which gate position helps most, and do the gate's function, sharing, initialisation and
 // the FFN matter? We train the same small LM (the "tiny" preset, fewer steps) once per
 // variant and seed:
-//   positions:   baseline, the article's G1..G5, the paper's value / key / query gates
+//   positions:   baseline, the article's G1..G5, the paper's value / key / query gates (both
+//                in docs/paper.md)
 //   for G1:      gate function (sigmoid, tanh, relu, silu), sharing (element-wise,
 //                head-wise, shared), init (zero, Kaiming, Xavier), with/without SwiGLU FFN
 // and report validation loss (mean ± half the seed range), the first-token attention
@@ -16,7 +17,6 @@
 // --out tutorials/08_gate_ablation/results).
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -29,6 +29,7 @@
 #include "common/results.h"
 #include "common/timing.h"
 #include "gatedgrad.h"
+#include "report.h"
 
 using namespace gg::nn;
 using namespace tutorial;
@@ -37,14 +38,7 @@ namespace {
 
 // 1. The variants. The reference gate is the article's G1 with the paper's defaults:
 //    sigmoid, element-wise, zero init (σ(0) = ½ at the start), with the SwiGLU FFN. Each
-//    G1 ablation changes one of those.
-struct Variant {
-    std::string group;       // which question the row answers
-    std::string name;        // as printed in the table
-    std::string short_name;  // under a bar in the pictures
-    std::function<void(LMConfig&)> set;  // applied to the tiny preset's model
-};
-
+//    G1 ablation changes one of those. (struct Variant is in report.h, with the table.)
 std::vector<Variant> variants() {
     auto position = [](GatePosition p) { return [p](LMConfig& m) { m.attn.gate = p; }; };
     auto without_ffn = [](GatePosition p) { return [p](LMConfig& m) { m.attn.gate = p, m.ffn = false; }; };
@@ -55,28 +49,28 @@ std::vector<Variant> variants() {
         };
     };
     return {
-        {"position (article 2.1)", "baseline (no gate)", "base", position(GatePosition::none)},
-        {"position (article 2.1)", "G1 SDPA output", "G1", position(GatePosition::sdpa_output)},
-        {"position (article 2.1)", "G2 scores, gate from x", "G2", position(GatePosition::scores_from_x)},
-        {"position (article 2.1)", "G3 scores, gate from q", "G3", position(GatePosition::scores_from_query)},
-        {"position (article 2.1)", "G4 residual", "G4", position(GatePosition::residual)},
-        {"position (article 2.1)", "G5 after W_O", "G5", position(GatePosition::after_merge)},
+        {"position (article)", "baseline (no gate)", "base", position(GatePosition::none)},
+        {"position (article)", "G1 SDPA output", "G1", position(GatePosition::sdpa_output)},
+        {"position (article)", "G2 scores, gate from x", "G2", position(GatePosition::scores_from_x)},
+        {"position (article)", "G3 scores, gate from q", "G3", position(GatePosition::scores_from_query)},
+        {"position (article)", "G4 residual", "G4", position(GatePosition::residual)},
+        {"position (article)", "G5 after W_O", "G5", position(GatePosition::after_merge)},
         {"position (paper)", "value gate", "value", position(GatePosition::value)},
         {"position (paper)", "key gate", "key", position(GatePosition::key)},
         {"position (paper)", "query gate", "query", position(GatePosition::query)},
-        {"G1 function (5.1)", "G1 (tanh+1)/2", "tanh", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::tanh_half; })},
-        {"G1 function (5.1)", "G1 relu", "relu", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::relu; })},
-        {"G1 function (5.1)", "G1 relu, Kaiming init", "relu-K", g1([](AttentionOptions& a) {
+        {"G1 function", "G1 (tanh+1)/2", "tanh", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::tanh_half; })},
+        {"G1 function", "G1 relu", "relu", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::relu; })},
+        {"G1 function", "G1 relu, Kaiming init", "relu-K", g1([](AttentionOptions& a) {
              a.gate_fn = GateFunction::relu;
              a.gate_init = GateInit::kaiming;
          })},
-        {"G1 function (5.1)", "G1 silu", "silu", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::silu; })},
-        {"G1 sharing (5.2)", "G1 head-wise", "head", g1([](AttentionOptions& a) { a.sharing = GateSharing::headwise; })},
-        {"G1 sharing (5.2)", "G1 shared by heads", "shared", g1([](AttentionOptions& a) { a.sharing = GateSharing::shared; })},
-        {"G1 init (5.3)", "G1 Kaiming init", "kaim", g1([](AttentionOptions& a) { a.gate_init = GateInit::kaiming; })},
-        {"G1 init (5.3)", "G1 Xavier init", "xav", g1([](AttentionOptions& a) { a.gate_init = GateInit::xavier; })},
-        {"FFN (5.4)", "baseline, no FFN", "b-noF", without_ffn(GatePosition::none)},
-        {"FFN (5.4)", "G1, no FFN", "G1-noF", without_ffn(GatePosition::sdpa_output)},
+        {"G1 function", "G1 silu", "silu", g1([](AttentionOptions& a) { a.gate_fn = GateFunction::silu; })},
+        {"G1 sharing", "G1 head-wise", "head", g1([](AttentionOptions& a) { a.sharing = GateSharing::headwise; })},
+        {"G1 sharing", "G1 shared by heads", "shared", g1([](AttentionOptions& a) { a.sharing = GateSharing::shared; })},
+        {"G1 init", "G1 Kaiming init", "kaim", g1([](AttentionOptions& a) { a.gate_init = GateInit::kaiming; })},
+        {"G1 init", "G1 Xavier init", "xav", g1([](AttentionOptions& a) { a.gate_init = GateInit::xavier; })},
+        {"FFN", "baseline, no FFN", "b-noF", without_ffn(GatePosition::none)},
+        {"FFN", "G1, no FFN", "G1-noF", without_ffn(GatePosition::sdpa_output)},
     };
 }
 
@@ -136,126 +130,6 @@ std::string train_one(const Settings& s, const Variant& v, uint64_t seed, const 
     return j.dump();
 }
 
-struct Run {
-    size_t variant;
-    uint64_t seed;
-};
-
-// 4. Per variant, over seeds: mean ± half the range.
-struct Row {
-    Spread loss, share, gate, sparse, hidden;
-};
-
-std::vector<Row> rows_of(const std::vector<Variant>& all, const std::vector<Run>& runs,
-                         const std::vector<nlohmann::json>& results) {
-    auto values = [&](size_t v, const char* key) {
-        std::vector<double> out;
-        for (size_t i = 0; i < runs.size(); ++i)
-            if (runs[i].variant == v && !results[i][key].is_null()) out.push_back(results[i][key].get<double>());
-        return out;
-    };
-    std::vector<Row> rows;
-    for (size_t v = 0; v < all.size(); ++v)
-        rows.push_back({spread(values(v, "val_loss")), spread(values(v, "first_token_share")),
-                        spread(values(v, "gate_mean")), spread(values(v, "gate_below_0_1")),
-                        spread(values(v, "max_abs_hidden"))});
-    return rows;
-}
-
-// A CSV cell: the number, or empty where the column does not apply (a model without a gate).
-std::string cell(double x) { return std::isnan(x) ? std::string() : format_or_dash("%.6f", x); }
-
-// Prints the table and returns it as CSV.
-std::string print_table(const std::vector<Variant>& all, const std::vector<Row>& rows, int64_t seeds) {
-    std::printf("\n%-24s  %-18s  %-17s  %-9s  %-8s  %-6s  %s\n", "variant", "val loss (nats)", "first-token share",
-                "gate mean", "gate<0.1", "max|h|", "group");
-    std::string csv = csv_line({"group", "variant", "val_loss_mean", "val_loss_half_range", "first_token_share",
-                                "first_token_share_half_range", "gate_mean", "gate_below_0_1", "mean_max_abs_hidden"});
-    for (size_t v = 0; v < all.size(); ++v) {
-        const Row& r = rows[v];
-        if (v > 0 && all[v].group != all[v - 1].group) std::printf("\n");
-        std::printf("%-24s  %.4f ± %-9s  %.3f ± %-9s  %-9s  %-8s  %6.2f  %s\n", all[v].name.c_str(), r.loss.mean,
-                    format_or_dash("%.4f", r.loss.half_range).c_str(), r.share.mean,
-                    format_or_dash("%.3f", r.share.half_range).c_str(), format_or_dash("%.3f", r.gate.mean).c_str(),
-                    format_or_dash("%.3f", r.sparse.mean).c_str(), r.hidden.mean, all[v].group.c_str());
-        csv += csv_line({all[v].group, all[v].name, cell(r.loss.mean), cell(r.loss.half_range), cell(r.share.mean),
-                         cell(r.share.half_range), cell(r.gate.mean), cell(r.sparse.mean), cell(r.hidden.mean)});
-    }
-    std::printf("(± is half the range over %lld seeds; the other columns are means over seeds, and gate statistics\n"
-                " over gated layers; max|h| is the largest |hidden state| of each block's output, averaged over layers)\n",
-                (long long)seeds);
-    return csv;
-}
-
-size_t index_of(const std::vector<Variant>& all, const std::string& short_name) {
-    for (size_t v = 0; v < all.size(); ++v)
-        if (all[v].short_name == short_name) return v;
-    throw std::logic_error("no variant " + short_name);
-}
-
-// The variants `names`, best (lowest validation loss) first.
-void print_ranking(const char* title, std::vector<std::string> names, const std::vector<Variant>& all,
-                   const std::vector<Row>& rows) {
-    auto loss = [&](const std::string& name) { return rows[index_of(all, name)].loss; };
-    std::sort(names.begin(), names.end(), [&](const auto& a, const auto& b) { return loss(a).mean < loss(b).mean; });
-    std::printf("%s", title);
-    for (size_t k = 0; k < names.size(); ++k)
-        std::printf("%s%s %.4f±%.4f", k ? " < " : "", names[k].c_str(), loss(names[k]).mean, loss(names[k]).half_range);
-    std::printf("\n");
-}
-
-// 5. The files: every run, the table, the summary and three pictures.
-void write_results(const std::filesystem::path& dir, const Settings& s, const std::vector<Variant>& all,
-                   const std::vector<Run>& runs, const std::vector<nlohmann::json>& results, const std::vector<Row>& rows,
-                   const std::string& table_csv, const std::vector<double>& plain, const std::vector<double>& gated) {
-    std::filesystem::create_directories(dir);
-    std::string runs_csv = csv_line({"variant", "seed", "val_loss", "first_token_share", "sink_head_share", "gate_mean",
-                                     "gate_below_0_1", "mean_max_abs_hidden", "seconds"});
-    json summary = {{"steps", s.steps}, {"seeds", s.seeds}, {"runs", json::array()}};
-    for (size_t i = 0; i < runs.size(); ++i) {
-        const nlohmann::json& j = results[i];
-        auto num = [&](const char* key) { return cell(json_number(j[key])); };
-        runs_csv += csv_line({all[runs[i].variant].name, std::to_string(runs[i].seed), num("val_loss"),
-                              num("first_token_share"), num("sink_head_share"), num("gate_mean"), num("gate_below_0_1"),
-                              num("max_abs_hidden"), num("seconds")});
-        json r = {{"group", all[runs[i].variant].group}, {"variant", all[runs[i].variant].name}, {"seed", runs[i].seed}};
-        r.update(j);
-        summary["runs"].push_back(r);
-    }
-    summary["g1_entropy"] = {{"plain", plain}, {"gated", gated}};
-    write_text_file(dir / "runs.csv", runs_csv);
-    write_text_file(dir / "table.csv", table_csv);
-    write_json(dir / "summary.json", summary, 1);
-
-    std::vector<std::string> bars;
-    // Error bars: half the range over seeds, as in the table (none with one seed).
-    std::vector<double> delta, delta_spread, shares, share_spread;
-    for (size_t v = 0; v < all.size(); ++v) {
-        bars.push_back(all[v].short_name);
-        delta.push_back(rows[v].loss.mean - rows[index_of(all, "base")].loss.mean);
-        delta_spread.push_back(rows[v].loss.half_range);
-        shares.push_back(rows[v].share.mean);
-        share_spread.push_back(rows[v].share.half_range);
-    }
-    ChartOptions chart = chart_options("Validation loss minus the baseline's (mean over seeds, bars: half their range; "
-                                       "lower is better)",
-                                       "variant (table.csv)", "Δ validation loss (nats/byte)");
-    chart.width = 1100;
-    write_text_file(dir / "loss_vs_baseline.svg",
-                    svg_bar_chart(bars, {{"Δ loss vs baseline", delta, "", delta_spread}}, chart));
-    chart.title = "First-token attention share (mean over heads, layers, queries and seeds; bars: half the range)";
-    chart.y_label = "attention on position 0 (fraction)";
-    chart.reference_y = 0.3, chart.reference_label = "sink threshold 0.3";
-    write_text_file(dir / "first_token_share.svg",
-                    svg_bar_chart(bars, {{"first-token share", shares, "", share_spread}}, chart));
-    std::vector<std::string> layers;
-    for (size_t l = 0; l < plain.size(); ++l) layers.push_back("layer " + std::to_string(l));
-    chart = chart_options("Trained G1 model: attention entropy, plain vs gated (article 7.3)", "layer",
-                          "entropy (nats)");
-    write_text_file(dir / "g1_entropy.svg",
-                    svg_bar_chart(layers, {{"plain entropy", plain, "", {}}, {"gated entropy", gated, "", {}}}, chart));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -292,19 +166,25 @@ int main(int argc, char** argv) {
          }))
         results.push_back(nlohmann::json::parse(text));
 
-    // The table, and the two published rankings measured here.
+    // 4. The table (mean ± half the range over seeds; report.cpp), and the two published
+    //    rankings measured here.
     const std::vector<Row> rows = rows_of(all, runs, results);
     const std::string table_csv = print_table(all, rows, s.seeds);
     std::printf("\nranking by validation loss (lower is better):\n");
-    print_ranking("  article's positions (article: G1 > G4 > G2 > G5 > G3): ", {"G1", "G2", "G3", "G4", "G5", "base"},
-                  all, rows);
-    print_ranking("  paper's positions (paper: G1 > value >> key, query, dense output = G5): ",
-                  {"G1", "value", "key", "query", "G5", "base"}, all, rows);
+    if (options.quick) {  // 30 steps, one seed: too short for an order to mean anything
+        std::printf("  (--quick: runs too short to rank; the full run's result is in README.md)\n");
+    } else {
+        print_ranking("  article's positions (article: G1 > G4 > G2 > G5 > G3): ",
+                      {"G1", "G2", "G3", "G4", "G5", "base"}, all, rows);
+        print_ranking("  paper's positions (paper: G1 > value >> key, query, dense output = G5): ",
+                      {"G1", "value", "key", "query", "G5", "base"}, all, rows);
+    }
 
-    // Article 7.3: plain vs gated entropy per layer of the trained G1 model (mean over seeds).
+    // 5. Plain vs gated entropy (nn/analysis/analysis.h) per layer of the trained G1 model,
+    //    mean over seeds.
     const size_t L = base.model.n_layers;
     std::vector<double> plain(L, 0), gated(L, 0);
-    std::printf("\narticle 7.3, trained G1 model: attention entropy per layer (nats, mean over seeds)\n");
+    std::printf("\ntrained G1 model: plain and gated attention entropy per layer (nats, mean over seeds)\n");
     std::printf("layer  plain entropy  gated entropy\n");
     for (size_t l = 0; l < L; ++l) {
         for (size_t i = 0; i < runs.size(); ++i)
@@ -319,7 +199,8 @@ int main(int argc, char** argv) {
         std::printf("\nfinished in %s\n", minutes_and_cpu_minutes(start).c_str());
         return 0;
     }
-    write_results(options.out, s, all, runs, results, rows, table_csv, plain, gated);
+    // 6. The files: every run, the table, the summary and three pictures (report.cpp).
+    write_results(options.out, s.steps, s.seeds, all, runs, results, rows, table_csv, plain, gated);
     std::printf("\nwrote %s/{runs.csv, table.csv, summary.json, loss_vs_baseline.svg, first_token_share.svg, "
                 "g1_entropy.svg} in %s\n",
                 options.out.c_str(), minutes_and_cpu_minutes(start).c_str());

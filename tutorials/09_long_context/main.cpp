@@ -1,5 +1,6 @@
-// Tutorial 09 — long context (article 4.2): how far past its training length does a RoPE
-// model keep working, with and without the G1 gate, under the three RoPE rescalings?
+// Tutorial 09 — long context (docs/paper.md, "Long context"): how far past its training
+// length does a RoPE model keep working, with and without the G1 gate, under the three RoPE
+// rescalings?
 //
 // Train a baseline and a G1 model (tiny preset, T = 64, RoPE) on the same batches; then
 // evaluate both at 1×, 2×, 4×, 8× the training length with each scaling of nn/rope.h,

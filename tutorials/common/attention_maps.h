@@ -1,4 +1,4 @@
-// attention_maps.h — heat maps of one attention head on one sequence (SPEC §3's pictures):
+// attention_maps.h — heat maps of one attention head on one sequence (PNG, nn/analysis/plot.h):
 // where each query looks, and, for a gated model, how much of that reaches W_O.
 #pragma once
 #include <string>
