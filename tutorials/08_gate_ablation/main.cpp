@@ -13,7 +13,8 @@
 // Run from the repository root (two runs at a time, one thread each; about 15 minutes):
 //   OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive ./build/tutorials/tutorial_08_gate_ablation
 // --quick is a one-minute version; --out DIR writes the results there (the committed ones:
-// --out tutorials/08_gate_ablation/results).
+// --out tutorials/08_gate_ablation/results); --replot DIR draws DIR's pictures again from its
+// summary.json, without training.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -27,6 +28,7 @@
 #include "common/options.h"
 #include "common/processes.h"
 #include "common/results.h"
+#include "ablation.h"
 #include "common/timing.h"
 #include "gatedgrad.h"
 
@@ -204,6 +206,12 @@ void print_ranking(const char* title, std::vector<std::string> names, const std:
     std::printf("\n");
 }
 
+std::vector<VariantBar> bars_of(const std::vector<Variant>& all, const std::vector<Row>& rows) {
+    std::vector<VariantBar> bars;
+    for (size_t v = 0; v < all.size(); ++v) bars.push_back({all[v].short_name, rows[v].loss, rows[v].share});
+    return bars;
+}
+
 // 5. The files: every run, the table, the summary and three pictures.
 void write_results(const std::filesystem::path& dir, const Settings& s, const std::vector<Variant>& all,
                    const std::vector<Run>& runs, const std::vector<nlohmann::json>& results, const std::vector<Row>& rows,
@@ -227,33 +235,20 @@ void write_results(const std::filesystem::path& dir, const Settings& s, const st
     write_text_file(dir / "table.csv", table_csv);
     write_json(dir / "summary.json", summary, 1);
 
-    std::vector<std::string> bars;
-    // Error bars: half the range over seeds, as in the table (none with one seed).
-    std::vector<double> delta, delta_spread, shares, share_spread;
-    for (size_t v = 0; v < all.size(); ++v) {
-        bars.push_back(all[v].short_name);
-        delta.push_back(rows[v].loss.mean - rows[index_of(all, "base")].loss.mean);
-        delta_spread.push_back(rows[v].loss.half_range);
-        shares.push_back(rows[v].share.mean);
-        share_spread.push_back(rows[v].share.half_range);
+    plot_results(dir, bars_of(all, rows), plain, gated);
+}
+
+// --replot: the pictures of dir again, from the runs in its summary.json.
+void replot(const std::filesystem::path& dir, const std::vector<Variant>& all) {
+    const SummaryRuns s = read_summary(dir);
+    std::vector<Run> runs;
+    for (size_t i = 0; i < s.variant.size(); ++i) {
+        size_t v = 0;
+        while (v < all.size() && all[v].name != s.variant[i]) ++v;
+        if (v == all.size()) throw std::runtime_error("summary.json: no variant " + s.variant[i]);
+        runs.push_back({v, s.seed[i]});
     }
-    ChartOptions chart = chart_options("Validation loss minus the baseline's (mean over seeds, bars: half their range; "
-                                       "lower is better)",
-                                       "variant (table.csv)", "Δ validation loss (nats/byte)");
-    chart.width = 1100;
-    write_text_file(dir / "loss_vs_baseline.svg",
-                    svg_bar_chart(bars, {{"Δ loss vs baseline", delta, "", delta_spread}}, chart));
-    chart.title = "First-token attention share (mean over heads, layers, queries and seeds; bars: half the range)";
-    chart.y_label = "attention on position 0 (fraction)";
-    chart.reference_y = 0.3, chart.reference_label = "sink threshold 0.3";
-    write_text_file(dir / "first_token_share.svg",
-                    svg_bar_chart(bars, {{"first-token share", shares, "", share_spread}}, chart));
-    std::vector<std::string> layers;
-    for (size_t l = 0; l < plain.size(); ++l) layers.push_back("layer " + std::to_string(l));
-    chart = chart_options("Trained G1 model: attention entropy, plain vs gated (article 7.3)", "layer",
-                          "entropy (nats)");
-    write_text_file(dir / "g1_entropy.svg",
-                    svg_bar_chart(layers, {{"plain entropy", plain, "", {}}, {"gated entropy", gated, "", {}}}, chart));
+    plot_results(dir, bars_of(all, rows_of(all, runs, s.results)), s.plain, s.gated);
 }
 
 }  // namespace
@@ -264,7 +259,14 @@ int main(int argc, char** argv) {
     CLI::App app{"Tutorial 08: gate position, function, sharing, init and FFN ablations on a small LM"};
     add_quick_and_out(app, options, "a one-minute version: one seed, 30 steps", "tutorials/08_gate_ablation/results");
     add_sweep_options(app, options, s.steps, s.seeds);
+    add_replot(app, options);
     CLI11_PARSE(app, argc, argv);
+    if (!options.replot.empty()) {
+        replot(options.replot, variants());
+        std::printf("redrew %s/{loss_vs_baseline,first_token_share,g1_entropy}.svg from summary.json\n",
+                    options.replot.c_str());
+        return 0;
+    }
     if (options.quick) {  // smaller defaults; options given on the command line still win
         if (!app.count("--steps")) s.steps = 30;
         if (!app.count("--seeds")) s.seeds = 1;
