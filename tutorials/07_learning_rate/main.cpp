@@ -12,7 +12,8 @@
 //   OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive ./build/tutorials/tutorial_07_learning_rate
 // runs the reference sweep (8 layers of width 64, five rates, two seeds); --regimes all adds the
 // search. --quick is a one-minute version; --out DIR writes the results there (the committed
-// ones: --out tutorials/07_learning_rate/results).
+// ones: --out tutorials/07_learning_rate/results); --replot DIR draws the pictures of a regime's
+// folder again from its files, without training.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
@@ -162,7 +163,14 @@ int main(int argc, char** argv) {
     add_sweep_options(app, options, steps, seeds);
     app.add_option("--regimes", names, "reference, no_clip, no_warmup, deep_narrow, bf16, decay_matrices, or all");
     app.add_option("--lrs", lrs, "peak learning rates (instead of each regime's own)");
+    add_replot(app, options);
     CLI11_PARSE(app, argc, argv);
+    if (!options.replot.empty()) {
+        plot_regime(options.replot, read_regime(options.replot));
+        std::printf("redrew %s/final_loss_vs_lr.svg, loss_curves.svg from summary.json, runs.csv, steps.csv\n",
+                    options.replot.c_str());
+        return 0;
+    }
 
     std::vector<Regime> regimes;
     for (const Regime& r : all_regimes())

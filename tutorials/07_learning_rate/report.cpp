@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include "sweep.h"
 
@@ -100,41 +101,77 @@ void write_regime_results(const std::filesystem::path& dir, const Regime& regime
     write_json(dir / "summary.json", summary);
     if (!regime.every_rate) return;
 
+    RegimePlot plot{regime.settings.steps, regime.settings.layers, unigram, regime.lrs, {}};
+    for (size_t i : mine)
+        plot.runs.push_back({runs[i].gated, runs[i].lr, runs[i].seed, json_number(results[i]["val_loss"]),
+                             json_numbers(results[i]["loss"])});
+    plot_regime(dir, plot);
+}
+
+void plot_regime(const std::filesystem::path& dir, const RegimePlot& plot) {
     // Final loss against the rate: the mean over seeds as a line, every seed as a point.
     std::vector<Series> curves;
     for (bool gated : {false, true}) {
         std::vector<double> x, y;
-        for (const auto& row : summary["models"][gated ? "G1" : "baseline"]["rates"])
-            x.push_back(row["lr"].get<double>()), y.push_back(json_number(row["mean_val_loss"]));
+        for (double lr : plot.lrs) {
+            std::vector<double> vals;
+            for (const RegimePlot::Point& r : plot.runs)
+                if (r.gated == gated && r.lr == lr) vals.push_back(r.val_loss);
+            if (vals.empty()) continue;  // above the model's first unstable rate: not run
+            x.push_back(lr), y.push_back(average(vals));
+        }
         curves.push_back({gated ? "G1 (mean over seeds)" : "baseline (mean over seeds)", x, y,
                           gated ? "#d62728" : "#1f77b4"});
     }
-    for (size_t i : mine)
-        curves.push_back({"", {runs[i].lr}, {json_number(results[i]["val_loss"])}, runs[i].gated ? "#d62728" : "#1f77b4",
-                          true, 0.6});
-    ChartOptions chart = chart_options("Final validation loss after " + std::to_string(regime.settings.steps) +
-                                           " steps, " + std::to_string(regime.settings.layers) + "-layer LM",
-                                       "peak learning rate", "validation loss (nats/byte)", unigram,
+    for (const RegimePlot::Point& r : plot.runs)
+        curves.push_back({"", {r.lr}, {r.val_loss}, r.gated ? "#d62728" : "#1f77b4", true, 0.6});
+    ChartOptions chart = chart_options("Final validation loss after " + std::to_string(plot.steps) + " steps, " +
+                                           std::to_string(plot.layers) + "-layer LM",
+                                       "peak learning rate", "validation loss (nats/byte)", plot.unigram,
                                        "unigram entropy (diverged above)");
     chart.log_x = true;
     write_text_file(dir / "final_loss_vs_lr.svg", svg_line_chart(curves, chart));
 
     // Training-loss curves (smoothed) of seed 1 at the two largest rates: where spikes show.
     std::vector<Series> lines;
-    const auto& lrs = regime.lrs;
+    const auto& lrs = plot.lrs;
     for (size_t k = lrs.size() >= 2 ? lrs.size() - 2 : 0; k < lrs.size(); ++k)
-        for (size_t i : mine) {
-            if (runs[i].lr != lrs[k] || runs[i].seed != 1) continue;
-            const auto loss = json_numbers(results[i]["loss"]);
-            std::vector<double> steps(loss.size());
-            for (size_t t = 0; t < loss.size(); ++t) steps[t] = double(t + 1);
+        for (const RegimePlot::Point& r : plot.runs) {
+            if (r.lr != lrs[k] || r.seed != 1) continue;
+            std::vector<double> steps(r.loss.size());
+            for (size_t t = 0; t < r.loss.size(); ++t) steps[t] = double(t + 1);
             char label[64];
-            std::snprintf(label, sizeof label, "%s, lr %.1e", runs[i].model().c_str(), runs[i].lr);
-            lines.push_back(line(label, steps, smooth(loss, 0.8), chart_color(lines.size())));
+            std::snprintf(label, sizeof label, "%s, lr %.1e", r.gated ? "G1" : "baseline", r.lr);
+            lines.push_back(line(label, steps, smooth(r.loss, 0.8), chart_color(lines.size())));
         }
     chart = chart_options("Training loss (EMA 0.8), seed 1, two largest rates", "step", "training loss (nats/byte)",
-                          unigram, "unigram entropy");
+                          plot.unigram, "unigram entropy");
     write_text_file(dir / "loss_curves.svg", svg_line_chart(lines, chart));
+}
+
+RegimePlot read_regime(const std::filesystem::path& dir) {
+    const nlohmann::json summary = read_json(dir / "summary.json");
+    RegimePlot plot;
+    plot.steps = summary["steps"].get<int64_t>(), plot.layers = summary["layers"].get<int64_t>();
+    plot.unigram = json_number(summary["unigram_entropy"]);
+    for (const char* model : {"baseline", "G1"})
+        for (const nlohmann::json& row : summary["models"][model]["rates"]) plot.lrs.push_back(row["lr"].get<double>());
+    std::sort(plot.lrs.begin(), plot.lrs.end());
+    plot.lrs.erase(std::unique(plot.lrs.begin(), plot.lrs.end()), plot.lrs.end());
+    const CsvTable runs = read_csv_table(dir / "runs.csv"), steps = read_csv_table(dir / "steps.csv");
+    const size_t gated = runs.column("gated"), lr = runs.column("lr"), seed = runs.column("seed"),
+                 val_loss = runs.column("val_loss");
+    for (const std::vector<double>& r : runs.rows)
+        plot.runs.push_back({r[gated] != 0, r[lr], uint64_t(r[seed]), r[val_loss], {}});
+    const size_t s_gated = steps.column("gated"), s_lr = steps.column("lr"), s_seed = steps.column("seed"),
+                 s_step = steps.column("step"), s_loss = steps.column("loss");
+    for (const std::vector<double>& row : steps.rows)
+        for (RegimePlot::Point& r : plot.runs)
+            if (r.gated == (row[s_gated] != 0) && r.lr == row[s_lr] && r.seed == uint64_t(row[s_seed])) {
+                if (row[s_step] != double(r.loss.size() + 1)) throw std::runtime_error("steps.csv: a step missing");
+                r.loss.push_back(row[s_loss]);
+            }
+    return plot;
 }
 
 void print_search_table(const std::vector<Regime>& regimes, const std::vector<json>& summaries,

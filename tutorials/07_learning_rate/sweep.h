@@ -42,6 +42,27 @@ json summarise(const Regime& regime, size_t index, const std::vector<Run>& runs,
 void write_regime_results(const std::filesystem::path& dir, const Regime& regime, size_t index,
                           const std::vector<Run>& runs, const std::vector<nlohmann::json>& results, double unigram,
                           const json& summary);
+// What the two pictures of a regime that sweeps every rate are drawn from: the run's results,
+// or the regime's files read back (--replot), so that both draw with the same code.
+struct RegimePlot {
+    int64_t steps = 0, layers = 0;  // of every run
+    double unigram = 0;             // the unigram entropy: a run that ends above it diverged
+    std::vector<double> lrs;        // the swept rates, ascending
+    struct Point {
+        bool gated;
+        double lr;
+        uint64_t seed;
+        double val_loss;
+        std::vector<double> loss;  // training loss per step
+    };
+    std::vector<Point> runs;  // in the order of runs.csv
+};
+// final_loss_vs_lr.svg (final loss against the rate) and loss_curves.svg (the loss curves at
+// the two largest rates) in dir.
+void plot_regime(const std::filesystem::path& dir, const RegimePlot& plot);
+// A regime's summary.json, runs.csv and steps.csv in dir, read back.
+RegimePlot read_regime(const std::filesystem::path& dir);
+
 // The search in one table, printed (after a caveat with quick); also search.csv in `out`
 // unless it is empty.
 void print_search_table(const std::vector<Regime>& regimes, const std::vector<json>& summaries,

@@ -10,7 +10,8 @@
 // Run from the repository root (one process, one thread):
 //   OMP_NUM_THREADS=1 ./build/tutorials/tutorial_09_long_context           the full run, about 6 minutes
 //   OMP_NUM_THREADS=1 ./build/tutorials/tutorial_09_long_context --quick   shortened (a smoke test)
-// --out DIR writes the results there (the committed ones: --out tutorials/09_long_context/results).
+// --out DIR writes the results there (the committed ones: --out tutorials/09_long_context/results);
+// --replot DIR draws DIR's pictures again from its long_context.json, without training.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "common/results.h"
 #include "common/timing.h"
 #include "gatedgrad.h"
+#include "long_context.h"
 
 using namespace gg;
 using namespace gg::nn;
@@ -29,9 +31,6 @@ using namespace tutorial;
 namespace {
 
 constexpr int64_t kTokensPerBatch = 8192;  // B·T of every evaluation batch, so all lengths read the same text
-const std::vector<int64_t> kMultiples{1, 2, 4, 8};  // evaluation length / training length
-const std::vector<RopeScaling> kMethods{RopeScaling::none, RopeScaling::interpolation, RopeScaling::ntk,
-                                        RopeScaling::yarn};
 
 // Mean cross-entropy at each position t of `batches` validation batches of length T:
 // logits (B, T, V) → loss per t, averaged over the batch.
@@ -50,14 +49,6 @@ std::vector<double> loss_per_position(const GatedTransformerLM& model, const Tex
     }
     return loss;
 }
-
-struct Eval {
-    std::string model;  // "baseline" or "g1"
-    size_t method = 0;  // index into kMethods
-    int64_t length = 0;
-    double loss_all = 0, loss_beyond = NAN;  // all positions; positions ≥ the training length
-    std::vector<double> per_position;
-};
 
 // Trains one model at length L, then runs it at every length with every scaling: the same
 // weights, only the rotary angles change.
@@ -122,13 +113,6 @@ void print_table(const std::vector<Eval>& evals, int64_t L, int64_t eval_batches
     }
 }
 
-// A chart line of one model and method: G1 dark, baseline light, one colour per method.
-Series method_line(const Eval& e) {
-    const bool g1 = e.model != "baseline";
-    return line(std::string(g1 ? "G1" : "baseline") + ", " + rope_scaling_name(kMethods[e.method]), {}, {},
-                pair_color(e.method, !g1));
-}
-
 void write_results(const std::string& out, const TrainConfig& config, int64_t eval_batches, const json& trained,
                    const std::vector<Eval>& evals) {
     const std::filesystem::path dir(out);
@@ -153,32 +137,7 @@ void write_results(const std::string& out, const TrainConfig& config, int64_t ev
     write_text_file((dir / "long_context.csv").string(),
                     csv_table({"g1", "method", "length", "loss_all", "loss_beyond_train_length"}, rows));
 
-    // Loss against evaluation length, one line per model and method.
-    std::vector<Series> lengths;
-    for (size_t i = 0; i < evals.size(); i += kMultiples.size()) {
-        Series s = method_line(evals[i]);
-        for (size_t k = 0; k < kMultiples.size(); ++k)
-            s.x.push_back(double(evals[i + k].length)), s.y.push_back(evals[i + k].loss_all);
-        lengths.push_back(s);
-    }
-    ChartOptions chart = chart_options("validation loss at longer contexts (trained at T = " + std::to_string(L) + ")",
-                                       "evaluation length T (log scale)", "validation loss (nats/byte)");
-    chart.log_x = true;
-    write_text_file((dir / "long_context.svg").string(), svg_line_chart(lengths, chart));
-
-    // Loss per position at 8×: where each method breaks down.
-    std::vector<Series> positions;
-    for (const Eval& e : evals) {
-        if (e.length != kMultiples.back() * L) continue;
-        Series s = method_line(e);
-        for (int64_t t = 0; t < e.length; ++t) s.x.push_back(double(t));
-        s.y = smooth(e.per_position, 0.95);
-        positions.push_back(s);
-    }
-    chart = chart_options("loss per position at T = " + std::to_string(kMultiples.back() * L) + " (trained at " +
-                              std::to_string(L) + ")",
-                          "position t", "validation loss (nats/byte, smoothed over t)");
-    write_text_file((dir / "loss_per_position.svg").string(), svg_line_chart(positions, chart));
+    plot_results(dir, L, evals);
     std::printf("wrote %s/long_context.{json,csv,svg}, loss_per_position.svg\n", out.c_str());
 }
 
@@ -188,8 +147,16 @@ int main(int argc, char** argv) {
     ExperimentOptions options;
     CLI::App app{"Tutorial 09: long context, baseline vs G1, RoPE with no scaling, PI, NTK and YaRN"};
     add_quick_and_out(app, options, "shortened training and evaluation (a smoke test)", "tutorials/09_long_context/results");
+    add_replot(app, options);
     CLI11_PARSE(app, argc, argv);
     line_buffered_stdout();
+    if (!options.replot.empty()) {
+        int64_t L = 0;
+        const std::vector<Eval> evals = read_evals(options.replot, L);
+        plot_results(options.replot, L, evals);
+        std::printf("redrew %s/long_context.svg, loss_per_position.svg from long_context.json\n", options.replot.c_str());
+        return 0;
+    }
     const auto start = Clock::now();
 
     // 1. The training setup: the tiny preset at T = 64, validated only at the end.

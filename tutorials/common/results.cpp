@@ -2,13 +2,75 @@
 #include "common/results.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 
 namespace tutorial {
 
 void write_json(const std::filesystem::path& path, const json& j, int indent) {
     gg::nn::write_text_file(path.string(), j.dump(indent) + "\n");
+}
+
+namespace {
+
+std::string read_text(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + path.string());
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+std::vector<std::string> split(const std::string& line, char sep) {
+    std::vector<std::string> fields{""};
+    for (char c : line) {
+        if (c == sep) fields.emplace_back();
+        else fields.back().push_back(c);
+    }
+    return fields;
+}
+
+}  // namespace
+
+nlohmann::json read_json(const std::filesystem::path& path) {
+    try {
+        return nlohmann::json::parse(read_text(path));
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(path.string() + ": " + e.what());
+    }
+}
+
+size_t CsvTable::column(const std::string& name) const {
+    for (size_t i = 0; i < header.size(); ++i)
+        if (header[i] == name) return i;
+    throw std::runtime_error("no column " + name);
+}
+
+CsvTable read_csv_table(const std::filesystem::path& path) {
+    std::istringstream in(read_text(path));
+    CsvTable table;
+    std::string line;
+    if (!std::getline(in, line)) throw std::runtime_error(path.string() + ": empty");
+    table.header = split(line, ',');
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        std::vector<double>& row = table.rows.emplace_back();
+        for (const std::string& field : split(line, ',')) {
+            double x = NAN;
+            const bool negative = !field.empty() && field[0] == '-';
+            const char* first = field.data() + negative;  // from_chars takes no sign of "-nan"
+            const auto [end, error] = std::from_chars(first, field.data() + field.size(), x);
+            if (error != std::errc() || end != field.data() + field.size())
+                throw std::runtime_error(path.string() + ": not a number: " + field);
+            row.push_back(negative ? -x : x);
+        }
+        if (row.size() != table.header.size()) throw std::runtime_error(path.string() + ": a row of the wrong length");
+    }
+    return table;
 }
 
 std::string csv_line(const std::vector<std::string>& fields) {

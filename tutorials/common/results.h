@@ -20,6 +20,17 @@ using json = nlohmann::ordered_json;  // keys stay in the order they were writte
 // Writes j to `path` (atomically, as every file of plot.h), indented, with a final newline.
 void write_json(const std::filesystem::path& path, const json& j, int indent = 2);
 
+// Reading back what a run wrote, so that its pictures can be drawn again without training
+// (--replot): the whole of a JSON file; a numeric CSV of csv_table (nn/analysis/plot.h), whose
+// numbers read back exactly ("nan" as NaN). Both throw std::runtime_error naming the path.
+nlohmann::json read_json(const std::filesystem::path& path);
+struct CsvTable {
+    std::vector<std::string> header;
+    std::vector<std::vector<double>> rows;
+    size_t column(const std::string& name) const;  // its index; throws when there is none
+};
+CsvTable read_csv_table(const std::filesystem::path& path);
+
 // One CSV line; a field holding a comma or a quote is quoted (RFC 4180), as our variant
 // names have commas.
 std::string csv_line(const std::vector<std::string>& fields);
