@@ -75,6 +75,7 @@ __global__ void cross_entropy_backward_rows(T* dlogits, const T* logits, const i
 }  // namespace
 
 void cross_entropy(const View& loss, const View& logits, const View& targets, int64_t ignore_index) {
+    check_logits_and_targets("cross_entropy", logits, targets);
     const int64_t N = logits.shape[0], V = logits.shape[1];
     if (N == 0) return;
     const LaunchShape shape = row_launch(N, V);
@@ -89,6 +90,7 @@ void cross_entropy(const View& loss, const View& logits, const View& targets, in
 }
 
 void cross_entropy_backward(const View& dlogits, const View& logits, const View& targets, const View& row_scale) {
+    check_logits_and_targets("cross_entropy_backward", logits, targets);
     const int64_t N = logits.shape[0], V = logits.shape[1];
     if (N * V == 0) return;
     const LaunchShape shape = row_launch(N, V);

@@ -48,6 +48,15 @@ View matrix_view(const View& v, int64_t rows, int64_t cols) {
     return make_view(v.data, v.dtype, {rows, cols}, {cols, 1});
 }
 
+void check_logits_and_targets(const char* op, const View& logits, const View& targets) {
+    if (logits.ndim == 2 && targets.ndim == 1 && targets.shape[0] == logits.shape[0] && targets.dtype == DType::i64)
+        return;
+    const auto shape_of = [](const View& v) { return shape_str(Shape(v.shape, v.shape + v.ndim)); };
+    throw std::invalid_argument(std::string(op) + ": logits must be (N, V) and targets int64 (N), got logits " +
+                                shape_of(logits) + " and " + dtype_name(targets.dtype) + " targets " +
+                                shape_of(targets));
+}
+
 bool device_available(Device device) { return find(device) != nullptr; }
 
 void register_backend(Device device, const Backend* table) {

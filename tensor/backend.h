@@ -31,6 +31,10 @@ struct View {
 View make_view(void* data, DType dtype, const Shape& shape, const Strides& strides);
 // The same memory seen as a contiguous (rows, cols) matrix.
 View matrix_view(const View& v, int64_t rows, int64_t cols);
+// What cross_entropy and its backward read their sizes from: logits (N, V) and int64 targets
+// (N). Throws std::invalid_argument naming both shapes otherwise, before any kernel reads
+// rows that are not there.
+void check_logits_and_targets(const char* op, const View& logits, const View& targets);
 
 enum class UnaryOp { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, silu, gelu, erf, abs, pow };
 enum class BinaryOp { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };

@@ -464,6 +464,7 @@ void cpu_topk_last(const View& values, const View& indices, const View& in, int6
 }
 
 void cpu_cross_entropy(const View& loss, const View& logits, const View& targets, int64_t ignore_index) {
+    check_logits_and_targets("cross_entropy", logits, targets);
     const int64_t N = logits.shape[0], V = logits.shape[1];
     const int64_t* t = ptr<int64_t>(targets);
     check_indices("cross_entropy", t, N, V, ignore_index);
@@ -484,6 +485,7 @@ void cpu_cross_entropy(const View& loss, const View& logits, const View& targets
 }
 
 void cpu_cross_entropy_backward(const View& dlogits, const View& logits, const View& targets, const View& row_scale) {
+    check_logits_and_targets("cross_entropy_backward", logits, targets);
     const int64_t N = logits.shape[0], V = logits.shape[1];
     const int64_t* t = ptr<int64_t>(targets);
     dispatch(logits.dtype, [&]<class T>() {

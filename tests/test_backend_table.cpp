@@ -258,6 +258,29 @@ TEST_CASE("table: cross-entropy forward and backward, with ignored rows") {
         }
 }
 
+TEST_CASE("table: cross-entropy refuses logits that are not (N, V) or targets that are not int64 (N)") {
+    // The entries read N and V from the views: a flat view would send a kernel past the rows.
+    // Every device refuses before reading (views of host memory: nothing is dereferenced).
+    std::vector<float> x(64), loss(16);
+    std::vector<int64_t> t(16);
+    std::vector<double> t_f64(16);
+    const View flat = make_view(x.data(), DType::f32, {64}, {1}), logits = make_view(x.data(), DType::f32, {16, 4}, {4, 1});
+    const View targets = make_view(t.data(), DType::i64, {16}, {1}), out = make_view(loss.data(), DType::f32, {16}, {1});
+    std::vector<std::pair<std::string, const Backend*>> all = devices();
+    all.emplace_back("cpu", &backend(Device::CPU));
+    for (const auto& [name, be] : all) {
+        CAPTURE(name);
+        CHECK_THROWS_WITH_AS(be->cross_entropy(out, flat, targets, -100),
+                             "cross_entropy: logits must be (N, V) and targets int64 (N), got logits (64) and int64 "
+                             "targets (16)",
+                             std::invalid_argument);
+        CHECK_THROWS_AS(be->cross_entropy(out, logits, make_view(t.data(), DType::i64, {8}, {1}), -100),
+                        std::invalid_argument);
+        CHECK_THROWS_AS(be->cross_entropy_backward(logits, logits, make_view(t_f64.data(), DType::f64, {16}, {1}), out),
+                        std::invalid_argument);
+    }
+}
+
 TEST_CASE("table: embedding rows, gather/scatter along the last dim, top-k") {
     Generator gen(6);
     for (DType dt : kFloats) {
