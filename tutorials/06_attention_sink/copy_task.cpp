@@ -331,7 +331,8 @@ void copy_task_report(const CopySetup& setup, const std::vector<std::string>& re
     const std::vector<CopyRunSpec> specs = run_specs(setup);
     std::vector<CopyRun> runs;
     for (size_t i = 0; i < specs.size(); ++i) {
-        CopyRun run{.spec = specs[i]};
+        CopyRun run;
+        run.spec = specs[i];
         const json j = json::parse(results[i]);
         run.seconds = j["seconds"].get<double>(), run.curve = j["curve"];
         run.model = load_model(j["checkpoint"].get<std::string>());
@@ -426,11 +427,11 @@ void write_copy_results(const std::filesystem::path& dir, const CopySetup& setup
     // Per layer (mean over heads), one group per model shape, seed and layer.
     const std::string title = "Bigram-Backcopy (" + setup.name + (setup.exclude_self ? ", own key hidden)" : ", ordinary mask)");
     std::vector<std::string> groups;
-    std::vector<BarSeries> bars{{"baseline, non-trigger queries", {}, "#9ecae1"},
-                                {"baseline, trigger queries", {}, "#08519c"},
-                                {"G1, non-trigger queries", {}, "#fdae6b"},
-                                {"G1, trigger queries", {}, "#d94801"},
-                                {"G1, non-trigger queries, alpha x gate", {}, "#fdd0a2"}};
+    std::vector<BarSeries> bars{{"baseline, non-trigger queries", {}, "#9ecae1", {}},
+                                {"baseline, trigger queries", {}, "#08519c", {}},
+                                {"G1, non-trigger queries", {}, "#fdae6b", {}},
+                                {"G1, trigger queries", {}, "#d94801", {}},
+                                {"G1, non-trigger queries, alpha x gate", {}, "#fdd0a2", {}}};
     std::vector<std::vector<double>> rows;
     for (size_t i = 0; i < runs.size(); i += 2) {
         const CopyReport &b = runs[i].report, &g = runs[i + 1].report;

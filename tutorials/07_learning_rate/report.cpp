@@ -121,10 +121,10 @@ void plot_regime(const std::filesystem::path& dir, const RegimePlot& plot) {
             x.push_back(lr), y.push_back(average(vals));
         }
         curves.push_back({gated ? "G1 (mean over seeds)" : "baseline (mean over seeds)", x, y,
-                          gated ? "#d62728" : "#1f77b4"});
+                          gated ? "#d62728" : "#1f77b4", false, 1, {}});
     }
     for (const RegimePlot::Point& r : plot.runs)
-        curves.push_back({"", {r.lr}, {r.val_loss}, r.gated ? "#d62728" : "#1f77b4", true, 0.6});
+        curves.push_back({"", {r.lr}, {r.val_loss}, r.gated ? "#d62728" : "#1f77b4", true, 0.6, {}});
     ChartOptions chart = chart_options("Final validation loss after " + std::to_string(plot.steps) + " steps, " +
                                            std::to_string(plot.layers) + "-layer LM",
                                        "peak learning rate", "validation loss (nats/byte)", plot.unigram,
