@@ -268,7 +268,9 @@ TEST_CASE("table: cross-entropy refuses logits that are not (N, V) or targets th
     const View targets = make_view(t.data(), DType::i64, {16}, {1}), out = make_view(loss.data(), DType::f32, {16}, {1});
     std::vector<std::pair<std::string, const Backend*>> all = devices();
     all.emplace_back("cpu", &backend(Device::CPU));
-    for (const auto& [name, be] : all) {
+    for (const auto& device : all) {  // no structured binding: clang 14 cannot CAPTURE one
+        const std::string& name = device.first;
+        const Backend* be = device.second;
         CAPTURE(name);
         CHECK_THROWS_WITH_AS(be->cross_entropy(out, flat, targets, -100),
                              "cross_entropy: logits must be (N, V) and targets int64 (N), got logits (64) and int64 "
