@@ -160,7 +160,7 @@ std::string task_description(const CopySetup& s, const BigramBackcopy& data) {
     else
         std::snprintf(rows, sizeof rows, "%d likely successors per token", int(s.successors));
     std::string text = "64 tokens + BOS, " + std::string(rows) + ", triggers";
-    for (int64_t t : data.trigger_tokens()) text += " " + std::to_string(t);
+    for (int64_t t : data.trigger_tokens()) text += ' ' + std::to_string(t);
     return text;
 }
 
