@@ -62,9 +62,8 @@ constexpr int kThreads = kThreadsPerDim * kThreadsPerDim;
 // 16 k in one bank.
 constexpr int kPad = 2;
 constexpr int64_t kMaxGridYZ = 65535;
-// Split-K: when a product has fewer blocks than kFillBlocks (two waves of a 132-SM GPU), K is
-// split until it has about that many, each range keeping at least kMinSplitK of K.
-constexpr int64_t kFillBlocks = 264;
+// Split-K: when a product has fewer blocks than kFillBlocks (cuda/launch.h), K is split until
+// it has about that many, each range keeping at least kMinSplitK of K.
 constexpr int64_t kMinSplitK = 256;
 // f32 products with at least this many 128×128 tiles (one wave) take the large tile.
 constexpr int64_t kLargeTileBlocks = 132;

@@ -55,6 +55,10 @@ using identity_t = T;
 
 // Grids stay within every dimension's limit; kernels that may get more work loop grid-stride.
 constexpr int64_t kMaxBlocks = 65535;
+// Two waves of a 132-SM GPU (an H100 or H200): a launch with fewer blocks leaves SMs idle, so
+// the kernels whose natural grid can be that small (GEMM, column reductions) split their
+// longest loop until they have about this many.
+constexpr int64_t kFillBlocks = 264;
 
 // The blocks of `threads` threads that give each of n items its own thread, at most kMaxBlocks
 // (a grid-stride loop then takes the rest).

@@ -10,7 +10,9 @@
 // Two mappings for reduce, by the shape of the block (cuda/row_reduce.h):
 //   - inner ≥ 32 (a reduction over a leading axis, e.g. a bias gradient): column-wise, a
 //     (32, min(R, 16)) block per 32 neighbouring outputs of one o; a warp reads 32 contiguous
-//     elements of each row r, the 16 row groups' partials meet in shared memory.
+//     elements of each row r, the 16 row groups' partials meet in shared memory. Where that
+//     gives few blocks and R is long, R is cut into chunks whose partials a second kernel
+//     folds in order (cuda/row_reduce.h, "Tall columns").
 //   - inner < 32 (e.g. a sum over the last dim): row-wise, each output's R elements, at
 //     stride inner, go to one warp (R ≤ 1024) or one block of 256 threads.
 // sum_squares is two passes: up to 1024 blocks of 256 threads each sum their grid-strided
@@ -50,16 +52,23 @@ struct Min {
     __device__ A operator()(A acc, A x) const { return is_nan(x) || x < acc ? x : acc; }
 };
 
-// in: (outer, R, inner) → out: (outer, inner), inner ≥ 32; grid (inner / 32, outer), block (32, Y).
+// in: (outer, R, inner) → out: (outer, inner), inner ≥ 32; grid (inner / 32, outer · chunks),
+// block (32, Y). Block (x, g) folds rows chunk_rows(g % chunks) of o = g / chunks: the totals
+// go to out when there is one chunk, to partials (outer · chunks, inner) otherwise.
 template <class T, class Op>
-__global__ void reduce_columns(T* out, const T* in, int64_t outer, int64_t R, int64_t inner) {
+__global__ void reduce_columns(T* out, Acc<T>* partials, const T* in, int64_t outer, int64_t chunks, int64_t R,
+                               int64_t inner) {
     const int64_t j = int64_t(blockIdx.x) * kWarpSize + threadIdx.x;
-    for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
-        const T* block = in + o * R * inner;  // (R, inner)
+    for (int64_t g = blockIdx.y; g < outer * chunks; g += gridDim.y) {
+        const RowRange rows = chunk_rows(g % chunks, chunks, R);
+        const T* block = in + ((g / chunks) * R + rows.begin) * inner;  // (rows, inner)
         const Acc<T> total = column_reduce(
-            j < inner, R, Op::template identity<Acc<T>>, [&](int64_t r) { return Acc<T>(block[r * inner + j]); },
-            Op{});
-        if (threadIdx.y == 0 && j < inner) out[o * inner + j] = T(total);
+            j < inner, rows.end - rows.begin, Op::template identity<Acc<T>>,
+            [&](int64_t r) { return Acc<T>(block[r * inner + j]); }, Op{});
+        if (threadIdx.y == 0 && j < inner) {
+            if (chunks == 1) out[g * inner + j] = T(total);
+            else partials[g * inner + j] = total;
+        }
     }
 }
 
@@ -81,8 +90,11 @@ void launch_reduce(const View& out, const View& in, int64_t outer, int64_t R, in
     T* o = static_cast<T*>(out.data);
     const T* x = static_cast<const T*>(in.data);
     if (inner >= kWarpSize) {
-        const LaunchShape shape = column_launch(outer, R, inner);
-        launch("reduce_columns", reduce_columns<T, Op>, shape.grid, shape.block, 0, o, x, outer, R, inner);
+        const auto first_pass = [&](const LaunchShape& shape, int64_t chunks, Acc<T>* partials) {
+            launch("reduce_columns", reduce_columns<T, Op>, shape.grid, shape.block, 0, o, partials, x, outer, chunks,
+                   R, inner);
+        };
+        column_reduction<Acc<T>>(o, outer, R, inner, Op{}, first_pass);
     } else {
         const LaunchShape shape = row_launch(outer * inner, R);
         launch("reduce_rows", reduce_rows<T, Op>, shape.grid, shape.block, 0, o, x, outer, R, inner);

@@ -10,9 +10,11 @@
 // and w are read and written in 16-byte packs when cols is a multiple of the pack width and
 // the pointers are aligned (cuda/packs.h; W below).
 // dw: column-wise, a (32, min(rows, 16)) block per 32 neighbouring columns; thread (x, y)
-// sums rows y, y + 16, ... of its column in double and the 16 partials meet in a fixed order,
-// so dw is written (never added to), needs no scratch memory and no atomics, and does not
-// depend on timing. With no rows at all, dw is zero, as on the CPU.
+// sums rows y, y + 16, ... of its column in double and the 16 partials meet in a fixed order.
+// With few columns and many rows (d_model 384 is 12 blocks) the rows are cut into chunks, one
+// block per (32 columns, chunk), and a second kernel adds each column's chunk partials in
+// order (cuda/row_reduce.h, "Tall columns"). Either way dw is written (never added to), with
+// no atomics, and does not depend on timing. With no rows at all, dw is zero, as on the CPU.
 #include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
 #include "cuda/row_reduce.h"
@@ -52,14 +54,27 @@ __global__ void rms_norm_dx_rows(T* dx, const T* dy, const T* x, const T* w, con
     }
 }
 
-// dy, x: (rows, cols), rstd: (rows) → dw: (cols); grid (cols / 32), block (32, Y).
+// dy, x: (rows, cols), rstd: (rows) → dw: (cols); grid (cols / 32, chunks), block (32, Y).
+// Block (x, z) sums rows chunk_rows(z) into dw when there is one chunk, else into partials
+// (chunks, cols).
 template <class T>
-__global__ void rms_norm_dw_columns(T* dw, const T* dy, const T* x, const T* rstd, int64_t rows, int64_t cols) {
+__global__ void rms_norm_dw_columns(T* dw, double* partials, const T* dy, const T* x, const T* rstd, int64_t chunks,
+                                    int64_t rows, int64_t cols) {
     const int64_t c = int64_t(blockIdx.x) * kWarpSize + threadIdx.x;
-    const double total = column_reduce(
-        c < cols, rows, 0.0,
-        [&](int64_t r) { return double(dy[r * cols + c]) * double(x[r * cols + c]) * double(rstd[r]); }, Add{});
-    if (threadIdx.y == 0 && c < cols) dw[c] = T(total);
+    for (int64_t z = blockIdx.y; z < chunks; z += gridDim.y) {
+        const RowRange range = chunk_rows(z, chunks, rows);
+        const double total = column_reduce(
+            c < cols, range.end - range.begin, 0.0,
+            [&](int64_t i) {
+                const int64_t r = range.begin + i;
+                return double(dy[r * cols + c]) * double(x[r * cols + c]) * double(rstd[r]);
+            },
+            Add{});
+        if (threadIdx.y == 0 && c < cols) {
+            if (chunks == 1) dw[c] = T(total);
+            else partials[z * cols + c] = total;
+        }
+    }
 }
 
 }  // namespace
@@ -92,9 +107,12 @@ void rms_norm_backward(const View& dx, const View& dweight, const View& dy, cons
                        cols);
             });
         }
-        const LaunchShape shape = column_launch(1, rows, cols);
-        launch("rms_norm_dw_columns", rms_norm_dw_columns<T>, shape.grid, shape.block, 0, static_cast<T*>(dweight.data),
-               g, xp, rs, rows, cols);
+        T* dw = static_cast<T*>(dweight.data);
+        const auto first_pass = [&](const LaunchShape& shape, int64_t chunks, double* partials) {
+            launch("rms_norm_dw_columns", rms_norm_dw_columns<T>, shape.grid, shape.block, 0, dw, partials, g, xp, rs,
+                   chunks, rows, cols);
+        };
+        column_reduction<double>(dw, 1, rows, cols, Add{}, first_pass);
     });
 }
 

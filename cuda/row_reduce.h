@@ -28,6 +28,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "cuda/kernels.h"
 #include "cuda/launch.h"
 #include "cuda/packs.h"
 
@@ -136,12 +137,36 @@ __device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {  // xr: (co
     return {m, row_reduce(z, Add{})};
 }
 
+// Tall columns. A column-wise reduction of (R, cols) has only ⌈cols / 32⌉ blocks: RMSNorm's
+// dweight over an (8192, 384) activation is 12 blocks on a 132-SM GPU, each walking all 8192
+// rows. Then the rows are cut into `chunks` ranges of at least kMinChunkRows until there are
+// about kFillBlocks blocks; each block reduces one range of its columns to a partial (in a
+// scratch buffer), and combine_column_chunks (below) folds each column's partials in range
+// order: still one fixed order, no atomics, the same bits on every run.
+constexpr int64_t kMinChunkRows = 256;
+inline int64_t column_chunks(int64_t outer, int64_t R, int64_t cols) {
+    const int64_t blocks = outer * ((cols + kWarpSize - 1) / kWarpSize);
+    if (blocks >= kFillBlocks || R < 2 * kMinChunkRows) return 1;
+    return std::min((kFillBlocks + blocks - 1) / blocks, R / kMinChunkRows);
+}
+
+// Rows [begin, end) of range z when R rows are cut into `chunks` ranges of ⌈R / chunks⌉ rows
+// (the last one shorter).
+struct RowRange {
+    int64_t begin, end;
+};
+__device__ inline RowRange chunk_rows(int64_t z, int64_t chunks, int64_t R) {
+    const int64_t size = (R + chunks - 1) / chunks, begin = z * size < R ? z * size : R;
+    return {begin, begin + size < R ? begin + size : R};
+}
+
 // The launch shape of a column-wise kernel: 32 columns per block along x (every column has
-// its block), `outer` (grid-strided beyond 65535) along y, Y = min(R, 16) row groups per block.
-inline LaunchShape column_launch(int64_t outer, int64_t R, int64_t cols) {
+// its block), `groups` (outer · chunks, grid-strided beyond 65535) along y, Y = min(R, 16) row
+// groups per block.
+inline LaunchShape column_launch(int64_t groups, int64_t R, int64_t cols) {
     const int64_t column_blocks = (cols + kWarpSize - 1) / kWarpSize;
     return {dim3(unsigned(std::clamp<int64_t>(column_blocks, 1, kMaxGridX)),
-                 unsigned(std::clamp<int64_t>(outer, 1, kMaxBlocks))),
+                 unsigned(std::clamp<int64_t>(groups, 1, kMaxBlocks))),
             dim3(kWarpSize, unsigned(std::clamp<int64_t>(R, 1, kColumnGroups)))};
 }
 
@@ -161,5 +186,39 @@ __device__ Acc column_reduce(bool active, int64_t R, Acc identity, Value value, 
     __syncthreads();  // the next call writes partials again
     return total;
 }
+
+// out[o, c] = ⊕_z partials[o · chunks + z, c] for z = 0, 1, … in order: the second pass of a
+// chunked column reduction, one thread per output (grid-strided).
+namespace GG_CUDA_BUILD {
+template <class Acc, class T, class Combine>
+__global__ void combine_column_chunks(T* out, const Acc* partials, int64_t outer, int64_t chunks, int64_t cols,
+                                      Combine combine) {
+    const int64_t n = outer * cols;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const Acc* p = partials + (i / cols) * chunks * cols + i % cols;  // (chunks) at stride cols
+        Acc total = p[0];
+        for (int64_t z = 1; z < chunks; ++z) total = combine(total, p[z * cols]);
+        out[i] = T(total);
+    }
+}
+
+// A column-wise reduction of (outer, R, cols) into out (outer, cols), cut into row chunks
+// where its blocks alone would leave the GPU idle. first_pass(shape, chunks, partials)
+// launches the caller's kernel on `shape`: grid y runs over (o, z) = (g / chunks, g % chunks),
+// and a block writes its totals to out (as T) when chunks is 1, else to partials (Acc,
+// (outer · chunks, cols)), which the second pass then folds.
+template <class Acc, class T, class Combine, class FirstPass>
+void column_reduction(T* out, int64_t outer, int64_t R, int64_t cols, Combine combine, FirstPass first_pass) {
+    const int64_t chunks = column_chunks(outer, R, cols);
+    if (chunks == 1) return first_pass(column_launch(outer, R, cols), chunks, static_cast<Acc*>(nullptr));
+    const size_t bytes = size_t(outer * chunks * cols) * sizeof(Acc);
+    Acc* partials = static_cast<Acc*>(allocate(bytes));
+    first_pass(column_launch(outer * chunks, (R + chunks - 1) / chunks, cols), chunks, partials);
+    launch("combine_column_chunks", combine_column_chunks<Acc, T, Combine>,
+           grid_covering(outer * cols, kRowBlockThreads), dim3(kRowBlockThreads), 0, out,
+           static_cast<const Acc*>(partials), outer, chunks, cols, combine);
+    deallocate(partials, bytes);  // one stream: a later kernel that reuses it runs after these two
+}
+}  // namespace GG_CUDA_BUILD
 
 }  // namespace gg::cuda

@@ -133,9 +133,12 @@ struct ReduceShape {
 TEST_CASE_TEMPLATE("reduce: sum, max and min over the middle axis match the CPU, bitwise on a rerun", T, float, double,
                    int64_t) {
     // Warp rows, a block row (R > 1024), strided rows (inner < 32), column blocks (inner ≥ 32,
-    // off multiples of 32, R above and below 16), an empty reduced dim, empty outputs.
+    // off multiples of 32, R above and below 16), tall columns cut into row chunks (2 chunks
+    // for each of 2 outputs, 3 chunks of 334 rows with a shorter last one), an empty reduced
+    // dim, empty outputs.
     for (const auto& [outer, R, inner] : {ReduceShape{3, 5, 1}, {2, 37, 1}, {1, 1500, 1}, {4, 7, 3}, {2, 5, 33},
-                                          {3, 40, 70}, {2, 0, 4}, {2, 0, 40}, {0, 4, 3}, {3, 4, 0}})
+                                          {3, 40, 70}, {2, 600, 40}, {1, 1000, 32}, {2, 0, 4}, {2, 0, 40}, {0, 4, 3},
+                                          {3, 4, 0}})
         for (const ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
             if (op != ReduceOp::sum && R == 0) continue;
             CAPTURE(outer); CAPTURE(R); CAPTURE(inner); CAPTURE(int(op));
@@ -150,7 +153,7 @@ TEST_CASE_TEMPLATE("reduce: sum, max and min over the middle axis match the CPU,
 }
 
 TEST_CASE("reduce: max and min propagate NaN as the CPU does; over an empty dim they are an error") {
-    for (const auto& [outer, R, inner] : {ReduceShape{3, 40, 1}, {2, 6, 35}})
+    for (const auto& [outer, R, inner] : {ReduceShape{3, 40, 1}, {2, 6, 35}, {2, 600, 35}})  // the last: 2 chunks
         for (const ReduceOp op : {ReduceOp::max, ReduceOp::min}) {
             Array<float> in = random_array<float>({outer, R, inner});
             in.data[R * inner + 5 * inner] = NAN;  // outer 1, r = 5, j = 0
@@ -377,9 +380,10 @@ TEST_CASE("an index out of range is reported with the CPU's message, and the rec
 // ---- rms_norm -------------------------------------------------------------------------------
 
 TEST_CASE_TEMPLATE("rms_norm forward and backward match the CPU; dweight is the same on every run", T, float, double) {
-    // Warp rows, column blocks with rows above 16, block rows (cols > 1024); no rows: dw = 0.
-    // 40 and 1100 columns: rows in packs of 4 f32 (70: of 2 f64).
-    for (const auto& [rows, cols] : {RowShape{5, 7}, {9, 40}, {33, 70}, {3, 1100}, {0, 6}})
+    // Warp rows, column blocks with rows above 16, dw's rows cut into 2 chunks (700 rows of 40
+    // columns), block rows (cols > 1024); no rows: dw = 0. 40 and 1100 columns: rows in packs
+    // of 4 f32 (70: of 2 f64).
+    for (const auto& [rows, cols] : {RowShape{5, 7}, {9, 40}, {33, 70}, {700, 40}, {3, 1100}, {0, 6}})
         for (int which = -1; which < 5; ++which) {  // x, w, y, dy or dx shifted
             CAPTURE(rows); CAPTURE(cols); CAPTURE(which);
             ShiftOne<T> place{which};
