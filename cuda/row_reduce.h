@@ -139,8 +139,9 @@ __device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {  // xr: (co
 
 // Tall columns. A column-wise reduction of (R, cols) has only ⌈cols / 32⌉ blocks: RMSNorm's
 // dweight over an (8192, 384) activation is 12 blocks on a 132-SM GPU, each walking all 8192
-// rows. Then the rows are cut into `chunks` ranges of at least kMinChunkRows until there are
-// about kFillBlocks blocks; each block reduces one range of its columns to a partial (in a
+// rows. Then the rows are cut into `chunks` ranges of ⌈R / chunks⌉ ≥ kMinChunkRows rows (the
+// last one shorter, at worst empty, which adds the identity) until there are about
+// kFillBlocks blocks; each block reduces one range of its columns to a partial (in a
 // scratch buffer), and combine_column_chunks (below) folds each column's partials in range
 // order: still one fixed order, no atomics, the same bits on every run.
 constexpr int64_t kMinChunkRows = 256;
