@@ -27,4 +27,5 @@
 #include "nn/train/trainer.h"
 
 #include "nn/analysis/analysis.h"
+#include "nn/analysis/stability.h"
 #include "nn/analysis/plot.h"

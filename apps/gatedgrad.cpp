@@ -187,9 +187,12 @@ void show_defaults(CLI::App* cmd) {
         {"--lr", [&](const TrainConfig& c) { return text(c.lr); }},
         {"--warmup", [&](const TrainConfig& c) { return text(c.warmup); }},
         {"--weight-decay", [&](const TrainConfig& c) { return text(c.weight_decay); }},
+        {"--independent-wd", [](const TrainConfig& c) { return c.independent_weight_decay ? "on" : "off"; }},
+        {"--z-loss", [&](const TrainConfig& c) { return text(c.z_loss); }},
         {"--clip", [&](const TrainConfig& c) { return text(c.grad_clip); }},
         {"--seed", [&](const TrainConfig& c) { return text(c.seed); }},
         {"--eval-every", [&](const TrainConfig& c) { return text(c.eval_every); }},
+        {"--probe-every", [&](const TrainConfig& c) { return text(c.probe_every); }},
         {"--ckpt-every", [&](const TrainConfig& c) { return text(c.ckpt_every); }},
         {"--data", [](const TrainConfig& c) {
              std::string paths;
@@ -309,6 +312,12 @@ void add_train(CLI::App& app, TrainArgs& a) {
                    ->check(count(0, kMaxSteps));
     o.option<double>("--weight-decay", [](TrainConfig& c, const double& v) { c.weight_decay = v; }, "AdamW weight decay")
         ->check(kNonNegative);
+    o.flag("--independent-wd", [](TrainConfig& c) { c.independent_weight_decay = true; },
+           "weight decay independent of the learning rate: each step keeps 1 - weight_decay * lr/peak of every "
+           "weight (Wortsman et al. 2023), not 1 - lr * weight_decay");
+    o.option<double>("--z-loss", [](TrainConfig& c, const double& v) { c.z_loss = v; },
+                     "add this times the mean (log Z)^2 of the output softmax to the loss (0: off)")
+        ->check(kNonNegative);
     o.option<double>("--clip", [](TrainConfig& c, const double& v) { c.grad_clip = v; },
                      "clip the gradient norm to this (0: off)")
         ->check(kNonNegative);
@@ -317,6 +326,10 @@ void add_train(CLI::App& app, TrainArgs& a) {
     a.eval_every = o.option<I>("--eval-every", [](TrainConfig& c, const I& v) { c.eval_every = v; },
                                "validate every N steps (and at the end)")
                        ->check(count(0, kMaxSteps));
+    o.option<I>("--probe-every", [](TrainConfig& c, const I& v) { c.probe_every = v; },
+                "every N steps, write the largest attention logit, smallest attention entropy, mean gate, output "
+                "log Z and largest activation of a fixed validation batch into log.jsonl (0: never)")
+        ->check(count(0, kMaxSteps));
     o.option<I>("--ckpt-every", [](TrainConfig& c, const I& v) { c.ckpt_every = v; },
                 "checkpoint every N steps (0: only at the end)")
         ->check(count(0, kMaxSteps));

@@ -54,6 +54,19 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
 
+Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
+    check_defined(x, "logsumexp");
+    // m is a constant shift: d/dx of m + log Σ exp(x − m) is softmax(x) whatever m is.
+    const Tensor m = amax(x.detach(), {dim}, true);
+    const Tensor out = log(sum(exp(x - m), {dim}, true)) + m;
+    return keepdim ? out : out.squeeze(dim);
+}
+
+Tensor z_loss(const Tensor& logits) {
+    const Tensor log_z = logsumexp(logits, -1);
+    return mean(log_z * log_z);
+}
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
     check_defined(logits, "cross_entropy");
     check_defined(targets, "cross_entropy");

@@ -80,8 +80,14 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // --- neural-network ops (autograd/nn_ops.cpp) ---
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+// log Σ exp(x) along dim, as m + log Σ exp(x − m) with m the row's max (no overflow).
+Tensor logsumexp(const Tensor& x, int64_t dim = -1, bool keepdim = false);
 // Mean over non-ignored rows of −log softmax(logits)[target]; logits (..., V), targets (...).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// The z-loss (PaLM; Wortsman et al. 2023, arXiv 2309.14322): the mean over rows of (log Z)²,
+// Z = Σ_v exp(logit_v), logits (..., V). Cross-entropy is blind to a shift of every logit of a
+// row; this term pulls log Z towards 0, so the output logits cannot drift off unnoticed.
+Tensor z_loss(const Tensor& logits);
 // x / √(mean(x², last dim) + eps) ⊙ weight, one fused kernel each way: x (..., C), weight (C).
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 // SwiGLU's product silu(a) ⊙ b = a σ(a) b, one fused kernel each way: a, b of one shape.

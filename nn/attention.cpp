@@ -13,7 +13,7 @@ namespace gg::nn {
 // ---------------------------------------------------------------- the fused primitive
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options,
-                                    Tensor* probs) {
+                                    Tensor* probs, Tensor* lse_out) {
     check_defined(q, "scaled_dot_product_attention");
     check_defined(k, "scaled_dot_product_attention");
     check_defined(v, "scaled_dot_product_attention");
@@ -45,6 +45,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     backend(dev).attention_forward(s, O.view_desc(), lse.view_desc(), probs_view, Q.view_desc(), K.view_desc(),
                                    V.view_desc());
     const Tensor O_saved = O.detach();
+    if (lse_out) *lse_out = lse.detach();
     return record("scaled_dot_product_attention", O, {q, k, v}, [=](const Tensor& g) {
         Tensor dQ = Tensor::empty(Q.shape(), Q.dtype(), dev), dK = Tensor::empty(K.shape(), K.dtype(), dev),
                dV = Tensor::empty(V.shape(), V.dtype(), dev);
@@ -218,9 +219,9 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     if (gated && o.gate == GatePosition::scores_from_query)
         q = q * (gate = apply_gate_fn(sum(q * w_g_query.view({1, H, 1, dk}), {-1}, true)));  // σ(Q_i w_i)
 
-    Tensor probs;
+    Tensor probs, lse;
     Tensor heads = scaled_dot_product_attention(q, k, v, {o.causal, o.window, 0, o.exclude_self},
-                                                 capture ? &probs : nullptr);
+                                                 capture ? &probs : nullptr, capture ? &lse : nullptr);
     if (gated && o.gate == GatePosition::sdpa_output) heads = heads * (gate = gate_values(x));  // G1
 
     Tensor y = w_o->forward(heads.transpose(1, 2).reshape({B, T, H * dk}));  // (B, T, d)
@@ -231,7 +232,7 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
         // d seen as H chunks of dk, so every sharing broadcasts: (H, dk), (H, 1) or (1, dk).
         y = (to_heads(y, H) * gate).transpose(1, 2).reshape({B, T, o.d_model});
     }
-    if (capture) *capture = {probs.detach(), gate.defined() ? gate.detach() : Tensor()};
+    if (capture) *capture = {probs.detach(), lse, gate.defined() ? gate.detach() : Tensor()};
     return y;
 }
 

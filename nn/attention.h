@@ -32,9 +32,11 @@ struct SdpaOptions {
 
 // q (B, H, Tq, dk), k and v (B, Hkv, Tk, dk) → (B, H, Tq, dk); H a multiple of Hkv.
 // The queries are the last Tq positions of the Tk keys (Tq < Tk when a KV cache holds the
-// rest). When `probs` is given it receives the (B, H, Tq, Tk) attention probabilities.
+// rest). When `probs` is given it receives the (B, H, Tq, Tk) attention probabilities;
+// when `lse` is given, the (B, H, Tq) log Σ_j exp(z_ij) of each softmax row, z = q·k·scale
+// over the keys the mask lets the query see (so z_ij = lse_i + log p_ij for those keys).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const SdpaOptions& options = {}, Tensor* probs = nullptr);
+                                    const SdpaOptions& options = {}, Tensor* probs = nullptr, Tensor* lse = nullptr);
 
 enum class GatePosition { none, sdpa_output, scores_from_x, scores_from_query, residual, after_merge, value, key, query };
 enum class GateFunction { sigmoid, tanh_half, relu, silu, none };
@@ -86,6 +88,7 @@ struct KVCache {
 // materialised), so analysis costs memory only when asked for.
 struct AttentionCapture {
     Tensor probs;  // (B, H, Tq, Tk) attention probabilities
+    Tensor lse;    // (B, H, Tq) log-sum-exp of each row's logits (stability.h reads the logits from it)
     Tensor gate;   // the gate values, in the shape the gate is applied in; undefined without a gate
 };
 

@@ -180,6 +180,24 @@ TEST_CASE("gradcheck: softmax, log_softmax and cross_entropy") {
                    {normal({2, 3, 4}, gen)});
 }
 
+TEST_CASE("gradcheck: logsumexp and the z-loss, and their values") {
+    gg::Generator gen(16);
+    const Tensor x = normal({2, 3, 5}, gen);
+    for (int64_t dim : {0, -1})
+        check_gradient("logsumexp along " + std::to_string(dim),
+                       [dim](const Inputs& in) { return gg::logsumexp(in[0], dim); }, {x});
+    check_gradient("logsumexp keepdim", [](const Inputs& in) { return gg::logsumexp(in[0], 1, true); }, {x});
+    check_gradient("z_loss", [](const Inputs& in) { return gg::z_loss(in[0]); }, {x});
+    // Values against the definitions, row by row on the host: log Σ exp, and the mean of its square.
+    const Tensor big = leaf(gg::from_vector(std::vector<double>{1000, 1001, -2, 0.5, 0, 3}, {2, 3}));
+    const std::vector<double> lse = gg::logsumexp(big, -1).to_vector<double>();
+    const double row0 = 1001 + std::log(std::exp(-1.0) + 1 + std::exp(-1003.0));  // no overflow at 1000
+    const double row1 = std::log(std::exp(0.5) + 1 + std::exp(3.0));
+    CHECK(lse[0] == doctest::Approx(row0).epsilon(1e-14));
+    CHECK(lse[1] == doctest::Approx(row1).epsilon(1e-14));
+    CHECK(gg::z_loss(big).item() == doctest::Approx((row0 * row0 + row1 * row1) / 2).epsilon(1e-14));
+}
+
 TEST_CASE("gradcheck: rms_norm (fused kernel) w.r.t. x and weight") {
     gg::Generator gen(12);
     check_gradient("rms_norm over (2, 3, 5)", [](const Inputs& in) { return gg::rms_norm(in[0], in[1], 1e-6); },

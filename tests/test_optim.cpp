@@ -116,6 +116,34 @@ TEST_CASE("optim: parameters without a gradient are skipped and keep their own s
     CHECK(same(b, c));
 }
 
+TEST_CASE("optim: AdamW's weight decay, tied to the rate or independent of it") {
+    // With a zero gradient m = v = 0 and the Adam update is 0: only the decay moves p.
+    const std::vector<double> start{1.0, -2.0, 4.0};
+    const auto one_step = [&](double lr, double peak) {
+        Tensor p = gg::from_vector(start, {3}).requires_grad_();
+        AdamW opt({p}, lr, 0.9, 0.999, 1e-8, 0.1);
+        opt.decay_peak_lr = peak;
+        p.set_grad(zeros({3}, DType::f64));
+        opt.step();
+        return p.to_vector<double>();
+    };
+    for (size_t i = 0; i < start.size(); ++i) {
+        CAPTURE(i);
+        CHECK(one_step(0.5, 0)[i] == doctest::Approx(start[i] * (1 - 0.5 * 0.1)).epsilon(1e-15));  // 1 − lr·λ
+        // Independent: 1 − λ·lr/peak, the schedule's factor s_t = 0.5/2 = 0.25 times λ...
+        CHECK(one_step(0.5, 2.0)[i] == doctest::Approx(start[i] * (1 - 0.1 * 0.25)).epsilon(1e-15));
+        // ... and at the peak the same λ whatever the peak is: lr 100 removes 10%, not 1000%.
+        CHECK(one_step(100, 100)[i] == doctest::Approx(start[i] * (1 - 0.1)).epsilon(1e-15));
+    }
+    // With a gradient, the Adam part is unchanged: only the decay factor differs.
+    Tensor a = gg::from_vector(start, {3}).requires_grad_(), b = gg::from_vector(start, {3}).requires_grad_();
+    AdamW tied({a}, 0.5, 0.9, 0.999, 1e-8, 0.0), independent({b}, 0.5, 0.9, 0.999, 1e-8, 0.0);
+    independent.decay_peak_lr = 2.0;
+    a.set_grad(full({3}, 0.3, DType::f64)), b.set_grad(full({3}, 0.3, DType::f64));
+    tied.step(), independent.step();
+    CHECK(same(a, b));  // λ = 0: identical
+}
+
 TEST_CASE("optim: clip_grad_norm") {
     Tensor a = zeros({2}, DType::f64).requires_grad_(), b = zeros({1}).requires_grad_();
     Tensor no_grad = zeros({4}).requires_grad_();

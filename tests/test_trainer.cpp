@@ -120,6 +120,84 @@ TEST_CASE("trainer: configs round-trip through JSON and bad fields are named") {
                          std::invalid_argument);
 }
 
+TEST_CASE("trainer: probes every probe_every steps, into the step log and log.jsonl") {
+    auto data = word_corpus(60);
+    const std::string dir = temp_dir("probe");
+    TrainConfig c = tiny_config(dir);
+    c.probe_every = 8;  // steps 8, 16 and the last, 20
+    Trainer trainer(c, data);
+    const TrainResult r = trainer.run(true);
+    std::vector<int64_t> probed;
+    for (const StepLog& s : r.log)
+        if (s.probe) probed.push_back(s.step);
+    CHECK(probed == std::vector<int64_t>{8, 16, 20});
+    // The last probe is the model as it ended, on the first validation batch.
+    const StabilityStats now = measure_stability(trainer.model(), data->val_batch(0, c.batch_size, c.seq_len).inputs);
+    CHECK(r.log.back().probe->to_json() == now.to_json());
+    CHECK(trainer.probe().to_json() == now.to_json());
+    std::ifstream log(dir + "/log.jsonl");
+    int64_t lines = 0, with_probe = 0;
+    for (std::string line; std::getline(log, line); ++lines) {
+        const auto j = nlohmann::json::parse(line);
+        if (!j.contains("max_attn_logit")) continue;
+        ++with_probe;
+        CHECK(j["max_attn_logit"].size() == 1);  // one layer
+        for (const char* key : {"mean_attn_logit", "min_attn_entropy", "gate_mean", "max_abs_hidden",
+                                "max_output_logit", "mean_log_z"})
+            CHECK(j.contains(key));
+        CHECK(j["gate_mean"].size() == 1);  // the default attention is gated (G1)
+    }
+    CHECK(lines == 20);
+    CHECK(with_probe == 3);
+    c.probe_every = 0;
+    Trainer none(c, data);
+    for (const StepLog& s : none.run(true).log) CHECK(!s.probe);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("trainer: the z-loss is added to what backward sees, logged apart from the loss") {
+    auto data = word_corpus(60);
+    TrainConfig c = tiny_config("");
+    c.steps = 5;
+    const TrainResult plain = Trainer(c, data).run(true);
+    c.z_loss = 1e-2;
+    Trainer with(c, data);
+    const TrainResult z = with.run(true);
+    // Step 1 sees the same weights and batch: the same cross-entropy, and the z term is
+    // mean (log Z)² of that batch's logits.
+    CHECK(z.log[0].loss == plain.log[0].loss);
+    CHECK(std::isnan(plain.log[0].z_loss));
+    CHECK(z.log[0].z_loss > 0);
+    CHECK(z.log[0].grad_norm != plain.log[0].grad_norm);  // its gradient was added
+    CHECK(z.log[4].loss != plain.log[4].loss);
+    // log Z of the init's near-zero logits is about log 256; the z term is its square.
+    CHECK(z.log[0].z_loss == doctest::Approx(std::log(256.0) * std::log(256.0)).epsilon(0.05));
+}
+
+TEST_CASE("trainer: independent weight decay sets AdamW's peak and survives the config's JSON") {
+    TrainConfig c = tiny_config("");
+    c.independent_weight_decay = true, c.weight_decay = 1e-4, c.z_loss = 1e-4, c.probe_every = 7;
+    const TrainConfig back = TrainConfig::from_json(c.to_json());
+    CHECK(back.independent_weight_decay);
+    CHECK(back.z_loss == 1e-4);
+    CHECK(back.probe_every == 7);
+    // A decay of 0.5 tied to lr 1e-6 removes 5e-7 of each weight a step; independent of the
+    // rate, 50% at the peak. (Adam's own step, ±lr, is 5e-5 of these 0.02-sized weights.)
+    auto data = word_corpus(60);
+    c.weight_decay = 0.5, c.steps = 1, c.warmup = 0, c.lr = 1e-6;
+    const auto norm_after_one_step = [&](bool independent) {
+        c.independent_weight_decay = independent;
+        Trainer t(c, data);
+        t.run(true);
+        const Tensor& w = t.model().blocks[0]->attn->w_q->weight;
+        return std::sqrt((w * w).sum().item());
+    };
+    const double tied = norm_after_one_step(false), independent = norm_after_one_step(true);
+    CHECK(independent == doctest::Approx(tied * 0.5).epsilon(1e-3));
+    c.z_loss = -1;
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("z_loss"), std::invalid_argument);
+}
+
 TEST_CASE("data: a missing corpus names what to install") {
     CHECK_THROWS_WITH_AS(load_documents({"/nonexistent/corpus"}), doctest::Contains("/nonexistent/corpus"),
                          std::runtime_error);

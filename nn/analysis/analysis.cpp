@@ -16,7 +16,9 @@ Tensor xlogx(const Tensor& x) {
 }
 }  // namespace
 
-double attention_entropy(const Tensor& probs) { return -mean(sum(xlogx(probs), {-1})).item(); }
+Tensor attention_row_entropy(const Tensor& probs) { return -sum(xlogx(probs), {-1}); }
+
+double attention_entropy(const Tensor& probs) { return mean(attention_row_entropy(probs)).item(); }
 
 double gated_attention_entropy(const Tensor& probs, const Tensor& gate) {
     const Tensor g = gate.unsqueeze(-1);  // (B, H, Tq, 1)

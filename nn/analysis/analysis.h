@@ -49,6 +49,8 @@ struct ModelAnalysis {
 // Per-layer statistics from one forward pass over ids (B, T) without gradients.
 ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold = 0.3);
 
+// The entropy −Σ_j p_j log p_j of each attention row: (…, Tk) probabilities → (…).
+Tensor attention_row_entropy(const Tensor& probs);
 // The per-(query) mean entropy of attention rows, (…, Tk) probabilities.
 double attention_entropy(const Tensor& probs);
 // H_g above: probs (B, H, Tq, Tk), gate (B, H, Tq) per-query gate in [0, 1].

@@ -105,7 +105,9 @@ void AdamW::step() {
     for_each_grad(params_, name_, [&](size_t i, const Tensor& p, const Tensor& g) {
         const State& s = state_[i];
         const int64_t t = ++*s.step.data<int64_t>();
-        const AdamWStep step{lr, beta1, beta2, eps, weight_decay, 1 - std::pow(beta1, double(t)),
+        // The kernel decays p by 1 − lr·λ; independent decay wants 1 − λ·lr/peak.
+        const double decay = decay_peak_lr > 0 ? weight_decay / decay_peak_lr : weight_decay;
+        const AdamWStep step{lr, beta1, beta2, eps, decay, 1 - std::pow(beta1, double(t)),
                              1 - std::pow(beta2, double(t))};
         backend(p.device()).adamw_step(step, p.view_desc(), g.view_desc(), s.exp_avg.view_desc(),
                                        s.exp_avg_sq.view_desc());

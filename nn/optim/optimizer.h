@@ -70,7 +70,8 @@ private:
 
 // Adam with decoupled weight decay (Loshchilov & Hutter 2019), as torch.optim.AdamW.
 // Each parameter counts its own steps t (a parameter without a gradient does not step):
-//     p *= 1 − lr · weight_decay
+//     p *= 1 − lr · weight_decay               (decay_peak_lr = 0: torch's AdamW)
+//     p *= 1 − weight_decay · lr / decay_peak_lr   (decay_peak_lr > 0: independent decay)
 //     m  = β1 m + (1 − β1) g          v = β2 v + (1 − β2) g²
 //     m̂  = m / (1 − β1ᵗ)               v̂ = v / (1 − β2ᵗ)
 //     p -= lr · m̂ / (√v̂ + ε)
@@ -84,6 +85,12 @@ public:
     NamedTensors state_dict() const override;
 
     double beta1, beta2, eps, weight_decay;
+    // Weight decay independent of the learning rate (Wortsman et al. 2023, arXiv 2309.14322):
+    // with the schedule's peak rate here, each step removes weight_decay · s_t of every weight,
+    // s_t = lr / peak the schedule's factor (1 at the peak), whatever the peak is. Tied to the
+    // rate (0), a sweep to lr 1 with weight_decay 0.1 removes 10% of every weight per step,
+    // which by itself caps the weight growth a high rate could cause. λ ~ 1e-4 then.
+    double decay_peak_lr = 0;
 
 private:
     struct State {

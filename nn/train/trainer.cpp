@@ -30,12 +30,15 @@ std::string TrainConfig::to_json() const {
                                 {"min_lr_ratio", min_lr_ratio},
                                 {"warmup", warmup},
                                 {"weight_decay", weight_decay},
+                                {"independent_weight_decay", independent_weight_decay},
+                                {"z_loss", z_loss},
                                 {"beta1", beta1},
                                 {"beta2", beta2},
                                 {"grad_clip", grad_clip},
                                 {"eval_every", eval_every},
                                 {"eval_batches", eval_batches},
                                 {"log_every", log_every},
+                                {"probe_every", probe_every},
                                 {"ckpt_every", ckpt_every},
                                 {"seed", seed},
                                 {"out_dir", out_dir},
@@ -59,12 +62,15 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     field("min_lr_ratio", c.min_lr_ratio);
     field("warmup", c.warmup);
     field("weight_decay", c.weight_decay);
+    field("independent_weight_decay", c.independent_weight_decay);
+    field("z_loss", c.z_loss);
     field("beta1", c.beta1);
     field("beta2", c.beta2);
     field("grad_clip", c.grad_clip);
     field("eval_every", c.eval_every);
     field("eval_batches", c.eval_batches);
     field("log_every", c.log_every);
+    field("probe_every", c.probe_every);
     field("ckpt_every", c.ckpt_every);
     field("seed", c.seed);
     field("out_dir", c.out_dir);
@@ -110,10 +116,12 @@ void TrainConfig::validate() const {
     check_int("eval_every", eval_every, 0, Limit::steps);
     check_int("eval_batches", eval_batches, 1, Limit::eval_batches);
     check_int("log_every", log_every, 0, Limit::steps);
+    check_int("probe_every", probe_every, 0, Limit::steps);
     check_int("ckpt_every", ckpt_every, 0, Limit::steps);
     check_real("lr", lr, 0);
     check_real("min_lr_ratio", min_lr_ratio, 0, 1 + 1e-12);
     check_real("weight_decay", weight_decay, 0);
+    check_real("z_loss", z_loss, 0);
     check_real("beta1", beta1, 0, 1);
     check_real("beta2", beta2, 0, 1);
     check_real("grad_clip", grad_clip, 0);
@@ -155,6 +163,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> d
     model_->to(device);
     optimizer_ = std::make_unique<AdamW>(model_->parameters(), config.lr, config.beta1, config.beta2, 1e-8,
                                          config.weight_decay);
+    if (config.independent_weight_decay) optimizer_->decay_peak_lr = config.lr;
 }
 
 namespace {
@@ -259,6 +268,11 @@ void Trainer::continue_schedule(const TrainConfig& planned) {
     resume_note_ = note;
 }
 
+StabilityStats Trainer::probe() const {
+    const Batch b = data_->val_batch(0, config_.batch_size, config_.seq_len);
+    return measure_stability(*model_, b.inputs.to(device_));
+}
+
 double Trainer::evaluate(int64_t seq_len) const {
     NoGradGuard no_grad;
     const int64_t T = seq_len > 0 ? seq_len : config_.seq_len;
@@ -332,8 +346,10 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         const auto t0 = std::chrono::steady_clock::now();
         optimizer_->lr = lr_at(schedule, step_);
         const Batch batch = data_->train_batch(c.batch_size, c.seq_len, sampler_);
-        const Tensor loss = model_->forward(batch.inputs.to(device_), batch.targets.to(device_)).loss;
-        const double loss_value = loss.item();
+        const LMOutput out = model_->forward(batch.inputs.to(device_), batch.targets.to(device_));
+        Tensor objective = out.loss, z;
+        if (c.z_loss > 0) objective = objective + (z = z_loss(out.logits)) * c.z_loss;
+        const double loss_value = out.loss.item();  // the cross-entropy alone, comparable across runs
         if (!std::isfinite(loss_value)) {
             result.diverged = true;
             result.message = "training stopped: the loss is " + std::to_string(loss_value) + " at step " +
@@ -341,7 +357,7 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
             break;
         }
         optimizer_->zero_grad();
-        loss.backward();
+        objective.backward();
         const double norm = c.grad_clip > 0 ? clip_grad_norm(optimizer_->params(), c.grad_clip)
                                             : clip_grad_norm(optimizer_->params(), INFINITY);
         optimizer_->step();
@@ -357,7 +373,9 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         }
         ++step_;
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        StepLog s{step_, loss_value, optimizer_->lr, norm, double(c.batch_size * c.seq_len) / dt, NAN};
+        StepLog s{step_, loss_value, optimizer_->lr, norm, double(c.batch_size * c.seq_len) / dt, NAN,
+                  z.defined() ? z.item() : NAN, std::nullopt};
+        if (c.probe_every > 0 && (step_ % c.probe_every == 0 || step_ == last)) s.probe = probe();
         const bool eval_now = (c.eval_every > 0 && step_ % c.eval_every == 0) || step_ == c.steps;
         if (eval_now) {
             model_->eval();
@@ -370,6 +388,8 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
             nlohmann::json j = {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
                                 {"tokens_per_s", s.tokens_per_s}};
             if (eval_now) j["val_loss"] = s.val_loss;
+            if (z.defined()) j["z_loss"] = s.z_loss;
+            if (s.probe) j.update(nlohmann::json::parse(s.probe->to_json()));
             log_file << j.dump() << "\n" << std::flush;
         }
         if (!quiet && (step_ % std::max<int64_t>(1, c.log_every) == 0 || eval_now || step_ == 1))

@@ -2,8 +2,9 @@
 //
 //   for step in [start, steps):
 //       lr ← warmup + cosine schedule;  batch ← sampler (seeded)
-//       loss = model(batch);  loss.backward();  clip ‖g‖;  AdamW step
-//       log (terminal + JSON lines);  validate every eval_every;  checkpoint every ckpt_every
+//       loss = model(batch) [+ z_loss · mean (log Z)²];  loss.backward();  clip ‖g‖;  AdamW step
+//       log (terminal + JSON lines);  validate every eval_every;  checkpoint every ckpt_every;
+//       measure the stability statistics (analysis/stability.h) every probe_every
 //
 // A checkpoint holds the model, the AdamW state, the step and the sampler's generator
 // state, so resuming continues the exact same run: 100 steps + resume + 100 steps gives
@@ -14,12 +15,14 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "nn/train/data.h"
 #include "nn/optim/optimizer.h"
 #include "nn/optim/schedule.h"
+#include "nn/analysis/stability.h"
 #include "nn/transformer.h"
 
 namespace gg::nn {
@@ -33,11 +36,18 @@ struct TrainConfig {
     double min_lr_ratio = 0.1;  // cosine ends at lr · this
     int64_t warmup = 30;
     double weight_decay = 0.1;
+    // false: AdamW decays p by lr·weight_decay per step (torch's AdamW); true: by
+    // weight_decay · lr/peak, independent of the peak rate (AdamW::decay_peak_lr).
+    bool independent_weight_decay = false;
+    double z_loss = 0;  // coefficient of the z-loss mean (log Z)² added to the loss (ops.h); 0: none
     double beta1 = 0.9, beta2 = 0.95;
     double grad_clip = 1.0;  // 0: off
     int64_t eval_every = 100;
     int64_t eval_batches = 8;
     int64_t log_every = 10;
+    // Every this many steps (and after the last), measure_stability on the first validation
+    // batch: into the StepLog and the JSON lines. 0: never.
+    int64_t probe_every = 50;
     int64_t ckpt_every = 0;  // 0: only at the end
     uint64_t seed = 1;       // model init and batch order
     std::string out_dir;     // checkpoints and log.jsonl go here; empty: nowhere
@@ -71,6 +81,8 @@ struct StepLog {
     double grad_norm;   // before clipping
     double tokens_per_s;
     double val_loss;    // NaN when not evaluated at this step
+    double z_loss = NAN;  // the z-loss term mean (log Z)² of this step's batch, when it is on
+    std::optional<StabilityStats> probe;  // at the steps TrainConfig::probe_every names
 };
 
 struct TrainResult {
@@ -104,6 +116,8 @@ public:
     TrainResult run(bool quiet = false, int64_t stop_at = 0);
     // Mean validation loss over config.eval_batches fixed batches.
     double evaluate(int64_t seq_len = 0) const;
+    // measure_stability on the first validation batch (the same batch at every step).
+    StabilityStats probe() const;
     void save(const std::string& path) const;
 
     GatedTransformerLM& model() { return *model_; }
