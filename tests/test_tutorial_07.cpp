@@ -1,108 +1,55 @@
-// Tutorial 07's pieces (tutorials/07_learning_rate/training.h): the bfloat16 rounding op and
-// its straight-through gradient, and the tutorial's training loop against the trainer's.
+// Tutorial 07's pieces (tutorials/07_learning_rate/study.h): its spike rule, Wortsman et al.'s
+// LR sensitivity, and the trainer config of a run.
 #include <doctest/doctest.h>
 
-#include <bit>
 #include <cmath>
-#include <limits>
 
-#include "07_learning_rate/training.h"
-#include "tests/check.h"
+#include "07_learning_rate/study.h"
 
 using namespace gg;
 using namespace gg::nn;
 using namespace tutorial;
-using gg::testing::max_abs_diff;
 
-namespace {
-float from_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
-}  // namespace
-
-TEST_CASE("round_to_bf16: nearest bfloat16, ties to even, specials kept, float32 and float64 alike") {
-    // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 (bf16 keeps 7 fraction bits): to even, 1.
-    // 1 + 3·2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6: to even, 1 + 2^-6.
-    const float inf = std::numeric_limits<float>::infinity();
-    const std::vector<float> x{1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -3.0f, 0.0f,
-                               from_bits(0x3F80FFFFu), inf, -inf, 1e-40f};
-    const std::vector<float> want{1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f, -3.0f, 0.0f,
-                                  from_bits(0x3F810000u), inf, -inf, from_bits(std::bit_cast<uint32_t>(1e-40f) & 0xFFFF0000u)};
-    const std::vector<float> got = round_to_bf16(from_vector(x, {9})).to_vector<float>();
-    for (size_t i = 0; i < x.size(); ++i) {
-        CAPTURE(i);
-        CHECK(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]));
-    }
-    CHECK(std::isnan(round_to_bf16(from_vector(std::vector<float>{NAN}, {1})).item()));
-    const std::vector<double> d = round_to_bf16(from_vector(std::vector<double>{1.0 + 0x1p-8, 1.0 + 3 * 0x1p-8}, {2}))
-                                      .to_vector<double>();
-    CHECK(d == std::vector<double>{1.0, 1.0 + 0x1p-6});
-    CHECK_THROWS_AS(round_to_bf16(zeros({2}, DType::i64)), std::invalid_argument);
+TEST_CASE("count_spikes: a rise of more than 1 nat over the last 20 steps' minimum, consecutive steps once") {
+    CHECK(count_spikes({}) == 0);
+    CHECK(count_spikes({3.0, 2.0, 2.9, 2.5}) == 0);        // 0.9 over the minimum: batch noise
+    CHECK(count_spikes({3.0, 2.0, 3.1, 3.2, 2.0}) == 1);   // two steps over: one spike
+    CHECK(count_spikes({3.0, 2.0, 3.1, 2.0, 3.1}) == 2);   // back under, then over again
+    // The minimum is over the previous 20 steps only: a low loss 21 steps back no longer counts.
+    std::vector<double> loss(22, 3.0);
+    loss[0] = 2.0;   // the 3.0s after it are exactly 1 nat over it: not more
+    loss[21] = 3.5;  // 1.5 over loss[0], 21 steps back; 0.5 over the last 20
+    CHECK(count_spikes(loss) == 0);
+    loss[20] = 3.5;  // 1.5 over loss[0], exactly 20 steps back: a spike
+    CHECK(count_spikes(loss) == 1);
 }
 
-TEST_CASE("round_to_bf16: the gradient passes straight through (float64, checked against finite differences)") {
-    // On bfloat16 values the rounding is the identity, so f(round(x)) and f(x) agree there, and
-    // a straight-through gradient must equal f's own gradient — which gradcheck verifies by
-    // central differences. Off the grid the gradient is still f'(round(x)): ∂round/∂x = 1.
-    Generator gen(3);
-    const Tensor w = randn({3, 5}, gen, DType::f64);
-    const auto f = [&](const Tensor& x) { return sum(tanh(x) * w); };
-    const Tensor on_grid = round_to_bf16(randn({3, 5}, gen, DType::f64));
-    CHECK(gradcheck([&](const std::vector<Tensor>& in) { return f(in[0]); }, {on_grid.clone().requires_grad_()}).ok);
-    const Tensor a = on_grid.clone().requires_grad_(), b = on_grid.clone().requires_grad_();
-    f(round_to_bf16(a)).backward();
-    f(b).backward();
-    CHECK(max_abs_diff(a.grad(), b.grad()) == 0);
-    const Tensor off = randn({3, 5}, gen, DType::f64).requires_grad_();
-    sum(round_to_bf16(off) * w).backward();
-    CHECK(max_abs_diff(off.grad(), w) == 0);
+TEST_CASE("lr_sensitivity: the mean over rates of min(final, initial) minus the best final") {
+    // Best 2.0; the others cost 0.5 and 1.5 (3.5 capped to the initial 3.5, 4.0 capped too).
+    CHECK(lr_sensitivity({2.5, 2.0, 3.5}, 3.5) == doctest::Approx((0.5 + 0 + 1.5) / 3));
+    CHECK(lr_sensitivity({2.5, 2.0, 4.0}, 3.5) == doctest::Approx((0.5 + 0 + 1.5) / 3));
+    // A diverged run (NaN) counts as having learned nothing: the initial loss.
+    CHECK(lr_sensitivity({2.0, NAN}, 5.0) == doctest::Approx(1.5));
+    CHECK(lr_sensitivity({2.0, 2.0, 2.0}, 5.0) == 0);  // every rate as good as the best
+    CHECK(std::isnan(lr_sensitivity({}, 5.0)));
 }
 
-TEST_CASE("round_matmul_inputs_to_bf16: every Linear of the model rounds its input") {
-    LMConfig c;
-    c.vocab_size = 17, c.d_model = 16, c.n_layers = 2, c.attn.n_heads = 2;
-    manual_seed(1);
-    GatedTransformerLM model(c);
-    const Tensor ids = from_vector(std::vector<int64_t>{16, 3, 5, 7, 1, 2}, {1, 6});
-    const Tensor plain = model.forward(ids).logits;
-    round_matmul_inputs_to_bf16(model);
-    int hooked = 0;
-    for (const auto& [name, m] : model.named_modules())
-        if (const auto* l = dynamic_cast<const Linear*>(m)) hooked += bool(l->input_transform);
-    CHECK(hooked == 2 * (5 + 3) + 1);  // per block: w_q, w_k, w_v, w_o, w_g and the FFN's three; lm_head
-    const double diff = max_abs_diff(model.forward(ids).logits, plain);
-    CHECK(diff > 0);
-    CHECK(diff < 0.05);  // bf16 keeps about 3 significant digits
-}
-
-TEST_CASE("train_run: with decay on all parameters and float32 it is the trainer's run, bit for bit") {
-    std::vector<std::string> docs;
-    Generator gen(5);
-    for (int d = 0; d < 40; ++d) {
-        std::string doc;
-        for (int w = 0; w < 30; ++w) doc += std::string(1 + gen.randint(0, 5), char('a' + gen.randint(0, 8))) + " ";
-        docs.push_back(doc);
-    }
-    const auto data = std::make_shared<const TextDataset>(docs);
+TEST_CASE("a run's trainer config: the variant's QK-norm and gate, the rate, the seed, the decay") {
     RunSettings s;
-    s.layers = 2, s.d_model = 16, s.heads = 2, s.steps = 12, s.warmup = 3, s.batch = 4, s.seq_len = 16;
-    for (bool gated : {false, true}) {
-        CAPTURE(gated);
-        s.gated = gated;
-        Trainer trainer(s.train_config(), data);
-        const TrainResult want = trainer.run(true);
-        const RunLog got = train_run(s, data);
-        REQUIRE(got.loss.size() == want.log.size());
-        for (size_t t = 0; t < got.loss.size(); ++t) {
-            CHECK(got.loss[t] == want.log[t].loss);
-            CHECK(got.grad_norm[t] == want.log[t].grad_norm);
-        }
-        CHECK(got.val_loss == want.final_val_loss);
-        // Decay on matrices only changes the run; bf16 inputs too, a little.
-        RunSettings m = s;
-        m.decay_matrices_only = true;
-        CHECK(train_run(m, data).val_loss != want.final_val_loss);
-        m = s, m.bf16 = true;
-        const RunLog rounded = train_run(m, data);
-        CHECK(rounded.val_loss != want.final_val_loss);
-        CHECK(std::abs(rounded.val_loss - want.final_val_loss) < 0.1);
-    }
+    s.variant = variants()[3], s.lr = 0.3, s.seed = 2, s.independent_wd = true, s.weight_decay = 1e-4;
+    const TrainConfig c = s.train_config();
+    CHECK(variants()[3].name == "G1 + QK-norm");
+    CHECK(c.model.attn.qk_norm);
+    CHECK(c.model.attn.gate == GatePosition::sdpa_output);
+    CHECK(c.lr == 0.3);
+    CHECK(c.seed == 2);
+    CHECK(c.independent_weight_decay);
+    CHECK(c.weight_decay == 1e-4);
+    CHECK(c.probe_every == 50);
+    CHECK(c.warmup == 100);
+    CHECK(c.steps == 2000);
+    s.variant = variants()[0];
+    CHECK(!s.train_config().model.attn.qk_norm);
+    CHECK(s.train_config().model.attn.gate == GatePosition::none);
+    CHECK_NOTHROW(s.train_config().validate());
 }

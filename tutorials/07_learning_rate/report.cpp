@@ -1,204 +1,248 @@
-// report.cpp — tutorial 07's tables and files (sweep.h).
+// report.cpp — tutorial 07's tables, results files and pictures (study.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
-#include "sweep.h"
+#include "study.h"
 
 namespace tutorial {
 
 using namespace gg::nn;
 
-bool stable_at(const std::vector<Run>& runs, const std::vector<nlohmann::json>& results, size_t regime, bool gated,
-               double lr) {
-    for (size_t i = 0; i < runs.size(); ++i)
-        if (runs[i].regime == regime && runs[i].gated == gated && runs[i].lr == lr &&
-            (results[i]["diverged"].get<bool>() || results[i]["spikes"].get<int64_t>() > 0))
-            return false;
-    return true;
+namespace {
+
+std::vector<const RunResult*> runs_of(const Study& study, size_t variant, double lr) {
+    std::vector<const RunResult*> out;
+    for (const RunResult& r : study.runs)
+        if (r.variant == variant && r.lr == lr) out.push_back(&r);
+    return out;
 }
 
-json summarise(const Regime& regime, size_t index, const std::vector<Run>& runs,
-               const std::vector<nlohmann::json>& results, double unigram, bool quick) {
-    const RunSettings& s = regime.settings;
-    std::printf("\n== %s: %s\n%-8s  %8s  %5s  %-15s  %11s  %6s  %s\n", regime.name.c_str(), regime.what.c_str(), "model",
-                "peak lr", "seeds", "final val loss", "max |grad|*", "spikes", "diverged");
-    json summary = {{"regime", regime.name}, {"what", regime.what},   {"unigram_entropy", unigram},
-                    {"steps", s.steps},      {"warmup", s.warmup},     {"layers", s.layers},
-                    {"d_model", s.d_model},  {"heads", s.heads},       {"batch", s.batch},
-                    {"seq_len", s.seq_len},  {"clip", s.clip},         {"weight_decay", s.weight_decay},
-                    {"decay_matrices_only", s.decay_matrices_only},    {"bf16", s.bf16},
-                    {"init", s.init},        {"models", json::object()}};
-    for (bool gated : {false, true}) {
-        const std::string model = gated ? "G1" : "baseline";
-        double largest_stable = NAN, first_unstable = NAN;
-        json rows = json::array();
-        for (double lr : regime.lrs) {
-            std::vector<double> vals;
-            double max_grad = 0;
-            int64_t spikes = 0, diverged = 0, n = 0;
-            std::string each;
-            for (size_t i = 0; i < runs.size(); ++i) {
-                if (runs[i].regime != index || runs[i].gated != gated || runs[i].lr != lr) continue;
-                const nlohmann::json& j = results[i];
-                vals.push_back(json_number(j["val_loss"]));
-                max_grad = std::max(max_grad, json_number(j["max_grad_norm"]));
-                spikes += j["spikes"].get<int64_t>();
-                diverged += j["diverged"].get<bool>();
-                ++n;
-                char v[32];
-                std::snprintf(v, sizeof v, "%s%.3f", each.empty() ? "" : "/", vals.back());
-                each += v;
-            }
-            if (n == 0) continue;  // above the model's first unstable rate: not run
-            const bool stable = diverged == 0 && spikes == 0;
-            if (stable && std::isnan(first_unstable)) largest_stable = lr;
-            if (!stable && std::isnan(first_unstable)) first_unstable = lr;
-            std::printf("%-8s  %8.1e  %5lld  %-15s  %11.2f  %6lld  %lld of %lld\n", model.c_str(), lr, (long long)n,
-                        each.c_str(), max_grad, (long long)spikes, (long long)diverged, (long long)n);
-            rows.push_back({{"lr", lr}, {"seeds", n}, {"val_loss", vals}, {"mean_val_loss", average(vals)},
-                            {"max_grad_norm", max_grad}, {"spikes", spikes}, {"diverged_runs", diverged},
-                            {"stable", stable}});
-        }
-        summary["models"][model] = {{"largest_stable_lr", largest_stable}, {"first_unstable_lr", first_unstable},
-                                    {"rates", rows}};
+// The first probe at or after `step` (the last one if none is).
+const Probe& probe_at(const RunResult& r, int64_t step) {
+    for (const Probe& p : r.probes)
+        if (p.step >= step) return p;
+    return r.probes.back();
+}
+
+// One variant's sensitivity for each seed: its final losses over the rates against its ℓ_0.
+std::vector<double> sensitivity_per_seed(const Study& study, size_t variant) {
+    std::vector<double> out;
+    for (uint64_t seed = 1; seed <= uint64_t(study.seeds); ++seed) {
+        std::vector<double> finals;
+        double initial = NAN;
+        for (double lr : study.lrs)
+            for (const RunResult* r : runs_of(study, variant, lr))
+                if (r->seed == seed) finals.push_back(r->val_loss), initial = r->initial_loss;
+        out.push_back(lr_sensitivity(finals, initial));
     }
-    const double base = json_number(summary["models"]["baseline"]["largest_stable_lr"]);
-    const double g1 = json_number(summary["models"]["G1"]["largest_stable_lr"]);
-    std::printf("* largest gradient norm (before clipping) after the warmup, over seeds\n");
-    if (quick)
-        std::printf("(--quick: runs too short to tell stable rates apart; the full run's result is in README.md)\n");
-    else
-        std::printf("largest stable peak lr (no divergence, no spike, every seed, below the first unstable one): "
-                    "baseline %s, G1 %s, ratio %s ('-': none)\n",
-                    format_or_dash("%.1e", base).c_str(), format_or_dash("%.1e", g1).c_str(),
-                    format_or_dash("%.1f", g1 / base).c_str());
-    summary["stable_lr_ratio"] = g1 / base;
+    return out;
+}
+
+std::string rate_label(double lr) {
+    char s[16];
+    std::snprintf(s, sizeof s, "%.0e", lr);
+    return s;
+}
+
+}  // namespace
+
+json report(const Study& study, bool quick) {
+    const std::vector<Variant>& vs = variants();
+    const RunSettings& s = study.settings;
+    json summary = {{"layers", s.layers},   {"d_model", s.d_model},       {"heads", s.heads},
+                    {"batch", s.batch},     {"seq_len", s.seq_len},       {"steps", s.steps},
+                    {"warmup", s.warmup},   {"clip", s.clip},             {"weight_decay", s.weight_decay},
+                    {"independent_wd", s.independent_wd},                 {"z_loss", s.z_loss},
+                    {"probe_every", s.probe_every},                       {"seeds", study.seeds},
+                    {"lrs", study.lrs},     {"unigram_entropy", study.unigram}, {"variants", json::array()}};
+
+    std::printf("\n== final validation loss (nats/byte) after %lld steps: mean over seeds\n%-14s",
+                (long long)s.steps, "variant");
+    for (double lr : study.lrs) std::printf(" %7s", rate_label(lr).c_str());
+    std::printf("   diverged  spikes\n");
+    for (size_t v = 0; v < vs.size(); ++v) {
+        std::printf("%-14s", vs[v].name.c_str());
+        int64_t diverged = 0, spikes = 0;
+        std::vector<double> means;
+        for (double lr : study.lrs) {
+            std::vector<double> vals;
+            for (const RunResult* r : runs_of(study, v, lr)) {
+                vals.push_back(r->val_loss), diverged += r->diverged, spikes += r->spikes;
+            }
+            means.push_back(average(vals));
+            std::printf(" %7.3f", means.back());
+        }
+        std::printf("   %8lld  %6lld\n", (long long)diverged, (long long)spikes);
+        summary["variants"].push_back({{"name", vs[v].name}, {"qk_norm", vs[v].qk_norm}, {"gated", vs[v].gated},
+                                       {"mean_val_loss", means}, {"diverged_runs", diverged}, {"spikes", spikes}});
+    }
+
+    std::printf("\n== LR sensitivity E_eta[min(l_eta, l_0) - l*] (nats; Wortsman et al. 2023): lower is better\n");
+    std::printf("%-14s %-20s %7s  %s\n", "variant", "each seed", "mean", "vs baseline");
+    std::vector<std::vector<double>> sens;
+    for (size_t v = 0; v < vs.size(); ++v) sens.push_back(sensitivity_per_seed(study, v));
+    const double base = average(sens[0]);
+    for (size_t v = 0; v < vs.size(); ++v) {
+        std::string each;
+        for (double x : sens[v]) each += (each.empty() ? "" : " / ") + format_or_dash("%.3f", x);
+        const double change = average(sens[v]) / base - 1;
+        std::printf("%-14s %-20s %7.3f  %s\n", vs[v].name.c_str(), each.c_str(), average(sens[v]),
+                    v == 0 ? "-" : format_or_dash("%+.0f%%", 100 * change).c_str());
+        summary["variants"][v]["sensitivity"] = sens[v];
+        summary["variants"][v]["mean_sensitivity"] = average(sens[v]);
+        summary["variants"][v]["change_vs_baseline"] = v == 0 ? NAN : change;
+    }
+
+    // The mechanism at the two highest rates: the largest attention logit at the start, after
+    // the warmup and at the end, and the smallest attention entropy at the end (means over seeds).
+    std::printf("\n== at the two highest rates (means over seeds): largest attention logit at step 0, after the "
+                "warmup and at the end; smallest head entropy and mean gate at the end\n");
+    std::printf("%-14s %7s %8s %13s %10s %8s %12s %9s\n", "variant", "lr", "logit@0", "logit@warmup", "logit@end",
+                "growth", "entropy@end", "gate@end");
+    json mechanism = json::array();
+    for (size_t k = study.lrs.size() >= 2 ? study.lrs.size() - 2 : 0; k < study.lrs.size(); ++k)
+        for (size_t v = 0; v < vs.size(); ++v) {
+            std::vector<double> start, early, late, entropy, gate;
+            for (const RunResult* r : runs_of(study, v, study.lrs[k])) {
+                start.push_back(r->probes.front().max_logit);
+                early.push_back(probe_at(*r, s.warmup).max_logit), late.push_back(r->probes.back().max_logit);
+                entropy.push_back(r->probes.back().min_entropy), gate.push_back(r->probes.back().gate_mean);
+            }
+            const double growth = average(late) / average(start);
+            std::printf("%-14s %7s %8.3f %13.3g %10.3g %7.3gx %12.3f %9s\n", vs[v].name.c_str(),
+                        rate_label(study.lrs[k]).c_str(), average(start), average(early), average(late), growth,
+                        average(entropy), format_or_dash("%.3f", average(gate)).c_str());
+            mechanism.push_back({{"variant", vs[v].name}, {"lr", study.lrs[k]}, {"logit_start", average(start)},
+                                 {"logit_after_warmup", average(early)},
+                                 {"logit_end", average(late)}, {"growth", growth}, {"min_entropy_end", average(entropy)},
+                                 {"gate_mean_end", average(gate)}});
+        }
+    summary["mechanism"] = mechanism;
+
+    // The positive control: QK-norm must lower the baseline's sensitivity by ≥ 25%, with every
+    // seed of it below every seed of the baseline (more than the spread between seeds).
+    const auto verdict = [&](size_t v) {
+        const double drop = 1 - average(sens[v]) / base;
+        const bool apart = *std::max_element(sens[v].begin(), sens[v].end()) < *std::min_element(sens[0].begin(), sens[0].end());
+        return std::make_pair(drop, apart);
+    };
+    const auto [control_drop, control_apart] = verdict(1);
+    const bool control_works = control_drop >= 0.25 && control_apart;
+    summary["control_works"] = control_works;
+    if (quick) {
+        std::printf("\n(--quick: runs too short and one seed; the full run's verdict is in README.md)\n");
+        return summary;
+    }
+    std::printf("\npositive control: QK-norm lowers the baseline's LR sensitivity by %.0f%% (%s every seed): %s\n",
+                100 * control_drop, control_apart ? "below it on" : "not below it on",
+                control_works ? "the harness can see an instability that a known fix removes"
+                              : "NOT shown (needs >= 25% and every seed below)");
+    for (size_t v = 2; v < vs.size(); ++v) {
+        const auto [drop, apart] = verdict(v);
+        std::printf("%s lowers it by %.0f%% (%s every baseline seed)\n", vs[v].name.c_str(), 100 * drop,
+                    apart ? "below" : "not below");
+    }
     return summary;
 }
 
-void write_regime_results(const std::filesystem::path& dir, const Regime& regime, size_t index,
-                          const std::vector<Run>& runs, const std::vector<nlohmann::json>& results, double unigram,
-                          const json& summary) {
+void write_results(const std::filesystem::path& dir, const Study& study, const json& summary) {
     std::filesystem::create_directories(dir);
-    std::vector<std::vector<double>> run_rows, step_rows;
-    std::vector<size_t> mine;
-    for (size_t i = 0; i < runs.size(); ++i) {
-        if (runs[i].regime != index) continue;
-        mine.push_back(i);
-        const nlohmann::json& j = results[i];
-        run_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), json_number(j["val_loss"]),
-                            json_number(j["max_grad_norm"]), double(j["spikes"].get<int64_t>()),
-                            double(j["diverged"].get<bool>()), j["seconds"].get<double>()});
-        const auto loss = json_numbers(j["loss"]), grad = json_numbers(j["grad_norm"]);
-        for (size_t t = 0; t < loss.size(); ++t)
-            step_rows.push_back({double(runs[i].gated), runs[i].lr, double(runs[i].seed), double(t + 1), loss[t], grad[t]});
+    std::vector<std::vector<double>> runs, probes, steps;
+    for (const RunResult& r : study.runs) {
+        const double v = double(r.variant), seed = double(r.seed);
+        runs.push_back({v, r.lr, seed, r.initial_loss, r.val_loss, double(r.diverged), double(r.spikes), r.max_grad,
+                        r.probes.back().max_logit, r.probes.back().min_entropy, r.seconds});
+        for (const Probe& p : r.probes)
+            probes.push_back({v, r.lr, seed, double(p.step), p.max_logit, p.min_entropy, p.gate_mean, p.log_z,
+                              p.max_hidden});
+        for (size_t t = 9; t < r.loss.size(); t += 10) steps.push_back({v, r.lr, seed, double(t + 1), r.loss[t]});
     }
-    write_text_file(dir / "runs.csv", csv_table({"gated", "lr", "seed", "val_loss", "max_grad_norm", "spikes", "diverged",
-                                                 "seconds"}, run_rows));
-    write_text_file(dir / "steps.csv", csv_table({"gated", "lr", "seed", "step", "loss", "grad_norm"}, step_rows));
+    write_text_file(dir / "runs.csv", csv_table({"variant", "lr", "seed", "initial_loss", "val_loss", "diverged",
+                                                 "spikes", "max_grad_norm", "final_max_attn_logit",
+                                                 "final_min_attn_entropy", "seconds"}, runs));
+    write_text_file(dir / "probes.csv", csv_table({"variant", "lr", "seed", "step", "max_attn_logit",
+                                                   "min_attn_entropy", "gate_mean", "mean_log_z", "max_abs_hidden"},
+                                                  probes));
+    write_text_file(dir / "steps.csv", csv_table({"variant", "lr", "seed", "step", "loss"}, steps));
     write_json(dir / "summary.json", summary);
-    if (!regime.every_rate) return;
-
-    RegimePlot plot{regime.settings.steps, regime.settings.layers, unigram, regime.lrs, {}};
-    for (size_t i : mine)
-        plot.runs.push_back({runs[i].gated, runs[i].lr, runs[i].seed, json_number(results[i]["val_loss"]),
-                             json_numbers(results[i]["loss"])});
-    plot_regime(dir, plot);
+    plot_study(dir, study);
 }
 
-void plot_regime(const std::filesystem::path& dir, const RegimePlot& plot) {
+void plot_study(const std::filesystem::path& dir, const Study& study) {
+    const std::vector<Variant>& vs = variants();
+    const RunSettings& s = study.settings;
     // Final loss against the rate: the mean over seeds as a line, every seed as a point.
     std::vector<Series> curves;
-    for (bool gated : {false, true}) {
+    for (size_t v = 0; v < vs.size(); ++v) {
         std::vector<double> x, y;
-        for (double lr : plot.lrs) {
+        for (double lr : study.lrs) {
             std::vector<double> vals;
-            for (const RegimePlot::Point& r : plot.runs)
-                if (r.gated == gated && r.lr == lr) vals.push_back(r.val_loss);
-            if (vals.empty()) continue;  // above the model's first unstable rate: not run
+            for (const RunResult* r : runs_of(study, v, lr)) vals.push_back(r->val_loss);
             x.push_back(lr), y.push_back(average(vals));
         }
-        curves.push_back({gated ? "G1 (mean over seeds)" : "baseline (mean over seeds)", x, y,
-                          gated ? "#d62728" : "#1f77b4", false, 1, {}});
+        curves.push_back(line(vs[v].name + " (mean over seeds)", x, y, chart_color(v)));
     }
-    for (const RegimePlot::Point& r : plot.runs)
-        curves.push_back({"", {r.lr}, {r.val_loss}, r.gated ? "#d62728" : "#1f77b4", true, 0.6, {}});
-    ChartOptions chart = chart_options("Final validation loss after " + std::to_string(plot.steps) + " steps, " +
-                                           std::to_string(plot.layers) + "-layer LM",
-                                       "peak learning rate", "validation loss (nats/byte)", plot.unigram,
+    for (const RunResult& r : study.runs)
+        curves.push_back({"", {r.lr}, {r.val_loss}, chart_color(r.variant), true, 0.6, {}});
+    ChartOptions chart = chart_options("Final validation loss after " + std::to_string(s.steps) + " steps, " +
+                                           std::to_string(s.layers) + " layers x " + std::to_string(s.d_model),
+                                       "peak learning rate", "validation loss (nats/byte)", study.unigram,
                                        "unigram entropy (diverged above)");
     chart.log_x = true;
     write_text_file(dir / "final_loss_vs_lr.svg", svg_line_chart(curves, chart));
 
-    // Training-loss curves (smoothed) of seed 1 at the two largest rates: where spikes show.
-    std::vector<Series> lines;
-    const auto& lrs = plot.lrs;
-    for (size_t k = lrs.size() >= 2 ? lrs.size() - 2 : 0; k < lrs.size(); ++k)
-        for (const RegimePlot::Point& r : plot.runs) {
-            if (r.lr != lrs[k] || r.seed != 1) continue;
-            std::vector<double> steps(r.loss.size());
-            for (size_t t = 0; t < r.loss.size(); ++t) steps[t] = double(t + 1);
-            char label[64];
-            std::snprintf(label, sizeof label, "%s, lr %.1e", r.gated ? "G1" : "baseline", r.lr);
-            lines.push_back(line(label, steps, smooth(r.loss, 0.8), chart_color(lines.size())));
-        }
-    chart = chart_options("Training loss (EMA 0.8), seed 1, two largest rates", "step", "training loss (nats/byte)",
-                          plot.unigram, "unigram entropy");
-    write_text_file(dir / "loss_curves.svg", svg_line_chart(lines, chart));
-}
-
-RegimePlot read_regime(const std::filesystem::path& dir) {
-    const nlohmann::json summary = read_json(dir / "summary.json");
-    RegimePlot plot;
-    plot.steps = summary["steps"].get<int64_t>(), plot.layers = summary["layers"].get<int64_t>();
-    plot.unigram = json_number(summary["unigram_entropy"]);
-    for (const char* model : {"baseline", "G1"})
-        for (const nlohmann::json& row : summary["models"][model]["rates"]) plot.lrs.push_back(row["lr"].get<double>());
-    std::sort(plot.lrs.begin(), plot.lrs.end());
-    plot.lrs.erase(std::unique(plot.lrs.begin(), plot.lrs.end()), plot.lrs.end());
-    const CsvTable runs = read_csv_table(dir / "runs.csv"), steps = read_csv_table(dir / "steps.csv");
-    const size_t gated = runs.column("gated"), lr = runs.column("lr"), seed = runs.column("seed"),
-                 val_loss = runs.column("val_loss");
-    for (const std::vector<double>& r : runs.rows)
-        plot.runs.push_back({r[gated] != 0, r[lr], uint64_t(r[seed]), r[val_loss], {}});
-    const size_t s_gated = steps.column("gated"), s_lr = steps.column("lr"), s_seed = steps.column("seed"),
-                 s_step = steps.column("step"), s_loss = steps.column("loss");
-    for (const std::vector<double>& row : steps.rows)
-        for (RegimePlot::Point& r : plot.runs)
-            if (r.gated == (row[s_gated] != 0) && r.lr == row[s_lr] && r.seed == uint64_t(row[s_seed])) {
-                if (row[s_step] != double(r.loss.size() + 1)) throw std::runtime_error("steps.csv: a step missing");
-                r.loss.push_back(row[s_loss]);
-            }
-    return plot;
-}
-
-void print_search_table(const std::vector<Regime>& regimes, const std::vector<json>& summaries,
-                        const std::filesystem::path& out, bool quick) {
-    std::printf("\n== the search: largest stable peak lr (every seed: no divergence, no spike)\n");
-    if (quick) std::printf("(--quick: runs too short to rank; the full run's result is in README.md)\n");
-    std::printf("%-15s %-45s %10s %10s %6s   %s\n", "regime", "change", "baseline", "G1", "ratio",
-                "first unstable: baseline / G1");
-    std::vector<std::string> lines{csv_line({"regime", "change", "largest_stable_lr_baseline", "largest_stable_lr_g1",
-                                             "ratio", "first_unstable_lr_baseline", "first_unstable_lr_g1"})};
-    for (size_t g = 0; g < regimes.size(); ++g) {
-        const json& m = summaries[g]["models"];
-        const double b = json_number(m["baseline"]["largest_stable_lr"]), g1 = json_number(m["G1"]["largest_stable_lr"]);
-        const double ub = json_number(m["baseline"]["first_unstable_lr"]), ug = json_number(m["G1"]["first_unstable_lr"]);
-        std::printf("%-15s %-45s %10s %10s %6s   %s / %s\n", regimes[g].name.c_str(), regimes[g].what.c_str(),
-                    format_or_dash("%.1e", b).c_str(), format_or_dash("%.1e", g1).c_str(),
-                    format_or_dash("%.1f", g1 / b).c_str(), format_or_dash("%.1e", ub).c_str(),
-                    format_or_dash("%.1e", ug).c_str());
-        lines.push_back(csv_line({regimes[g].name, regimes[g].what, format_or_dash("%g", b), format_or_dash("%g", g1),
-                                  format_or_dash("%.2f", g1 / b), format_or_dash("%g", ub), format_or_dash("%g", ug)}));
+    // The mechanism, seed 1 at the two highest rates: the largest attention logit (log scale)
+    // and the smallest head entropy against the step.
+    for (const bool logit : {true, false}) {
+        std::vector<Series> lines;
+        for (size_t k = study.lrs.size() >= 2 ? study.lrs.size() - 2 : 0; k < study.lrs.size(); ++k)
+            for (size_t v = 0; v < vs.size(); ++v)
+                for (const RunResult* r : runs_of(study, v, study.lrs[k])) {
+                    if (r->seed != 1) continue;
+                    std::vector<double> x, y;
+                    for (const Probe& p : r->probes)
+                        x.push_back(double(p.step)), y.push_back(logit ? std::log10(p.max_logit) : p.min_entropy);
+                    Series l = line(vs[v].name + ", lr " + rate_label(study.lrs[k]), x, y, chart_color(v));
+                    l.opacity = k + 1 == study.lrs.size() ? 1.0 : 0.45;
+                    lines.push_back(l);
+                }
+        chart = logit ? chart_options("Largest attention logit q.k/sqrt(dk), seed 1, two highest rates (faint: the "
+                                      "lower one)", "step", "log10 of the largest attention logit")
+                      : chart_options("Smallest attention entropy of any head, seed 1, two highest rates (faint: the "
+                                      "lower one)", "step", "entropy (nats)");
+        write_text_file(dir / (logit ? "attn_logit_vs_step.svg" : "entropy_vs_step.svg"), svg_line_chart(lines, chart));
     }
-    std::printf("('-': no stable rate in the sweep, or no unstable one)\n");
-    if (out.empty() || regimes.size() < 2) return;
-    std::string text;
-    for (const std::string& l : lines) text += l;
-    std::filesystem::create_directories(out);
-    write_text_file((out / "search.csv").string(), text);
+}
+
+Study read_study(const std::filesystem::path& dir) {
+    const nlohmann::json summary = read_json(dir / "summary.json");
+    Study study;
+    RunSettings& s = study.settings;
+    s.layers = summary["layers"].get<int64_t>(), s.d_model = summary["d_model"].get<int64_t>();
+    s.steps = summary["steps"].get<int64_t>(), s.warmup = summary["warmup"].get<int64_t>();
+    study.seeds = summary["seeds"].get<int64_t>();
+    study.lrs = json_numbers(summary["lrs"]);
+    study.unigram = json_number(summary["unigram_entropy"]);
+    const CsvTable runs = read_csv_table(dir / "runs.csv"), probes = read_csv_table(dir / "probes.csv");
+    const size_t variant = runs.column("variant"), lr = runs.column("lr"), seed = runs.column("seed"),
+                 initial = runs.column("initial_loss"), val = runs.column("val_loss"), div = runs.column("diverged"),
+                 spikes = runs.column("spikes"), grad = runs.column("max_grad_norm"), secs = runs.column("seconds");
+    for (const std::vector<double>& r : runs.rows)
+        study.runs.push_back({size_t(r[variant]), r[lr], uint64_t(r[seed]), r[initial], r[val], r[div] != 0,
+                              int64_t(r[spikes]), r[grad], r[secs], {}, {}});
+    const size_t p_variant = probes.column("variant"), p_lr = probes.column("lr"), p_seed = probes.column("seed"),
+                 p_step = probes.column("step"), logit = probes.column("max_attn_logit"),
+                 entropy = probes.column("min_attn_entropy"), gate = probes.column("gate_mean"),
+                 log_z = probes.column("mean_log_z"), hidden = probes.column("max_abs_hidden");
+    for (const std::vector<double>& p : probes.rows)
+        for (RunResult& r : study.runs)
+            if (r.variant == size_t(p[p_variant]) && r.lr == p[p_lr] && r.seed == uint64_t(p[p_seed]))
+                r.probes.push_back({int64_t(p[p_step]), p[logit], p[entropy], p[gate], p[log_z], p[hidden]});
+    for (const RunResult& r : study.runs)
+        if (r.probes.empty()) throw std::runtime_error(dir.string() + "/probes.csv: a run of runs.csv has no probes");
+    return study;
 }
 
 }  // namespace tutorial
