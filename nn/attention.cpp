@@ -209,9 +209,8 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     if (gated && o.gate == GatePosition::query) q = q * (gate = gate_values(x));
     if (rope_) q = rope_->forward(q, past), k = rope_->forward(k, past);
     if (cache) {
-        if (cache->length()) k = cat({cache->k, k}, 2), v = cat({cache->v, v}, 2);
-        cache->k = k.detach();
-        cache->v = v.detach();
+        cache->append(k, v);
+        k = cache->k, v = cache->v;
     }
     // G2, G3: scale each query row's logits by its gate, i.e. scale the query vector.
     if (gated && o.gate == GatePosition::scores_from_x) q = q * (gate = gate_values(x));  // (B, H, T, 1)
@@ -233,6 +232,29 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     }
     if (capture) *capture = {probs.detach(), gate.defined() ? gate.detach() : Tensor()};
     return y;
+}
+
+void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
+    const int64_t B = k_new.size(0), Hkv = k_new.size(1), T = k_new.size(2), D = k_new.size(3), past = length();
+    if (past > 0 && (k.size(0) != B || k.size(1) != Hkv || k.size(3) != D))
+        throw std::invalid_argument("KVCache: holds " + shape_str(k.shape()) + ", cannot append " +
+                                    shape_str(k_new.shape()));
+    const int64_t needed = B * Hkv * (past + T) * D;
+    if (!buffers_[0][0].defined() || buffers_[0][0].numel() < needed) {
+        const int64_t capacity = std::max(needed, past > 0 ? 2 * buffers_[0][0].numel() : needed);
+        for (auto& turn : buffers_)
+            for (Tensor& buffer : turn) buffer = Tensor::empty({capacity}, k_new.dtype(), k_new.device());
+    }
+    turn_ = 1 - turn_;  // the buffer k and v do not live in
+    const auto grow = [&](Tensor& held, const Tensor& fresh, const Tensor& buffer) {
+        const Tensor next = buffer.narrow(0, 0, needed).view({B, Hkv, past + T, D});
+        if (past > 0) next.narrow(2, 0, past).copy_(held);
+        next.narrow(2, past, T).copy_(fresh.detach());
+        held = next;
+    };
+    NoGradGuard no_grad;
+    grow(k, k_new, buffers_[turn_][0]);
+    grow(v, v_new, buffers_[turn_][1]);
 }
 
 // ---------------------------------------------------------------- MultiHeadAttention
