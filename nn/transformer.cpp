@@ -1,12 +1,16 @@
 #include "nn/transformer.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "autograd/engine.h"
@@ -188,9 +192,36 @@ MemoryEstimate estimate_memory(const LMConfig& config, Workload workload, int64_
     return m;
 }
 
+uint64_t cgroup_memory_max(const std::string& proc_self_cgroup, const std::string& mount) {
+    std::istringstream lines(proc_self_cgroup);
+    std::string line;
+    std::filesystem::path group;
+    while (std::getline(lines, line))
+        if (line.starts_with("0::")) group = line.substr(3);  // the v2 hierarchy's line
+    if (group.empty()) return UINT64_MAX;
+    uint64_t least = UINT64_MAX;
+    for (std::filesystem::path at = group.lexically_normal();; at = at.parent_path()) {
+        std::ifstream in(std::filesystem::path(mount) / at.relative_path() / "memory.max");
+        uint64_t bytes = 0;
+        if (in >> bytes) least = std::min(least, bytes);  // "max" fails to parse: no limit here
+        if (at == at.parent_path() || at.empty()) break;
+    }
+    return least;
+}
+
 uint64_t memory_budget() {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
-    return pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : uint64_t(1) << 34;  // 16 GiB if unknown
+    uint64_t budget = pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : uint64_t(1) << 34;  // 16 GiB if unknown
+    if (rlimit limit{}; ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+        uint64_t mapped_pages = 0;  // the address space in use: libraries, stacks, thread arenas
+        std::ifstream("/proc/self/statm") >> mapped_pages;
+        const uint64_t mapped = page_size > 0 ? mapped_pages * uint64_t(page_size) : 0;
+        budget = std::min<uint64_t>(budget, limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0);
+    }
+    std::ifstream cgroup_file("/proc/self/cgroup");
+    std::stringstream cgroup;
+    cgroup << cgroup_file.rdbuf();
+    return std::min(budget, cgroup_memory_max(cgroup.str()));
 }
 
 void check_memory(const LMConfig& c, Workload workload, int64_t batch, int64_t seq_len, uint64_t budget) {

@@ -75,8 +75,15 @@ enum class Workload { weights, inference, analysis, training };
 
 MemoryEstimate estimate_memory(const LMConfig& config, Workload workload = Workload::weights, int64_t batch = 0,
                                int64_t seq_len = 0);
-// The bytes of physical memory of this machine: the default budget below.
+// The bytes this process may use: the least of the machine's physical memory, what
+// `ulimit -v` (RLIMIT_AS) leaves above the address space already mapped, and the cgroup v2
+// memory.max of this process's group and every group above it ("max": no limit). The
+// default budget below: a container's limit, not its host's memory, is where it is killed.
 uint64_t memory_budget();
+// The smallest memory.max on the way from the group named in `proc_self_cgroup` (the text
+// of /proc/self/cgroup, its "0::/path" line) up to the root of the hierarchy mounted at
+// `mount`; UINT64_MAX when there is none (cgroup v1, no limit, files unreadable).
+uint64_t cgroup_memory_max(const std::string& proc_self_cgroup, const std::string& mount = "/sys/fs/cgroup");
 // Throws std::invalid_argument when estimate_memory(...) exceeds `budget`, naming the
 // field that asks for the most (n_layers, vocab_size, ... or batch × seq_len) and the
 // bytes the whole would need.
