@@ -465,7 +465,11 @@ volatile std::sig_atomic_t stop_signal = 0;
 static_assert(std::atomic<bool>::is_always_lock_free);
 
 extern "C" void on_stop_signal(int signal) {
-    if (stop_signal != 0) ::_exit(128 + signal);
+    if (stop_signal != 0) {
+        static const char kAtOnce[] = "gatedgrad: stopped at once by a second signal; no checkpoint saved for the step under way\n";
+        (void)!::write(STDERR_FILENO, kAtOnce, sizeof kAtOnce - 1);
+        ::_exit(128 + signal);
+    }
     stop_signal = signal;
     stop_requested.store(true);
 }

@@ -77,6 +77,29 @@ TEST_CASE("train: the first SIGINT or SIGTERM saves a checkpoint at a step bound
     }
 }
 
+TEST_CASE("train: a second signal stops at once, without waiting for the step under way") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    // Steps of about half a second (d_model 128, 32 x 256 tokens) on 200 KB of words, so
+    // that two signals sent back to back both arrive inside one step.
+    const fs::path corpus = tmp.path / "words.txt", run = tmp.path / "run";
+    {
+        std::ofstream out(corpus);
+        const char* words[] = {"gate ", "sink ", "head ", "token ", "attention ", "softmax "};
+        for (int i = 0; i < 40000; ++i) out << words[(i * 7 + i / 5) % 6] << (i % 12 == 11 ? "\n" : "");
+    }
+    Child child(tmp, "train --data " + corpus.string() + " --layers 2 --d-model 128 --heads 4 --batch 32 --seq-len 256 "
+                "--steps 1000 --warmup 1 --eval-every 0 --out " + run.string(), "twice");
+    REQUIRE(wait_until([&] { return training(run); }));
+    kill(child.pid, SIGINT);
+    kill(child.pid, SIGTERM);
+    const Outcome o = wait_app(child);
+    INFO("stderr: " << o.err);
+    CHECK((o.code == 130 || o.code == 143));  // 128 + whichever signal came second
+    CHECK(o.err == "gatedgrad: stopped at once by a second signal; no checkpoint saved for the step under way\n");
+    CHECK_FALSE(fs::exists(run / "model.safetensors"));
+}
+
 TEST_CASE("train: one process per run folder; a second one, --force included, is refused naming the holder") {
     REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
     TempDir tmp;
