@@ -771,6 +771,10 @@ void add_sample(CLI::App& app, SampleArgs& a) {
     a.cmd->add_option("--top-k", a.options.top_k, "draw from the K likeliest bytes (0: all)")
         ->check(count(0, LMConfigLimits::vocab_size))
         ->capture_default_str();
+    a.cmd->add_option("--context", a.options.context,
+                      "each new byte attends to the last N tokens, itself included (default: the model's training "
+                      "length); the prompt is cut to its last N - 1 bytes")
+        ->check(count(2, kMaxSeqLen));
     a.cmd->add_option("--seed", a.seed, "sampling seed")->check(kSeed)->capture_default_str();
     add_device_option(a.cmd, a.device);
 }
@@ -780,21 +784,22 @@ int run_sample(const SampleArgs& a) {
     const std::string text_in = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file, std::uintmax_t(1) << 30);
     const auto model = load_model(a.ckpt);
     model->to(device);
-    // The model was trained on windows of max_len tokens, BOS first: it sees no further back
-    // than that, so the prompt's last max_len - 1 bytes are all it is given. A longer prompt
-    // would cost time and memory growing with its length (a 100 KB prompt: minutes) for
-    // context the model cannot use.
-    const auto keep = size_t(model->config().max_len - 1);
+    // The model was trained on windows of max_len tokens, BOS first, so by default it attends
+    // to as many: the prompt's last max_len - 1 bytes, then a window sliding over what it
+    // writes. Time and memory per byte stay fixed; a whole 100 KB prompt took minutes.
+    SampleOptions options = a.options;
+    if (options.context == 0) options.context = model->config().max_len;
+    const auto keep = size_t(options.context - 1);
     std::vector<int64_t> prompt{kBOS};
     if (text_in.size() > keep)
-        std::fprintf(stderr, "gatedgrad: note: the prompt is %zu bytes; the model reads windows of %lld tokens, so only "
-                             "its last %zu bytes are given to it\n",
-                     text_in.size(), (long long)model->config().max_len, keep);
+        std::fprintf(stderr, "gatedgrad: note: the prompt is %zu bytes; the model attends to %lld tokens, so only its "
+                             "last %zu bytes are given to it (--context)\n",
+                     text_in.size(), (long long)options.context, keep);
     for (int64_t id : encode_bytes(text_in.substr(text_in.size() > keep ? text_in.size() - keep : 0))) prompt.push_back(id);
     Generator gen(a.seed);
     std::vector<int64_t> tokens;
     try {
-        tokens = generate(*model, prompt, a.options, gen);
+        tokens = generate(*model, prompt, options, gen);
     } catch (const std::invalid_argument& e) {  // --tokens beyond the model's positions, or its memory
         throw UsageError(e.what());
     }

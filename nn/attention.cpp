@@ -195,7 +195,7 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
                                     "), got " + shape_str(x.shape()));
     const AttentionOptions& o = options_;
     const int64_t B = x.size(0), T = x.size(1), H = o.n_heads, Hkv = o.kv_heads(), dk = o.head_dim();
-    const int64_t past = cache ? cache->length() : 0;
+    const int64_t past = cache ? cache->seen() : 0;  // the position of x's first token
     const bool gated = o.gated();
     Tensor gate;
 
@@ -239,7 +239,9 @@ void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
     if (past > 0 && (k.size(0) != B || k.size(1) != Hkv || k.size(3) != D))
         throw std::invalid_argument("KVCache: holds " + shape_str(k.shape()) + ", cannot append " +
                                     shape_str(k_new.shape()));
-    const int64_t needed = B * Hkv * (past + T) * D;
+    // The old positions that stay: all, or the newest of them that fit beside the T new ones.
+    const int64_t kept = keep > 0 ? std::min(past, std::max<int64_t>(keep - T, 0)) : past;
+    const int64_t needed = B * Hkv * (kept + T) * D;
     if (!buffers_[0][0].defined() || buffers_[0][0].numel() < needed) {
         const int64_t capacity = std::max(needed, past > 0 ? 2 * buffers_[0][0].numel() : needed);
         for (auto& turn : buffers_)
@@ -247,14 +249,15 @@ void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
     }
     turn_ = 1 - turn_;  // the buffer k and v do not live in
     const auto grow = [&](Tensor& held, const Tensor& fresh, const Tensor& buffer) {
-        const Tensor next = buffer.narrow(0, 0, needed).view({B, Hkv, past + T, D});
-        if (past > 0) next.narrow(2, 0, past).copy_(held);
-        next.narrow(2, past, T).copy_(fresh.detach());
+        const Tensor next = buffer.narrow(0, 0, needed).view({B, Hkv, kept + T, D});
+        if (kept > 0) next.narrow(2, 0, kept).copy_(held.narrow(2, past - kept, kept));
+        next.narrow(2, kept, T).copy_(fresh.detach());
         held = next;
     };
     NoGradGuard no_grad;
     grow(k, k_new, buffers_[turn_][0]);
     grow(v, v_new, buffers_[turn_][1]);
+    seen_ += T;
 }
 
 // ---------------------------------------------------------------- MultiHeadAttention

@@ -334,7 +334,7 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
         throw std::invalid_argument("GatedTransformerLM: ids must be int64 (B, T), got " + shape_str(ids.shape()) + " " +
                                     dtype_name(ids.dtype()));
     if (caches && caches->size() != blocks.size()) caches->resize(blocks.size());
-    const int64_t T = ids.size(1), past = caches && !caches->empty() ? (*caches)[0].length() : 0;
+    const int64_t T = ids.size(1), past = caches && !caches->empty() ? (*caches)[0].seen() : 0;
     Tensor x = tok_emb->forward(ids);  // (B, T, d)
     if (pos_emb) x = x + pos_emb->forward(T, past);
     if (capture) *capture = {std::vector<AttentionCapture>(blocks.size()), {}};
@@ -367,10 +367,11 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
                               const SampleOptions& options, Generator& gen) {
     if (prompt.empty()) throw std::invalid_argument("generate: the prompt is empty (start it with BOS)");
     if (options.max_new_tokens < 0 || !(options.temperature >= 0 && std::isfinite(options.temperature)) ||
-        options.top_k < 0)
+        options.top_k < 0 || options.context < 0)
         throw std::invalid_argument("generate: max_new_tokens " + std::to_string(options.max_new_tokens) +
                                     ", temperature " + std::to_string(options.temperature) + ", top_k " +
-                                    std::to_string(options.top_k) + ": need counts ≥ 0 and a finite temperature ≥ 0");
+                                    std::to_string(options.top_k) + ", context " + std::to_string(options.context) +
+                                    ": need counts ≥ 0 and a finite temperature ≥ 0");
     const LMConfig& c = model.config();
     const auto P = static_cast<int64_t>(prompt.size()), N = options.max_new_tokens;
     // Every token but the last new one is fed back, so it needs a position.
@@ -379,9 +380,13 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
                                     " new ones need more positions than the " + std::to_string(c.max_len) +
                                     " learned ones of this model; ask for at most " +
                                     std::to_string(std::max<int64_t>(c.max_len - P + 1, 0)) + " tokens");
-    check_memory(c, Workload::inference, 1, N > INT64_MAX - P ? INT64_MAX : P + N);  // the KV caches grow to P + N
+    // The KV caches grow to P + N positions, or hold at most the context (the prompt, whole,
+    // in the first step).
+    const int64_t total = N > INT64_MAX - P ? INT64_MAX : P + N;
+    check_memory(c, Workload::inference, 1, options.context > 0 ? std::max(P, std::min(total, options.context)) : total);
     NoGradGuard no_grad;
-    std::vector<KVCache> caches;
+    std::vector<KVCache> caches(model.blocks.size());
+    for (KVCache& cache : caches) cache.keep = options.context;
     std::vector<int64_t> out;
     const Device device = model.parameters().front().device();  // the tokens go where the model is
     Tensor ids = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}).to(device);

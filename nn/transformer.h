@@ -147,11 +147,15 @@ struct SampleOptions {
     int64_t max_new_tokens = 100;
     double temperature = 1.0;  // 0: greedy; finite
     int64_t top_k = 0;         // 0: all tokens
+    // Each new token attends to at most this many, itself included (KVCache::keep): time
+    // per token and memory stay fixed however many are drawn. 0: to every token so far.
+    int64_t context = 0;
 };
 
 // Continues `prompt` token by token with a KV cache; returns only the new tokens, exactly
 // max_new_tokens of them. With learned positions the prompt and the new tokens (all but
 // the last, which is never fed back) must fit in max_len, or it throws before starting.
+// The prompt goes in whole, in one forward pass; options.context bounds what comes after.
 std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector<int64_t>& prompt,
                               const SampleOptions& options, Generator& gen = default_generator());
 

@@ -209,18 +209,23 @@ TEST_CASE("sample: memory stays linear in the tokens, and a long prompt is cut t
     // The tiny preset's shape (2 layers, d_model 64, 4 heads, RoPE), trained one step.
     REQUIRE(run_app(tmp, "train --data " + corpus.string() + " --layers 2 --d-model 64 --heads 4 --batch 2 --seq-len 16 "
                          "--steps 1 --quiet --out " + run.string()).code == 0);
-    const auto peak_kib = [&](int tokens) {
+    const auto peak_kib = [&](int tokens, const std::string& context) {
         rusage usage{};
-        Child sample(tmp, "sample --ckpt " + ckpt.string() + " --tokens " + std::to_string(tokens),
+        Child sample(tmp, "sample --ckpt " + ckpt.string() + " --tokens " + std::to_string(tokens) + context,
                      "sample" + std::to_string(tokens));
         const Outcome o = wait_app(sample, &usage);
         CHECK(o.code == 0);
         CHECK_FALSE(o.out.empty());
         return usage.ru_maxrss;
     };
-    const long short_run = peak_kib(200), long_run = peak_kib(2000);
-    MESSAGE("sample peak memory: 200 tokens " << short_run << " KiB, 2000 tokens " << long_run << " KiB");
-    CHECK(long_run < 2 * short_run);  // the cache itself is ~1 MB; concatenating it each token held ~1.7 GB
+    // Attending to every token (a cache that grows to 2000 positions, ~1 MB), and to the
+    // model's 16 (the default: a cache of fixed size).
+    for (const std::string context : {" --context 4096", ""}) {
+        CAPTURE(context);
+        const long short_run = peak_kib(200, context), long_run = peak_kib(2000, context);
+        MESSAGE("sample" << context << " peak memory: 200 tokens " << short_run << " KiB, 2000 tokens " << long_run << " KiB");
+        CHECK(long_run < 2 * short_run);  // concatenating the cache each token held ~1.5 GB at 2000
+    }
 
     // A 100 KB prompt on a model that reads 16 tokens: a note, and only the last 15 bytes go in.
     const fs::path prompt = tmp.path / "prompt.txt";
@@ -230,7 +235,7 @@ TEST_CASE("sample: memory stays linear in the tokens, and a long prompt is cut t
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     INFO("stderr: " << o.err);
     CHECK(o.code == 0);
-    CHECK(o.err.find("note: the prompt is 100009 bytes; the model reads windows of 16 tokens, so only its last 15 bytes") !=
+    CHECK(o.err.find("note: the prompt is 100009 bytes; the model attends to 16 tokens, so only its last 15 bytes") !=
           std::string::npos);
     CHECK(o.out.starts_with(std::string(100000, 'x') + "The end: "));
     CHECK(seconds < 30);  // a full forward over 100 KB took minutes
