@@ -209,20 +209,25 @@ uint64_t cgroup_memory_max(const std::string& proc_self_cgroup, const std::strin
     return least;
 }
 
-uint64_t memory_budget() {
+MemoryLimit memory_limit() {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
-    uint64_t budget = pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : uint64_t(1) << 34;  // 16 GiB if unknown
+    MemoryLimit least{pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : uint64_t(1) << 34,
+                      "this machine's memory"};  // 16 GiB if unknown
     if (rlimit limit{}; ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
         uint64_t mapped_pages = 0;  // the address space in use: libraries, stacks, thread arenas
         std::ifstream("/proc/self/statm") >> mapped_pages;
         const uint64_t mapped = page_size > 0 ? mapped_pages * uint64_t(page_size) : 0;
-        budget = std::min<uint64_t>(budget, limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0);
+        const uint64_t left = limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0;
+        if (left < least.bytes) least = {left, "what ulimit -v leaves"};
     }
     std::ifstream cgroup_file("/proc/self/cgroup");
     std::stringstream cgroup;
     cgroup << cgroup_file.rdbuf();
-    return std::min(budget, cgroup_memory_max(cgroup.str()));
+    if (const uint64_t group = cgroup_memory_max(cgroup.str()); group < least.bytes) least = {group, "the cgroup's memory.max"};
+    return least;
 }
+
+uint64_t memory_budget() { return memory_limit().bytes; }
 
 void check_memory(const LMConfig& c, Workload workload, int64_t batch, int64_t seq_len, uint64_t budget) {
     const double total = estimate_memory(c, workload, batch, seq_len).total();
@@ -242,9 +247,11 @@ void check_memory(const LMConfig& c, Workload workload, int64_t batch, int64_t s
                           : workload == Workload::training  ? "a training step"
                           : workload == Workload::analysis  ? "an analysis pass"
                                                             : "a forward pass";
+    const MemoryLimit limit = memory_limit();  // the default budget: say where it comes from
+    const std::string source = limit.bytes == budget ? std::string(" (") + limit.source + ")" : "";
     throw std::invalid_argument("LMConfig: " + blame.second + " asks for too much memory: " + purpose +
                                 " would need about " + bytes_str(total) + ", more than the " + bytes_str(double(budget)) +
-                                " available");
+                                " available" + source);
 }
 
 // ---------------------------------------------------------------- block

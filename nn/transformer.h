@@ -79,7 +79,12 @@ MemoryEstimate estimate_memory(const LMConfig& config, Workload workload = Workl
 // `ulimit -v` (RLIMIT_AS) leaves above the address space already mapped, and the cgroup v2
 // memory.max of this process's group and every group above it ("max": no limit). The
 // default budget below: a container's limit, not its host's memory, is where it is killed.
-uint64_t memory_budget();
+struct MemoryLimit {
+    uint64_t bytes;
+    const char* source;  // which of the three it is, for messages: "ulimit -v", ...
+};
+MemoryLimit memory_limit();
+uint64_t memory_budget();  // memory_limit().bytes
 // The smallest memory.max on the way from the group named in `proc_self_cgroup` (the text
 // of /proc/self/cgroup, its "0::/path" line) up to the root of the hierarchy mounted at
 // `mount`; UINT64_MAX when there is none (cgroup v1, no limit, files unreadable).

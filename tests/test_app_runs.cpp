@@ -199,7 +199,9 @@ TEST_CASE("train: the memory check obeys ulimit -v, not just the machine's memor
     const std::string big = "train --data " + corpus.string() + " --layers 1 --d-model 16 --heads 2 --batch 256 "
                             "--seq-len 1024 --out " + (tmp.path / "big").string();
     check_error(run_app(tmp, big), 1, "validation text (");
-    check_error(run_app_after(tmp, "ulimit -v 600000 && ", big), 2, "asks for too much memory");
+    const Outcome limited = run_app_after(tmp, "ulimit -v 600000 && ", big);
+    check_error(limited, 2, "asks for too much memory");
+    CHECK(limited.err.find("available (what ulimit -v leaves)") != std::string::npos);
 }
 
 TEST_CASE("sample: memory stays linear in the tokens, and a long prompt is cut to the model's window") {
