@@ -439,8 +439,20 @@ TEST_CASE("trainer: a checkpoint copied from another run is refused on resume") 
     Trainer own(ca, data);
     own.resume(a + "/model.safetensors");  // its own run's checkpoint is fine
     CHECK(own.step() == 2);
+
+    // Its own checkpoint, but a log copied from another run.
+    const std::string c = temp_dir("run_c");
+    TrainConfig cc = tiny_config(c);
+    cc.steps = 2, cc.run_id = new_run_id();
+    Trainer(cc, data).run(true);
+    fs::copy_file(a + "/log.jsonl", c + "/log.jsonl", fs::copy_options::overwrite_existing);
+    Trainer mixed(cc, data);
+    CHECK_THROWS_WITH_AS(mixed.resume(c + "/model.safetensors"),
+                         doctest::Contains(("log.jsonl:1: a line of run " + ca.run_id + ", not of run " + cc.run_id).c_str()),
+                         std::runtime_error);
     fs::remove_all(a);
     fs::remove_all(b);
+    fs::remove_all(c);
 }
 
 TEST_CASE("trainer: data too short for a validation or a training batch fails before the model is built") {

@@ -238,6 +238,22 @@ double sum_of_squares(const std::vector<Tensor>& params) {
 }
 }  // namespace
 
+namespace {
+// Every line of a run's log.jsonl that names a run must name this one: a log copied in
+// from another run would otherwise be continued as if it were this run's history.
+void check_log_run(const std::filesystem::path& log, const std::string& run_id) {
+    std::ifstream in(log);
+    std::string line;
+    for (int64_t number = 1; std::getline(in, line); ++number) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.contains("run") && j["run"].is_string() && j["run"].get<std::string>() != run_id)
+            throw std::runtime_error(log.string() + ":" + std::to_string(number) + ": a line of run " +
+                                     j["run"].get<std::string>() + ", not of run " + run_id +
+                                     " (a log copied from another run?)");
+    }
+}
+}  // namespace
+
 void Trainer::resume(const std::string& path) {
     NamedTensors extra = with_prefix("optim.", optimizer_->state_dict());
     Tensor step = zeros({1}, DType::i64), sampler = zeros({4}, DType::i64);
@@ -252,6 +268,8 @@ void Trainer::resume(const std::string& path) {
     if (planned && !planned->run_id.empty() && !config_.run_id.empty() && planned->run_id != config_.run_id)
         throw std::runtime_error("checkpoint: " + path + ": it belongs to run " + planned->run_id + ", not to run " +
                                  config_.run_id + " whose config this is (a checkpoint copied from another run?)");
+    if (!config_.out_dir.empty() && !config_.run_id.empty())
+        check_log_run(std::filesystem::path(config_.out_dir) / "log.jsonl", config_.run_id);
     check_trainer_state(file, path);
     check_finite(file, "checkpoint: " + path);
     NamedTensors targets = model_->state_dict();

@@ -111,7 +111,8 @@ public:
     // steps differ from those the checkpoint's run planned (a finished run extended), the
     // learning rate goes on from where the checkpoint left it, on a cosine re-stretched to
     // the new end (config().restart_step), and resume_note() says so. A checkpoint whose
-    // run_id is not the config's is refused (a file copied in from another run).
+    // run_id is not the config's is refused (a file copied in from another run), and so is
+    // an out_dir/log.jsonl with a line of another run.
     void resume(const std::string& checkpoint_path);
     const std::string& resume_note() const { return resume_note_; }  // empty: nothing changed
     // Trains up to config.steps, or pauses after step `stop_at` (> 0) with a checkpoint,
