@@ -466,7 +466,8 @@ static_assert(std::atomic<bool>::is_always_lock_free);
 
 extern "C" void on_stop_signal(int signal) {
     if (stop_signal != 0) {
-        static const char kAtOnce[] = "gatedgrad: stopped at once by a second signal; no checkpoint saved for the step under way\n";
+        static const char kAtOnce[] =
+            "gatedgrad: stopped at once by a second signal; no checkpoint saved for the step under way\n";
         (void)!::write(STDERR_FILENO, kAtOnce, sizeof kAtOnce - 1);
         ::_exit(128 + signal);
     }
@@ -795,7 +796,8 @@ int run_sample(const SampleArgs& a) {
         std::fprintf(stderr, "gatedgrad: note: the prompt is %zu bytes; the model attends to %lld tokens, so only its "
                              "last %zu bytes are given to it (--context)\n",
                      text_in.size(), (long long)options.context, keep);
-    for (int64_t id : encode_bytes(text_in.substr(text_in.size() > keep ? text_in.size() - keep : 0))) prompt.push_back(id);
+    for (int64_t id : encode_bytes(text_in.substr(text_in.size() > keep ? text_in.size() - keep : 0)))
+        prompt.push_back(id);
     Generator gen(a.seed);
     std::vector<int64_t> tokens;
     try {

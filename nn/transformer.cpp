@@ -223,7 +223,8 @@ MemoryLimit memory_limit() {
     std::ifstream cgroup_file("/proc/self/cgroup");
     std::stringstream cgroup;
     cgroup << cgroup_file.rdbuf();
-    if (const uint64_t group = cgroup_memory_max(cgroup.str()); group < least.bytes) least = {group, "the cgroup's memory.max"};
+    if (const uint64_t group = cgroup_memory_max(cgroup.str()); group < least.bytes)
+        least = {group, "the cgroup's memory.max"};
     return least;
 }
 

@@ -137,9 +137,10 @@ Corpus load_corpus(const std::vector<std::string>& paths) {
     }
     if (corpus.documents.empty()) {
         const std::string where = paths.empty() ? std::string("(no paths)") : paths[0];
-        throw std::runtime_error("corpus: no text found in " + where +
-                                 (where == kDefaultCorpus ? " (install the default corpus, the fortunes package, or pass --data FILE)"
-                                                          : " (its files are empty, hidden or binary)"));
+        const std::string hint = where == kDefaultCorpus
+                                     ? " (install the default corpus, the fortunes package, or pass --data FILE)"
+                                     : " (its files are empty, hidden or binary)";
+        throw std::runtime_error("corpus: no text found in " + where + hint);
     }
     return corpus;
 }

@@ -301,7 +301,8 @@ void Trainer::continue_schedule(const TrainConfig& planned) {
     const double from = config_.restart_lr, to = config_.lr * config_.min_lr_ratio;
     char path[192];
     if (from > to)
-        std::snprintf(path, sizeof path, "goes on from %.2e, where the first plan left it, down a cosine to %.2e", from, to);
+        std::snprintf(path, sizeof path, "goes on from %.2e, where the first plan left it, down a cosine to %.2e", from,
+                      to);
     else if (from < to)
         std::snprintf(path, sizeof path,
                       "goes on from %.2e, where the first plan left it, up a half cosine to %.2e (the new minimum, "
@@ -310,9 +311,10 @@ void Trainer::continue_schedule(const TrainConfig& planned) {
     else
         std::snprintf(path, sizeof path, "stays at %.2e, where the first plan left it, through", from);
     char note[448];
-    std::snprintf(note, sizeof note, "the run was planned for %lld steps and now has %lld: from step %lld the learning rate %s%s step %lld",
-                  (long long)planned.steps, (long long)config_.steps, (long long)step_ + 1, path, from == to ? "" : " at",
-                  (long long)config_.steps);
+    std::snprintf(note, sizeof note,
+                  "the run was planned for %lld steps and now has %lld: from step %lld the learning rate %s%s step %lld",
+                  (long long)planned.steps, (long long)config_.steps, (long long)step_ + 1, path,
+                  from == to ? "" : " at", (long long)config_.steps);
     resume_note_ = note;
 }
 
