@@ -539,8 +539,9 @@ int run_train(const TrainArgs& a) {
         if (!a.resume && !a.force)
             for (const char* name : {"model.safetensors", "log.jsonl", "config.json"})
                 if (fs::exists(dir / name))
-                    throw UsageError(dir.string() + " already holds a run (" + name +
-                                     "); pass --resume to continue it or --force to replace it");
+                    throw UsageError(dir.string() + " already holds a run (" + name + "); " +
+                                     (fs::exists(ckpt) ? "pass --resume to continue it or --force to replace it"
+                                                       : "it has no checkpoint to resume from: pass --force to start over"));
         std::unique_ptr<TrainConfig> run;  // the config the resumed run was started with
         if (a.resume) {
             if (!fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());

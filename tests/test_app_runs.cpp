@@ -187,6 +187,8 @@ TEST_CASE("train: everything is checked before the first step, and a run that fa
     const Outcome diverged = run_app(tmp, "train" + tiny(corpus) + " --lr 1e6 --warmup 0 --clip 0 --steps 50 --force --out " +
                                               run.string());
     check_error(diverged, 1, "no checkpoint was written before it, so there is none to resume from");
+    check_error(run_app(tmp, "train" + tiny(corpus) + " --steps 2 --out " + run.string()), 2,
+                "already holds a run (log.jsonl); it has no checkpoint to resume from: pass --force to start over");
 }
 
 TEST_CASE("train: the memory check obeys ulimit -v, not just the machine's memory") {

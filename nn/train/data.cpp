@@ -51,13 +51,13 @@ std::string read_bytes(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
     std::error_code ec;
     const uintmax_t size = std::filesystem::file_size(path, ec);
-    if (!in || ec) throw std::runtime_error("corpus: cannot read " + path.string());
+    if (!in || ec) throw std::runtime_error("corpus: cannot read '" + path.string() + "'");
     std::string text(size, '\0');
     in.read(text.data(), std::streamsize(size));
     const auto got = uintmax_t(in.gcount());
     const bool more = in.peek() != std::char_traits<char>::eof();
     if (got != size || more || std::filesystem::file_size(path, ec) != size)
-        throw std::runtime_error("corpus: " + path.string() + " changed while it was read: " + std::to_string(size) +
+        throw std::runtime_error("corpus: '" + path.string() + "' changed while it was read: " + std::to_string(size) +
                                  " bytes when opened, " + (more ? "more" : std::to_string(got)) +
                                  " read; nothing was trained on it (run again once the file is complete)");
     return text;
