@@ -1,15 +1,20 @@
 // test_app_runs.cpp — what `gatedgrad train` guarantees about a run folder, tried the way a
 // user with hostile habits would: signals sent to a real train process, two processes on
 // one folder, a checkpoint copied from another run, data changed under a run, a resume
-// that changes the model; checks that come before the first step; sampling memory that
-// stays linear in the tokens; and data paths that are not text, each refused in one line.
+// that changes the model; checks that come before the first step, memory limits included;
+// sampling whose memory stays linear in the tokens; and data paths that are not text, each
+// refused in one line.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "tests/app_check.h"
 
@@ -39,7 +44,11 @@ std::vector<nlohmann::json> log_lines(const fs::path& run) {
 }
 
 // Started and running: it has logged a step.
-bool training(const fs::path& run) { return fs::exists(run / "log.jsonl") && fs::file_size(run / "log.jsonl") > 0; }
+bool training(const fs::path& run) {
+    std::error_code ec;
+    const auto size = fs::file_size(run / "log.jsonl", ec);
+    return !ec && size > 0;
+}
 
 std::string run_id(const fs::path& run) {
     return nlohmann::json::parse(read_file(run / "config.json"))["run_id"].get<std::string>();
