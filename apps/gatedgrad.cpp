@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -380,12 +381,22 @@ void add_train(CLI::App& app, TrainArgs& a) {
         "validation); a run that fails before it starts leaves no new folder behind.");
 }
 
-// The config of a run: a base (preset, --config file, the resumed run's config.json or the
+// The config a run in `dir` was started with: its config.json or, where that is gone, the
+// one its checkpoint holds; none when neither is there.
+std::optional<TrainConfig> run_config(const fs::path& dir) {
+    if (fs::exists(dir / "config.json")) return TrainConfig::from_json(read_file((dir / "config.json").string()));
+    const fs::path ckpt = dir / "model.safetensors";
+    if (!fs::exists(ckpt)) return std::nullopt;
+    const Metadata saved = read_safetensors(ckpt.string()).metadata;
+    if (!saved.contains("train_config")) return std::nullopt;
+    return TrainConfig::from_json(saved.at("train_config"));
+}
+
+// The config of a run: a base (preset, --config file, the resumed run's config or the
 // defaults), then every flag given on top.
 TrainConfig train_config(const TrainArgs& a) {
     TrainConfig c;
     bool rescale = true;  // a base the user did not write: --steps may stretch its schedule
-    const fs::path saved = fs::path(a.out) / "config.json";
     if (!a.config_file.empty()) {
         const std::string text = read_file(a.config_file);  // unreadable: a runtime error
         try {
@@ -396,8 +407,8 @@ TrainConfig train_config(const TrainArgs& a) {
         rescale = false;
     } else if (!a.preset.empty()) {
         c = TrainConfig::preset(a.preset);
-    } else if (a.resume && fs::exists(saved)) {
-        c = TrainConfig::from_json(read_file(saved.string()));
+    } else if (const std::optional<TrainConfig> run = a.resume ? run_config(a.out) : std::nullopt) {
+        c = *run;
         rescale = false;
     }
     const TrainConfig base = c;
@@ -542,17 +553,8 @@ int run_train(const TrainArgs& a) {
                     throw UsageError(dir.string() + " already holds a run (" + name + "); " +
                                      (fs::exists(ckpt) ? "pass --resume to continue it or --force to replace it"
                                                        : "it has no checkpoint to resume from: pass --force to start over"));
-        std::unique_ptr<TrainConfig> run;  // the config the resumed run was started with
-        if (a.resume) {
-            if (!fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
-            // The run's own config, or, where config.json is gone, the one its checkpoint holds.
-            const Metadata metadata = read_safetensors(ckpt.string()).metadata;
-            const auto saved = metadata.find("train_config");
-            if (fs::exists(dir / "config.json"))
-                run = std::make_unique<TrainConfig>(TrainConfig::from_json(read_file((dir / "config.json").string())));
-            else if (saved != metadata.end())
-                run = std::make_unique<TrainConfig>(TrainConfig::from_json(saved->second));
-        }
+        if (a.resume && !fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
+        const std::optional<TrainConfig> run = a.resume ? run_config(dir) : std::nullopt;
         requested.run_id = run && !run->run_id.empty() ? run->run_id : new_run_id();
         if (run) changes = resume_changes(*run, requested);
         const Corpus corpus = load_corpus(requested.data);

@@ -160,6 +160,15 @@ TEST_CASE("train --resume: the run's id, data and architecture must agree; other
     check_error(run_app(tmp, "train --resume --preset tiny --out " + x.string()), 2,
                 "a resumed run keeps its architecture: --layers is 1 in the run, 2 given");
 
+    // A checkpoint alone in a new folder (no config.json) continues its own run.
+    const fs::path z = tmp.path / "z";
+    fs::create_directories(z);
+    fs::copy_file(x / "model.safetensors", z / "model.safetensors");
+    const Outcome moved = run_app(tmp, "train --resume --steps 3 --quiet --out " + z.string());
+    INFO("moved: " << moved.out << moved.err);
+    CHECK(moved.code == 0);
+    CHECK(run_id(z) == id);
+
     // The data changed under the run: refused unless allowed.
     std::ofstream(corpus, std::ios::app) << "One more fortune.\n%\n";
     const Outcome changed = run_app(tmp, "train --resume --steps 4 --out " + x.string());
