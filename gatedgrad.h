@@ -23,6 +23,7 @@
 #include "nn/io/safetensors.h"
 
 #include "nn/train/data.h"
+#include "nn/train/run_lock.h"
 #include "nn/train/synthetic.h"
 #include "nn/train/trainer.h"
 

@@ -10,20 +10,28 @@
 //   gatedgrad plot  --out loss.svg runs/baseline/log.jsonl runs/g1/log.jsonl
 //
 // Exit codes: 0 done; 1 the work failed (a missing corpus, a corrupt checkpoint, a loss
-// that went NaN); 2 the command line is wrong (unknown flag, bad value, a model too big
-// for this machine). Either failure is one line on stderr, "gatedgrad: <message>", with
-// anything unprintable escaped: it may quote a file someone else wrote.
+// that went NaN, a run folder in use); 2 the command line is wrong (unknown flag, bad value,
+// a model too big for this machine); 130 or 143, train stopped by SIGINT or SIGTERM after
+// saving a checkpoint (128 + the signal, as a shell reports it). Each is one line on stderr,
+// "gatedgrad: <message>", with anything unprintable escaped: it may quote a file someone
+// else wrote.
 #include <CLI/CLI.hpp>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -157,53 +165,66 @@ private:
     std::vector<std::function<void(TrainConfig&)>> apply_;
 };
 
-// Appends each train option's default to its --help line: the plain TrainConfig's value,
-// and the presets' where they differ: "(default 300; tiny 600, small 2000)".
-void show_defaults(CLI::App* cmd) {
-    using Get = std::function<std::string(const TrainConfig&)>;
+// Each train option that sets a TrainConfig field, with the field's value as text: the
+// --help defaults, and on --resume the architecture a run keeps and the changes it takes.
+struct TrainField {
+    const char* flag;
+    bool architecture;  // part of the model: a resumed run cannot change it
+    std::function<std::string(const TrainConfig&)> get;
+};
+
+const std::vector<TrainField>& train_fields() {
     const auto text = [](auto value) {
         std::ostringstream out;
         out << value;
         return out.str();
     };
-    const std::vector<std::pair<const char*, Get>> fields = {
-        {"--attn", [](const TrainConfig& c) { return gate_position_name(c.model.attn.gate); }},
-        {"--gate-fn", [](const TrainConfig& c) { return gate_function_name(c.model.attn.gate_fn); }},
-        {"--gate-sharing", [](const TrainConfig& c) { return gate_sharing_name(c.model.attn.sharing); }},
-        {"--gate-init", [](const TrainConfig& c) { return gate_init_name(c.model.attn.gate_init); }},
-        {"--kv-heads", [&](const TrainConfig& c) { return c.model.attn.n_kv_heads ? text(c.model.attn.n_kv_heads) : "--heads"; }},
-        {"--qk-norm", [](const TrainConfig& c) { return c.model.attn.qk_norm ? "on" : "off"; }},
-        {"--window", [&](const TrainConfig& c) { return text(c.model.attn.window); }},
-        {"--positions", [](const TrainConfig& c) { return c.model.positions == PositionEncoding::rope ? "rope" : "learned"; }},
-        {"--layers", [&](const TrainConfig& c) { return text(c.model.n_layers); }},
-        {"--d-model", [&](const TrainConfig& c) { return text(c.model.d_model); }},
-        {"--heads", [&](const TrainConfig& c) { return text(c.model.attn.n_heads); }},
-        {"--no-ffn", [](const TrainConfig& c) { return c.model.ffn ? "off" : "on"; }},
-        {"--experts", [&](const TrainConfig& c) { return text(c.model.n_experts); }},
-        {"--top-k", [&](const TrainConfig& c) { return text(c.model.top_k); }},
-        {"--steps", [&](const TrainConfig& c) { return text(c.steps); }},
-        {"--batch", [&](const TrainConfig& c) { return text(c.batch_size); }},
-        {"--seq-len", [&](const TrainConfig& c) { return text(c.seq_len); }},
-        {"--lr", [&](const TrainConfig& c) { return text(c.lr); }},
-        {"--warmup", [&](const TrainConfig& c) { return text(c.warmup); }},
-        {"--weight-decay", [&](const TrainConfig& c) { return text(c.weight_decay); }},
-        {"--independent-wd", [](const TrainConfig& c) { return c.independent_weight_decay ? "on" : "off"; }},
-        {"--z-loss", [&](const TrainConfig& c) { return text(c.z_loss); }},
-        {"--clip", [&](const TrainConfig& c) { return text(c.grad_clip); }},
-        {"--seed", [&](const TrainConfig& c) { return text(c.seed); }},
-        {"--eval-every", [&](const TrainConfig& c) { return text(c.eval_every); }},
-        {"--probe-every", [&](const TrainConfig& c) { return text(c.probe_every); }},
-        {"--ckpt-every", [&](const TrainConfig& c) { return text(c.ckpt_every); }},
-        {"--data", [](const TrainConfig& c) {
+    using C = const TrainConfig&;
+    static const std::vector<TrainField> fields = {
+        {"--attn", true, [](C c) { return gate_position_name(c.model.attn.gate); }},
+        {"--gate-fn", true, [](C c) { return gate_function_name(c.model.attn.gate_fn); }},
+        {"--gate-sharing", true, [](C c) { return gate_sharing_name(c.model.attn.sharing); }},
+        {"--gate-init", true, [](C c) { return gate_init_name(c.model.attn.gate_init); }},
+        {"--layers", true, [=](C c) { return text(c.model.n_layers); }},
+        {"--d-model", true, [=](C c) { return text(c.model.d_model); }},
+        {"--heads", true, [=](C c) { return text(c.model.attn.n_heads); }},
+        {"--kv-heads", true, [=](C c) { return c.model.attn.n_kv_heads ? text(c.model.attn.n_kv_heads) : "--heads"; }},
+        {"--qk-norm", true, [](C c) { return c.model.attn.qk_norm ? "on" : "off"; }},
+        {"--window", true, [=](C c) { return text(c.model.attn.window); }},
+        {"--positions", true, [](C c) { return c.model.positions == PositionEncoding::rope ? "rope" : "learned"; }},
+        {"--no-ffn", true, [](C c) { return c.model.ffn ? "off" : "on"; }},
+        {"--experts", true, [=](C c) { return text(c.model.n_experts); }},
+        {"--top-k", true, [=](C c) { return text(c.model.top_k); }},
+        {"--steps", false, [=](C c) { return text(c.steps); }},
+        {"--batch", false, [=](C c) { return text(c.batch_size); }},
+        {"--seq-len", false, [=](C c) { return text(c.seq_len); }},
+        {"--lr", false, [=](C c) { return text(c.lr); }},
+        {"--warmup", false, [=](C c) { return text(c.warmup); }},
+        {"--weight-decay", false, [=](C c) { return text(c.weight_decay); }},
+        {"--independent-wd", false, [](C c) { return c.independent_weight_decay ? "on" : "off"; }},
+        {"--z-loss", false, [=](C c) { return text(c.z_loss); }},
+        {"--clip", false, [=](C c) { return text(c.grad_clip); }},
+        {"--seed", false, [=](C c) { return text(c.seed); }},
+        {"--eval-every", false, [=](C c) { return text(c.eval_every); }},
+        {"--probe-every", false, [=](C c) { return text(c.probe_every); }},
+        {"--ckpt-every", false, [=](C c) { return text(c.ckpt_every); }},
+        {"--ckpt-minutes", false, [=](C c) { return text(c.ckpt_minutes); }},
+        {"--data", false, [](C c) {
              std::string paths;
              for (const std::string& d : c.data) paths += (paths.empty() ? "" : " ") + d;
              return paths;
          }},
-        {"--val-fraction", [&](const TrainConfig& c) { return text(c.split.val_fraction); }},
-        {"--split", [](const TrainConfig& c) { return split_mode_name(c.split.mode); }},
+        {"--val-fraction", false, [=](C c) { return text(c.split.val_fraction); }},
+        {"--split", false, [](C c) { return split_mode_name(c.split.mode); }},
     };
+    return fields;
+}
+
+// Appends each train option's default to its --help line: the plain TrainConfig's value,
+// and the presets' where they differ: "(default 300; tiny 600, small 2000)".
+void show_defaults(CLI::App* cmd) {
     const TrainConfig plain, tiny = TrainConfig::preset("tiny"), small = TrainConfig::preset("small");
-    for (const auto& [name, get] : fields) {
+    for (const auto& [name, architecture, get] : train_fields()) {
         std::string shown = "default " + get(plain);
         if (get(tiny) != get(plain) || get(small) != get(plain)) shown += "; tiny " + get(tiny) + ", small " + get(small);
         CLI::Option* opt = cmd->get_option(name);
@@ -238,7 +259,7 @@ Device device_of(const Module& model) { return model.parameters().front().device
 struct TrainArgs {
     CLI::App* cmd = nullptr;
     std::string preset, config_file, out, device = "cpu";
-    bool resume = false, force = false, quiet = false;
+    bool resume = false, force = false, quiet = false, allow_data_change = false;
     std::unique_ptr<Overrides> overrides;
     CLI::Option *steps = nullptr, *warmup = nullptr, *eval_every = nullptr;  // --steps rescales the others
 };
@@ -256,6 +277,9 @@ void add_train(CLI::App& app, TrainArgs& a) {
         cmd->add_flag("--resume", a.resume, "continue the run in DIR from DIR/model.safetensors (config from DIR/config.json)");
     cmd->add_flag("--force", a.force, "start a new run in DIR even if one is there, replacing its checkpoint and log")
         ->excludes(resume);
+    cmd->add_flag("--allow-data-change", a.allow_data_change,
+                  "with --resume: go on although the training data differ from those the run began on")
+        ->needs(resume);
     cmd->add_flag("--quiet", a.quiet, "print only the final result");
     add_device_option(cmd, a.device);
 
@@ -333,6 +357,10 @@ void add_train(CLI::App& app, TrainArgs& a) {
     o.option<I>("--ckpt-every", [](TrainConfig& c, const I& v) { c.ckpt_every = v; },
                 "checkpoint every N steps (0: only at the end)")
         ->check(count(0, kMaxSteps));
+    o.option<double>("--ckpt-minutes", [](TrainConfig& c, const double& v) { c.ckpt_minutes = v; },
+                     "also checkpoint when M minutes have passed since the last checkpoint (0: never)")
+        ->check(kNonNegative)
+        ->type_name("M");
     o.option<std::vector<S>>("--data", [](TrainConfig& c, const std::vector<S>& v) { c.data = v; },
                              "text files or folders of them (see Data below)")
         ->type_name("PATH");
@@ -350,17 +378,38 @@ void add_train(CLI::App& app, TrainArgs& a) {
         "--split documents sends one document in every round(1/F) to validation (F = --val-fraction: every 10th),\n"
         "--split bytes the last F of the text (nanoGPT's input.txt split), and --split auto does documents when\n"
         "there are at least round(1/F) of them, else bytes. The paths are saved absolute in DIR/config.json.\n"
+        "A file named on its own must be text: an empty or binary one, a FIFO or a device is refused, and so is a\n"
+        "file that changes while it is read.\n"
         "Defaults: those shown, from a plain config; --preset and --config replace them, and flags given replace those.\n"
         "--resume with another --steps lengthens (or shortens) a run: the learning rate goes on from where the run\n"
-        "stands, down a cosine to its minimum at the new end; a finished run, already at the minimum, stays there.");
+        "stands, along a cosine to its minimum at the new end; a finished run, already at the minimum, stays there.\n"
+        "A resumed run keeps its architecture (--attn, --layers, ... are refused if they differ) and its data (its\n"
+        "files, sizes and a hash of their bytes; --allow-data-change to go on with others); every other setting that\n"
+        "changes is printed before the first step.\n"
+        "Runs that never lose work: DIR/model.safetensors is replaced atomically, every --ckpt-every steps, every\n"
+        "--ckpt-minutes and at the end. The first Ctrl-C (SIGINT) or SIGTERM finishes the step under way, saves a\n"
+        "checkpoint and exits with 130 (SIGINT) or 143 (SIGTERM); a second one exits at once. One process writes a\n"
+        "folder at a time: a second train into it (--force included) is refused, naming the pid that holds it.\n"
+        "Everything is checked before the first step (sizes, memory, data long enough for a batch and for\n"
+        "validation); a run that fails before it starts leaves no new folder behind.");
 }
 
-// The config of a run: a base (preset, --config file, the resumed run's config.json or the
+// The config a run in `dir` was started with: its config.json or, where that is gone, the
+// one its checkpoint holds; none when neither is there.
+std::optional<TrainConfig> run_config(const fs::path& dir) {
+    if (fs::exists(dir / "config.json")) return TrainConfig::from_json(read_file((dir / "config.json").string()));
+    const fs::path ckpt = dir / "model.safetensors";
+    if (!fs::exists(ckpt)) return std::nullopt;
+    const Metadata saved = read_safetensors(ckpt.string()).metadata;
+    if (!saved.contains("train_config")) return std::nullopt;
+    return TrainConfig::from_json(saved.at("train_config"));
+}
+
+// The config of a run: a base (preset, --config file, the resumed run's config or the
 // defaults), then every flag given on top.
 TrainConfig train_config(const TrainArgs& a) {
     TrainConfig c;
     bool rescale = true;  // a base the user did not write: --steps may stretch its schedule
-    const fs::path saved = fs::path(a.out) / "config.json";
     if (!a.config_file.empty()) {
         const std::string text = read_file(a.config_file);  // unreadable: a runtime error
         try {
@@ -371,8 +420,8 @@ TrainConfig train_config(const TrainArgs& a) {
         rescale = false;
     } else if (!a.preset.empty()) {
         c = TrainConfig::preset(a.preset);
-    } else if (a.resume && fs::exists(saved)) {
-        c = TrainConfig::from_json(read_file(saved.string()));
+    } else if (const std::optional<TrainConfig> run = a.resume ? run_config(a.out) : std::nullopt) {
+        c = *run;
         rescale = false;
     }
     const TrainConfig base = c;
@@ -419,52 +468,152 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
                   "          %lld parameters\n"
                   "training  %lld steps, batch %lld x %lld tokens, lr %g (warmup %lld, cosine to %g), weight decay %g, "
                   "clip %g, seed %llu\n"
-                  "          validate every %lld steps, checkpoint every %lld (0: at the end)\n"
+                  "          validate every %lld steps, checkpoint every %lld (0: at the end) and every %g minutes\n"
                   "data      %s\n",
                   (long long)m.n_layers, (long long)m.d_model, (long long)at.n_heads, (long long)at.kv_heads(), gate.c_str(),
                   at.qk_norm ? ", qk-norm" : "", at.window > 0 ? (", window " + std::to_string(at.window)).c_str() : "",
                   m.positions == PositionEncoding::rope ? "RoPE" : "learned", ffn.c_str(), (long long)parameters,
                   (long long)c.steps, (long long)c.batch_size, (long long)c.seq_len, c.lr, (long long)c.warmup,
                   c.lr * c.min_lr_ratio, c.weight_decay, c.grad_clip, (unsigned long long)c.seed, (long long)c.eval_every,
-                  (long long)c.ckpt_every, data.c_str());
+                  (long long)c.ckpt_every, c.ckpt_minutes, data.c_str());
     return text;
 }
 
-int run_train(const TrainArgs& a) {
-    const TrainConfig requested = train_config(a);
-    const fs::path dir(requested.out_dir);
-    if (!a.resume && !a.force)
-        for (const char* name : {"model.safetensors", "log.jsonl", "config.json"})
-            if (fs::exists(dir / name))
-                throw UsageError(dir.string() + " already holds a run (" + name +
-                                 "); pass --resume to continue it or --force to replace it");
-    const Device device = parse_device(a.device);
-    const auto data = std::make_shared<const TextDataset>(load_documents(requested.data), requested.split);
-    Trainer trainer(requested, data, device);
-    if (a.resume) {
-        const fs::path ckpt = dir / "model.safetensors";
-        if (!fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
-        trainer.resume(ckpt.string());
+// ---------------------------------------------------------------- stopping
+
+// The first SIGINT or SIGTERM asks the trainer to stop at the next step boundary, where it
+// saves a checkpoint; a second one ends the process at once. A handler may only store to
+// lock-free atomics and call async-signal-safe functions (_exit): it does nothing else.
+std::atomic<bool> stop_requested{false};
+volatile std::sig_atomic_t stop_signal = 0;
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int signal) {
+    if (stop_signal != 0) {
+        static const char kAtOnce[] =
+            "gatedgrad: stopped at once by a second signal; no checkpoint saved for the step under way\n";
+        (void)!::write(STDERR_FILENO, kAtOnce, sizeof kAtOnce - 1);
+        ::_exit(128 + signal);
     }
-    const TrainConfig& config = trainer.config();  // resume may restart the schedule
-    fs::create_directories(dir);
-    write_text_file((dir / "config.json").string(), config.to_json() + "\n");
+    stop_signal = signal;
+    stop_requested.store(true);
+}
+
+void stop_on_signals() {
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    for (int signal : {SIGINT, SIGTERM}) ::sigaction(signal, &action, nullptr);
+}
+
+// ---------------------------------------------------------------- resuming
+
+// What a resumed run may and may not change, against the config it was started with.
+// Throws a UsageError naming the first architecture field that differs; returns the
+// settings that change, "--lr 0.003 → 0.01, --steps 6 → 12", or "".
+std::string resume_changes(TrainConfig run, TrainConfig given) {
+    // config.json spells out the key/value heads that a config may leave to --heads (0).
+    for (TrainConfig* c : {&run, &given}) c->model.attn.n_kv_heads = c->model.attn.kv_heads();
+    std::string changes;
+    for (const auto& [flag, architecture, get] : train_fields()) {
+        const std::string was = get(run), now = get(given);
+        if (was == now) continue;
+        // Learned positions are weights, one per position: their count is architecture too.
+        if (architecture || (std::string(flag) == "--seq-len" && run.model.positions == PositionEncoding::learned &&
+                             run.model.max_len != given.model.max_len))
+            throw UsageError("a resumed run keeps its architecture: " + std::string(flag) + " is " + was +
+                             " in the run, " + now + " given");
+        changes += (changes.empty() ? "" : ", ") + std::string(flag) + " " + was + " → " + now;
+    }
+    return changes;
+}
+
+// The first part of two CorpusFingerprint texts that differs, for the error that refuses it.
+std::string fingerprint_change(const std::string& was, const std::string& now) {
+    const auto parts = [](const std::string& text) {
+        std::vector<std::string> out;
+        for (size_t at = 0; at <= text.size();) {
+            const size_t end = std::min(text.find("; ", at), text.size());
+            out.push_back(text.substr(at, end - at));
+            at = end + 2;
+        }
+        return out;
+    };
+    const std::vector<std::string> a = parts(was), b = parts(now);
+    for (size_t i = 1; i < std::max(a.size(), b.size()); ++i) {
+        const std::string x = i < a.size() ? a[i] : "no file", y = i < b.size() ? b[i] : "no file";
+        if (x != y) return "file " + std::to_string(i) + " was " + x + " (path, bytes), now " + y;
+    }
+    return "the same files and sizes, other bytes (" + a[0] + " then, " + b[0] + " now)";
+}
+
+int run_train(const TrainArgs& a) {
+    stop_on_signals();
+    TrainConfig requested = train_config(a);
+    const fs::path dir(requested.out_dir), ckpt = dir / "model.safetensors";
+    const bool existed = fs::exists(dir);
+    const RunLock lock(dir.string());  // held until the process ends
+    const Device device = parse_device(a.device);
+    std::shared_ptr<const TextDataset> data;
+    std::unique_ptr<Trainer> trainer;
+    std::string changes;
+    // Everything that can fail before the first step runs here; a failure removes the folder
+    // this run made, so that it does not block the next attempt.
+    try {
+        if (!a.resume && !a.force)
+            for (const char* name : {"model.safetensors", "log.jsonl", "config.json"})
+                if (fs::exists(dir / name))
+                    throw UsageError(dir.string() + " already holds a run (" + name + "); " +
+                                     (fs::exists(ckpt) ? "pass --resume to continue it or --force to replace it"
+                                                       : "it has no checkpoint to resume from: pass --force to start over"));
+        if (a.resume && !fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
+        const std::optional<TrainConfig> run = a.resume ? run_config(dir) : std::nullopt;
+        requested.run_id = run && !run->run_id.empty() ? run->run_id : new_run_id();
+        if (run) changes = resume_changes(*run, requested);
+        const Corpus corpus = load_corpus(requested.data);
+        requested.data_fingerprint = corpus.fingerprint.text();
+        if (run && !run->data_fingerprint.empty() && run->data_fingerprint != requested.data_fingerprint &&
+            !a.allow_data_change)
+            throw std::runtime_error("the training data changed since the run began: " +
+                                     fingerprint_change(run->data_fingerprint, requested.data_fingerprint) +
+                                     "; pass --allow-data-change to go on with these");
+        data = std::make_shared<const TextDataset>(corpus.documents, requested.split);
+        trainer = std::make_unique<Trainer>(requested, data, device);
+        if (a.resume) trainer->resume(ckpt.string());
+        write_text_file((dir / "config.json").string(), trainer->config().to_json() + "\n");
+    } catch (...) {
+        std::error_code ec;
+        if (!existed) fs::remove_all(dir, ec);
+        throw;
+    }
+    const TrainConfig& config = trainer->config();  // resume may restart the schedule
     if (!a.quiet) {
-        std::printf("%s", describe(config, trainer.model().num_parameters()).c_str());
+        std::printf("%s", describe(config, trainer->model().num_parameters()).c_str());
         std::printf("          %s\n", data->split_summary().c_str());
         std::printf("device    %s\n", device_label(device).c_str());
+        std::printf("run       %s in %s\n", config.run_id.c_str(), dir.string().c_str());
         const double h = data->unigram_entropy();
         std::printf("unigram baseline (no context): %.4f nats/byte, %.3f bits/byte\n", h, bits(h));
-        if (a.resume) std::printf("resuming at step %lld\n", (long long)trainer.step());
+        if (a.resume) std::printf("resuming at step %lld\n", (long long)trainer->step());
     }
-    if (!trainer.resume_note().empty()) std::printf("%s\n", trainer.resume_note().c_str());  // even when quiet
+    // Even when quiet: a resumed run that trains otherwise than it began says so.
+    if (!changes.empty()) std::printf("changed for the rest of the run: %s\n", changes.c_str());
+    if (!trainer->resume_note().empty()) std::printf("%s\n", trainer->resume_note().c_str());
     std::fflush(stdout);
-    const TrainResult result = trainer.run(a.quiet);
+    trainer->stop_on(stop_requested);
+    const TrainResult result = trainer->run(a.quiet);
+    if (result.stopped) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "gatedgrad: stopped by %s after step %lld; saved %s (train --resume --out %s goes on)\n",
+                     stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)trainer->step(),
+                     ckpt.string().c_str(), dir.string().c_str());
+        return 128 + int(stop_signal);
+    }
     if (result.diverged) throw std::runtime_error(result.message);
     // Nothing left to train (a finished run resumed): measure the model as it is.
-    const double val = result.log.empty() ? trainer.evaluate() : result.final_val_loss;
+    const double val = result.log.empty() ? trainer->evaluate() : result.final_val_loss;
     std::printf("final validation loss %.4f nats/byte, %.3f bits/byte (step %lld, %.1f s); saved %s\n", val, bits(val),
-                (long long)trainer.step(), result.seconds, (dir / "model.safetensors").string().c_str());
+                (long long)trainer->step(), result.seconds, ckpt.string().c_str());
     return 0;
 }
 
@@ -618,7 +767,7 @@ int run_eval(EvalArgs& a) {
 
 struct SampleArgs {
     CLI::App* cmd = nullptr;
-    std::string ckpt, prompt, device = "cpu";
+    std::string ckpt, prompt, prompt_file, device = "cpu";
     SampleOptions options;
     uint64_t seed = 1;
 };
@@ -626,7 +775,10 @@ struct SampleArgs {
 void add_sample(CLI::App& app, SampleArgs& a) {
     a.cmd = app.add_subcommand("sample", "continue a prompt with a trained model");
     a.cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE")->required();
-    a.cmd->add_option("--prompt", a.prompt, "text to continue (after BOS)");
+    CLI::Option* prompt = a.cmd->add_option("--prompt", a.prompt, "text to continue (after BOS)");
+    a.cmd->add_option("--prompt-file", a.prompt_file, "continue the text of this file")
+        ->type_name("FILE")
+        ->excludes(prompt);
     a.cmd->add_option("--tokens", a.options.max_new_tokens, "bytes to generate")
         ->check(count(0, kMaxSeqLen))
         ->capture_default_str();
@@ -636,24 +788,40 @@ void add_sample(CLI::App& app, SampleArgs& a) {
     a.cmd->add_option("--top-k", a.options.top_k, "draw from the K likeliest bytes (0: all)")
         ->check(count(0, LMConfigLimits::vocab_size))
         ->capture_default_str();
+    a.cmd->add_option("--context", a.options.context,
+                      "each new byte attends to the last N tokens, itself included (default: the model's training "
+                      "length); the prompt is cut to its last N - 1 bytes")
+        ->check(count(2, kMaxSeqLen));
     a.cmd->add_option("--seed", a.seed, "sampling seed")->check(kSeed)->capture_default_str();
     add_device_option(a.cmd, a.device);
 }
 
 int run_sample(const SampleArgs& a) {
     const Device device = parse_device(a.device);
+    const std::string text_in = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file, std::uintmax_t(1) << 30);
     const auto model = load_model(a.ckpt);
     model->to(device);
+    // The model was trained on windows of max_len tokens, BOS first, so by default it attends
+    // to as many: the prompt's last max_len - 1 bytes, then a window sliding over what it
+    // writes. Time and memory per byte stay fixed; a whole 100 KB prompt took minutes.
+    SampleOptions options = a.options;
+    if (options.context == 0) options.context = model->config().max_len;
+    const auto keep = size_t(options.context - 1);
     std::vector<int64_t> prompt{kBOS};
-    for (int64_t id : encode_bytes(a.prompt)) prompt.push_back(id);
+    if (text_in.size() > keep)
+        std::fprintf(stderr, "gatedgrad: note: the prompt is %zu bytes; the model attends to %lld tokens, so only its "
+                             "last %zu bytes are given to it (--context)\n",
+                     text_in.size(), (long long)options.context, keep);
+    for (int64_t id : encode_bytes(text_in.substr(text_in.size() > keep ? text_in.size() - keep : 0)))
+        prompt.push_back(id);
     Generator gen(a.seed);
     std::vector<int64_t> tokens;
     try {
-        tokens = generate(*model, prompt, a.options, gen);
+        tokens = generate(*model, prompt, options, gen);
     } catch (const std::invalid_argument& e) {  // --tokens beyond the model's positions, or its memory
         throw UsageError(e.what());
     }
-    const std::string text = a.prompt + decode_bytes(tokens);
+    const std::string text = text_in + decode_bytes(tokens);
     std::printf("%s%s", text.c_str(), !text.empty() && text.back() == '\n' ? "" : "\n");
     return 0;
 }
@@ -894,7 +1062,8 @@ std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
     CLI::App app{"gatedgrad: train and study byte-level language models with gated attention", "gatedgrad"};
     app.require_subcommand(1);
-    app.footer("Exit codes: 0 done, 1 the work failed, 2 a bad command line.");
+    app.footer("Exit codes: 0 done, 1 the work failed, 2 a bad command line, 130/143 train stopped by SIGINT/SIGTERM\n"
+               "(after saving a checkpoint).");
     TrainArgs train;
     EvalArgs eval;
     SampleArgs sample;

@@ -196,7 +196,7 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
                                     "), got " + shape_str(x.shape()));
     const AttentionOptions& o = options_;
     const int64_t B = x.size(0), T = x.size(1), H = o.n_heads, Hkv = o.kv_heads(), dk = o.head_dim();
-    const int64_t past = cache ? cache->length() : 0;
+    const int64_t past = cache ? cache->seen() : 0;  // the position of x's first token
     const bool gated = o.gated();
     Tensor gate;
 
@@ -210,9 +210,8 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     if (gated && o.gate == GatePosition::query) q = q * (gate = gate_values(x));
     if (rope_) q = rope_->forward(q, past), k = rope_->forward(k, past);
     if (cache) {
-        if (cache->length()) k = cat({cache->k, k}, 2), v = cat({cache->v, v}, 2);
-        cache->k = k.detach();
-        cache->v = v.detach();
+        cache->append(k, v);
+        k = cache->k, v = cache->v;
     }
     // G2, G3: scale each query row's logits by its gate, i.e. scale the query vector.
     if (gated && o.gate == GatePosition::scores_from_x) q = q * (gate = gate_values(x));  // (B, H, T, 1)
@@ -234,6 +233,32 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     }
     if (capture) *capture = {probs.detach(), lse, gate.defined() ? gate.detach() : Tensor()};
     return y;
+}
+
+void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
+    const int64_t B = k_new.size(0), Hkv = k_new.size(1), T = k_new.size(2), D = k_new.size(3), past = length();
+    if (past > 0 && (k.size(0) != B || k.size(1) != Hkv || k.size(3) != D))
+        throw std::invalid_argument("KVCache: holds " + shape_str(k.shape()) + ", cannot append " +
+                                    shape_str(k_new.shape()));
+    // The old positions that stay: all, or the newest of them that fit beside the T new ones.
+    const int64_t kept = keep > 0 ? std::min(past, std::max<int64_t>(keep - T, 0)) : past;
+    const int64_t needed = B * Hkv * (kept + T) * D;
+    if (!buffers_[0][0].defined() || buffers_[0][0].numel() < needed) {
+        const int64_t capacity = std::max(needed, past > 0 ? 2 * buffers_[0][0].numel() : needed);
+        for (auto& turn : buffers_)
+            for (Tensor& buffer : turn) buffer = Tensor::empty({capacity}, k_new.dtype(), k_new.device());
+    }
+    turn_ = 1 - turn_;  // the buffer k and v do not live in
+    const auto grow = [&](Tensor& held, const Tensor& fresh, const Tensor& buffer) {
+        const Tensor next = buffer.narrow(0, 0, needed).view({B, Hkv, kept + T, D});
+        if (kept > 0) next.narrow(2, 0, kept).copy_(held.narrow(2, past - kept, kept));
+        next.narrow(2, kept, T).copy_(fresh.detach());
+        held = next;
+    };
+    NoGradGuard no_grad;
+    grow(k, k_new, buffers_[turn_][0]);
+    grow(v, v_new, buffers_[turn_][1]);
+    seen_ += T;
 }
 
 // ---------------------------------------------------------------- MultiHeadAttention

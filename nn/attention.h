@@ -78,9 +78,30 @@ struct AttentionOptions {
 
 // The keys and values of the positions seen so far, for incremental decoding. The gate
 // needs nothing cached: it reads only the current token.
+//
+// append() writes into one of two flat buffers per tensor, turn about, and doubles them
+// when full: a cache of T positions keeps at most 4T positions of memory. Concatenating
+// a new (B, Hkv, T + 1, dk) tensor every step instead asks for a new size every token or
+// two, and the caching allocator (tensor/caching_allocator.h) keeps each freed size for
+// reuse, so a run of N tokens held memory growing with N² (2000 tokens of the tiny model:
+// 1.5 GB for a 1 MB cache). k and v stay contiguous, as the attention kernels want them.
+//
+// With `keep` > 0 only the last `keep` positions stay once new ones come: a query then sees
+// at most that many keys, itself included (sliding-window attention over `keep`), so every
+// new token costs the same time and memory however long decoding goes on. Positions keep
+// counting (seen()): RoPE rotates by the true position, and the distances stay right.
 struct KVCache {
-    Tensor k, v;  // (B, Hkv, T_past, dk), undefined before the first step
-    int64_t length() const { return k.defined() ? k.size(2) : 0; }
+    Tensor k, v;  // (B, Hkv, T_kept, dk), undefined before the first step; no gradient
+    int64_t keep = 0;  // 0: every position
+    int64_t length() const { return k.defined() ? k.size(2) : 0; }  // positions held
+    int64_t seen() const { return seen_; }  // positions appended, held or dropped: the next one's index
+    // k_new, v_new (B, Hkv, T, dk): the next T positions.
+    void append(const Tensor& k_new, const Tensor& v_new);
+
+private:
+    Tensor buffers_[2][2];  // [turn][k or v], flat, each of the same capacity
+    int turn_ = 0;
+    int64_t seen_ = 0;
 };
 
 // What one forward pass computed, for analysis (nn/analysis/analysis.h): the caller owns

@@ -1,12 +1,16 @@
 #include "nn/transformer.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "autograd/engine.h"
@@ -188,10 +192,43 @@ MemoryEstimate estimate_memory(const LMConfig& config, Workload workload, int64_
     return m;
 }
 
-uint64_t memory_budget() {
-    const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
-    return pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : uint64_t(1) << 34;  // 16 GiB if unknown
+uint64_t cgroup_memory_max(const std::string& proc_self_cgroup, const std::string& mount) {
+    std::istringstream lines(proc_self_cgroup);
+    std::string line;
+    std::filesystem::path group;
+    while (std::getline(lines, line))
+        if (line.starts_with("0::")) group = line.substr(3);  // the v2 hierarchy's line
+    if (group.empty()) return UINT64_MAX;
+    uint64_t least = UINT64_MAX;
+    for (std::filesystem::path at = group.lexically_normal();; at = at.parent_path()) {
+        std::ifstream in(std::filesystem::path(mount) / at.relative_path() / "memory.max");
+        uint64_t bytes = 0;
+        if (in >> bytes) least = std::min(least, bytes);  // "max" fails to parse: no limit here
+        if (at == at.parent_path() || at.empty()) break;
+    }
+    return least;
 }
+
+MemoryLimit memory_limit() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+    MemoryLimit least{pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : uint64_t(1) << 34,
+                      "this machine's memory"};  // 16 GiB if unknown
+    if (rlimit limit{}; ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+        uint64_t mapped_pages = 0;  // the address space in use: libraries, stacks, thread arenas
+        std::ifstream("/proc/self/statm") >> mapped_pages;
+        const uint64_t mapped = page_size > 0 ? mapped_pages * uint64_t(page_size) : 0;
+        const uint64_t left = limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0;
+        if (left < least.bytes) least = {left, "what ulimit -v leaves"};
+    }
+    std::ifstream cgroup_file("/proc/self/cgroup");
+    std::stringstream cgroup;
+    cgroup << cgroup_file.rdbuf();
+    if (const uint64_t group = cgroup_memory_max(cgroup.str()); group < least.bytes)
+        least = {group, "the cgroup's memory.max"};
+    return least;
+}
+
+uint64_t memory_budget() { return memory_limit().bytes; }
 
 void check_memory(const LMConfig& c, Workload workload, int64_t batch, int64_t seq_len, uint64_t budget) {
     const double total = estimate_memory(c, workload, batch, seq_len).total();
@@ -211,9 +248,11 @@ void check_memory(const LMConfig& c, Workload workload, int64_t batch, int64_t s
                           : workload == Workload::training  ? "a training step"
                           : workload == Workload::analysis  ? "an analysis pass"
                                                             : "a forward pass";
+    const MemoryLimit limit = memory_limit();  // the default budget: say where it comes from
+    const std::string source = limit.bytes == budget ? std::string(" (") + limit.source + ")" : "";
     throw std::invalid_argument("LMConfig: " + blame.second + " asks for too much memory: " + purpose +
                                 " would need about " + bytes_str(total) + ", more than the " + bytes_str(double(budget)) +
-                                " available");
+                                " available" + source);
 }
 
 // ---------------------------------------------------------------- block
@@ -303,7 +342,7 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
         throw std::invalid_argument("GatedTransformerLM: ids must be int64 (B, T), got " + shape_str(ids.shape()) + " " +
                                     dtype_name(ids.dtype()));
     if (caches && caches->size() != blocks.size()) caches->resize(blocks.size());
-    const int64_t T = ids.size(1), past = caches && !caches->empty() ? (*caches)[0].length() : 0;
+    const int64_t T = ids.size(1), past = caches && !caches->empty() ? (*caches)[0].seen() : 0;
     Tensor x = tok_emb->forward(ids);  // (B, T, d)
     if (pos_emb) x = x + pos_emb->forward(T, past);
     if (capture) *capture = {std::vector<AttentionCapture>(blocks.size()), {}};
@@ -336,10 +375,11 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
                               const SampleOptions& options, Generator& gen) {
     if (prompt.empty()) throw std::invalid_argument("generate: the prompt is empty (start it with BOS)");
     if (options.max_new_tokens < 0 || !(options.temperature >= 0 && std::isfinite(options.temperature)) ||
-        options.top_k < 0)
+        options.top_k < 0 || options.context < 0)
         throw std::invalid_argument("generate: max_new_tokens " + std::to_string(options.max_new_tokens) +
                                     ", temperature " + std::to_string(options.temperature) + ", top_k " +
-                                    std::to_string(options.top_k) + ": need counts ≥ 0 and a finite temperature ≥ 0");
+                                    std::to_string(options.top_k) + ", context " + std::to_string(options.context) +
+                                    ": need counts ≥ 0 and a finite temperature ≥ 0");
     const LMConfig& c = model.config();
     const auto P = static_cast<int64_t>(prompt.size()), N = options.max_new_tokens;
     // Every token but the last new one is fed back, so it needs a position.
@@ -348,9 +388,13 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
                                     " new ones need more positions than the " + std::to_string(c.max_len) +
                                     " learned ones of this model; ask for at most " +
                                     std::to_string(std::max<int64_t>(c.max_len - P + 1, 0)) + " tokens");
-    check_memory(c, Workload::inference, 1, N > INT64_MAX - P ? INT64_MAX : P + N);  // the KV caches grow to P + N
+    // The KV caches grow to P + N positions, or hold at most the context (the prompt, whole,
+    // in the first step).
+    const int64_t total = N > INT64_MAX - P ? INT64_MAX : P + N;
+    check_memory(c, Workload::inference, 1, options.context > 0 ? std::max(P, std::min(total, options.context)) : total);
     NoGradGuard no_grad;
-    std::vector<KVCache> caches;
+    std::vector<KVCache> caches(model.blocks.size());
+    for (KVCache& cache : caches) cache.keep = options.context;
     std::vector<int64_t> out;
     const Device device = model.parameters().front().device();  // the tokens go where the model is
     Tensor ids = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}).to(device);

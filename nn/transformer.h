@@ -75,8 +75,20 @@ enum class Workload { weights, inference, analysis, training };
 
 MemoryEstimate estimate_memory(const LMConfig& config, Workload workload = Workload::weights, int64_t batch = 0,
                                int64_t seq_len = 0);
-// The bytes of physical memory of this machine: the default budget below.
-uint64_t memory_budget();
+// The bytes this process may use: the least of the machine's physical memory, what
+// `ulimit -v` (RLIMIT_AS) leaves above the address space already mapped, and the cgroup v2
+// memory.max of this process's group and every group above it ("max": no limit). The
+// default budget below: a container's limit, not its host's memory, is where it is killed.
+struct MemoryLimit {
+    uint64_t bytes;
+    const char* source;  // which of the three it is, for messages: "ulimit -v", ...
+};
+MemoryLimit memory_limit();
+uint64_t memory_budget();  // memory_limit().bytes
+// The smallest memory.max on the way from the group named in `proc_self_cgroup` (the text
+// of /proc/self/cgroup, its "0::/path" line) up to the root of the hierarchy mounted at
+// `mount`; UINT64_MAX when there is none (cgroup v1, no limit, files unreadable).
+uint64_t cgroup_memory_max(const std::string& proc_self_cgroup, const std::string& mount = "/sys/fs/cgroup");
 // Throws std::invalid_argument when estimate_memory(...) exceeds `budget`, naming the
 // field that asks for the most (n_layers, vocab_size, ... or batch × seq_len) and the
 // bytes the whole would need.
@@ -140,11 +152,15 @@ struct SampleOptions {
     int64_t max_new_tokens = 100;
     double temperature = 1.0;  // 0: greedy; finite
     int64_t top_k = 0;         // 0: all tokens
+    // Each new token attends to at most this many, itself included (KVCache::keep): time
+    // per token and memory stay fixed however many are drawn. 0: to every token so far.
+    int64_t context = 0;
 };
 
 // Continues `prompt` token by token with a KV cache; returns only the new tokens, exactly
 // max_new_tokens of them. With learned positions the prompt and the new tokens (all but
 // the last, which is never fed back) must fit in max_len, or it throws before starting.
+// The prompt goes in whole, in one forward pass; options.context bounds what comes after.
 std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector<int64_t>& prompt,
                               const SampleOptions& options, Generator& gen = default_generator());
 

@@ -25,9 +25,11 @@
 #pragma GCC diagnostic pop
 
 #include "gatedgrad.h"
+#include "tests/app_check.h"
 
 using namespace gg;
 using namespace gg::nn;
+using namespace gg::testing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -43,29 +45,6 @@ BarSeries bars(const std::string& label, std::vector<double> values) {
     s.label = label, s.values = std::move(values);
     return s;
 }
-
-size_t count(const std::string& text, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-    return n;
-}
-
-std::string read_file(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-// A fresh folder under /tmp, removed at the end of the test.
-struct TempDir {
-    fs::path path = fs::temp_directory_path() / ("gg_test_app_" + std::to_string(getpid()));
-    TempDir() {
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
 
 // Every element that opens is closed: the checks a browser would choke on first.
 void check_well_formed(const std::string& svg) {
@@ -214,35 +193,6 @@ TEST_CASE("csv_table and smooth") {
 
 // ---------------------------------------------------------------- the command line
 
-namespace {
-
-// The app sits next to this test in the build tree: <build>/apps/gatedgrad.
-fs::path app_path() { return fs::canonical("/proc/self/exe").parent_path().parent_path() / "apps" / "gatedgrad"; }
-
-struct Outcome {
-    int code;
-    std::string out, err;
-};
-
-// Runs the app with `args`, from the folder `cwd` when one is given.
-Outcome run_app(const TempDir& tmp, const std::string& args, const fs::path& cwd = {}) {
-    const fs::path out = tmp.path / "stdout.txt", err = tmp.path / "stderr.txt";
-    const std::string command = (cwd.empty() ? "" : "cd " + cwd.string() + " && ") + "OMP_NUM_THREADS=1 " +
-                                app_path().string() + " " + args + " >" + out.string() + " 2>" + err.string();
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
-}
-
-// A failure is exactly one line on stderr, starting "gatedgrad: ".
-void check_error(const Outcome& o, int code, const std::string& mentions) {
-    INFO("stderr: " << o.err);
-    CHECK(o.code == code);
-    CHECK(o.err.rfind("gatedgrad: ", 0) == 0);
-    CHECK(count(o.err, "\n") == 1);
-    CHECK(o.err.find(mentions) != std::string::npos);
-}
-
-}  // namespace
 
 TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") {
     REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
@@ -351,8 +301,9 @@ TEST_CASE("gatedgrad: your own text, absolute data paths, any-case names, typo h
     const Outcome extended = run_app(tmp, "train --resume --steps 6 --quiet --out " + run.string());
     INFO("extended stdout: " << extended.out << "\nstderr: " << extended.err);
     CHECK(extended.code == 0);
-    CHECK(extended.out.find("planned for 3 steps and now has 6: from step 4 the learning rate goes on from 3.00e-04") !=
-          std::string::npos);
+    CHECK(extended.out.find("planned for 3 steps and now has 6: from step 4 the learning rate stays at 3.00e-04, where "
+                            "the first plan left it, through step 6") != std::string::npos);
+    CHECK(extended.out.find("changed for the rest of the run: --steps 3 → 6") != std::string::npos);
     std::istringstream log(read_file(run / "log.jsonl"));
     std::string line;
     for (int step = 1; std::getline(log, line); ++step)

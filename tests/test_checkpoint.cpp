@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gatedgrad.h"
@@ -326,4 +328,43 @@ TEST_CASE("checkpoint: memory estimates name what asks for the most") {
     CHECK_THROWS_WITH_AS(nn::check_memory(c, nn::Workload::training, 65536, 1 << 20), doctest::Contains("batch 65536 × seq_len 1048576"),
                          std::invalid_argument);
     nn::check_memory(c, nn::Workload::training, 16, 64);  // fits anywhere
+}
+
+TEST_CASE("checkpoint: the memory budget is the least of RAM, ulimit -v and the cgroup's memory.max") {
+    namespace fs = std::filesystem;
+    // A cgroup v2 tree: /sys/fs/cgroup/outer (2 GiB) / inner ("max": none of its own).
+    const fs::path root = fs::temp_directory_path() / ("gg_cgroup_" + std::to_string(getpid()));
+    fs::create_directories(root / "outer" / "inner");
+    std::ofstream(root / "outer" / "memory.max") << "2147483648\n";
+    std::ofstream(root / "outer" / "inner" / "memory.max") << "max\n";
+    CHECK(nn::cgroup_memory_max("0::/outer/inner\n", root.string()) == uint64_t(2147483648));
+    CHECK(nn::cgroup_memory_max("0::/outer\n", root.string()) == uint64_t(2147483648));
+    std::ofstream(root / "outer" / "inner" / "memory.max") << "1073741824\n";  // the smaller, lower down
+    CHECK(nn::cgroup_memory_max("12:memory:/v1\n0::/outer/inner\n", root.string()) == uint64_t(1073741824));
+    CHECK(nn::cgroup_memory_max("12:memory:/v1-only\n", root.string()) == UINT64_MAX);  // cgroup v1: nothing to read
+    CHECK(nn::cgroup_memory_max("0::/elsewhere\n", root.string()) == UINT64_MAX);
+    fs::remove_all(root);
+
+    // ulimit -v, in a child so that this process keeps its own limits: the budget falls
+    // under it (less what the child has already mapped), though RAM is far larger.
+    const uint64_t unlimited = nn::memory_budget();
+    const uint64_t limit = uint64_t(3) << 30;  // 3 GiB of address space
+    int pipe_fds[2];
+    REQUIRE(pipe(pipe_fds) == 0);
+    const pid_t child = fork();
+    if (child == 0) {
+        const rlimit r{limit, limit};
+        const uint64_t budget = setrlimit(RLIMIT_AS, &r) == 0 ? nn::memory_budget() : 0;
+        (void)!write(pipe_fds[1], &budget, sizeof budget);
+        _exit(0);
+    }
+    uint64_t limited = 0;
+    REQUIRE(read(pipe_fds[0], &limited, sizeof limited) == ssize_t(sizeof limited));
+    waitpid(child, nullptr, 0);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    MESSAGE("budget " << unlimited << " bytes; under ulimit -v 3 GiB: " << limited);
+    CHECK(limited > 0);
+    CHECK(limited < limit);
+    CHECK(limited <= unlimited);
 }

@@ -281,3 +281,29 @@ TEST_CASE("nn: GatedAttention with a KV cache equals the full pass, every gate p
             CHECK(max_abs_diff(cat(parts, 1), full) < 1e-5);
         }
 }
+
+TEST_CASE("nn: a KV cache that keeps the last K positions is sliding-window attention over K") {
+    for (GatePosition pos : {GatePosition::none, GatePosition::sdpa_output, GatePosition::scores_from_query})
+        for (bool rope : {false, true}) {
+            AttentionOptions o = attention_options(pos);
+            o.n_kv_heads = 2, o.rope = rope;
+            AttentionOptions windowed = o;
+            windowed.window = 3;
+            CAPTURE(describe(o));
+            Generator g1(15), g2(15);  // the same weights in both
+            const auto cached = random_attention(o, g1, DType::f32), reference = random_attention(windowed, g2, DType::f32);
+            const Tensor x = randn({2, 9, 16}, g1);
+            const Tensor full = reference->forward(x);
+            KVCache cache;
+            cache.keep = 3;
+            std::vector<Tensor> parts{cached->forward(x.narrow(1, 0, 2), &cache)};  // a first block within the window
+            for (int64_t t = 2; t < 9; ++t) {
+                parts.push_back(cached->forward(x.narrow(1, t, 1), &cache));
+                CHECK(cache.length() == std::min<int64_t>(t + 1, 3));
+                CHECK(cache.seen() == t + 1);  // RoPE rotates by the true position
+            }
+            CHECK(max_abs_diff(cat(parts, 1), full) < 1e-5);
+            // Without the window, the same cache would have seen more: the test can tell.
+            CHECK(max_abs_diff(cat(parts, 1), cached->forward(x)) > 1e-3);
+        }
+}

@@ -1,6 +1,9 @@
 // Trainer: resume is bit-for-bit, a NaN loss stops cleanly, a corrupt checkpoint is refused.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -70,6 +73,8 @@ TEST_CASE("trainer: a NaN loss stops training and keeps the last good checkpoint
     REQUIRE(r.diverged);
     CHECK(std::isnan(r.final_val_loss));  // never a misleading 0
     CHECK(r.message.find("at step " + std::to_string(r.log.size() + 1)) != std::string::npos);
+    if (!r.log.empty())
+        CHECK(r.message.find("the checkpoint of step " + std::to_string(r.log.size()) + " is kept") != std::string::npos);
     CHECK(r.log.size() < 50);
     // The checkpoint on disk is from the last finite step and loads.
     Trainer reloaded(tiny_config(dir), data);
@@ -402,5 +407,180 @@ TEST_CASE("trainer: a checkpoint with bad trainer state is refused, and nothing 
     CHECK(t.step() == 0);
     CHECK(t.model().parameters()[0].to_vector<float>() == before);
     CHECK_THROWS_AS(Generator().set_state({0, 0, 0, 0}), std::invalid_argument);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("trainer: a divergence before any checkpoint says there is none to go back to") {
+    const std::string dir = temp_dir("nan_first");
+    TrainConfig c = tiny_config(dir);
+    c.lr = 1e30, c.warmup = 0, c.grad_clip = 0, c.steps = 50;  // no checkpoint before the end
+    const TrainResult r = Trainer(c, word_corpus(60)).run(true);
+    REQUIRE(r.diverged);
+    CHECK(r.message.find("no checkpoint was written before it") != std::string::npos);
+    CHECK(r.message.find("is kept") == std::string::npos);
+    CHECK_FALSE(fs::exists(dir + "/model.safetensors"));
+    fs::remove_all(dir);
+}
+
+namespace {
+// A corpus that asks the trainer to stop while its n-th training batch is drawn (the
+// first is the constructor's probe), as a Ctrl-C arriving in the middle of a step would;
+// or throws there instead, as a crash would.
+struct InterruptingSource : BatchSource {
+    std::shared_ptr<const BatchSource> data;
+    std::atomic<bool>* stop;
+    int at;
+    bool crash = false;
+    mutable int calls = 0;
+    Batch train_batch(int64_t B, int64_t T, Generator& gen) const override {
+        if (++calls == at) {
+            if (crash) throw std::runtime_error("crash in step " + std::to_string(at - 1));
+            stop->store(true);
+        }
+        return data->train_batch(B, T, gen);
+    }
+    Batch val_batch(int64_t i, int64_t B, int64_t T) const override { return data->val_batch(i, B, T); }
+    int64_t val_batches(int64_t B, int64_t T) const override { return data->val_batches(B, T); }
+};
+}  // namespace
+
+TEST_CASE("trainer: a stop request finishes the step, saves a checkpoint, and the resumed run is the same run") {
+    auto data = word_corpus(60);
+    const std::string straight_dir = temp_dir("straight_stop"), dir = temp_dir("stopped");
+    const TrainResult full = Trainer(tiny_config(straight_dir), data).run(true);
+
+    std::atomic<bool> stop{false};
+    auto source = std::make_shared<InterruptingSource>();
+    source->data = data, source->stop = &stop, source->at = 1 + 7;  // asked during step 7
+    Trainer first(tiny_config(dir), source);
+    first.stop_on(stop);
+    const TrainResult part = first.run(true);
+    CHECK(part.stopped);
+    CHECK_FALSE(part.diverged);
+    CHECK(first.step() == 7);  // step 7 was finished, step 8 never began
+    REQUIRE(part.log.size() == 7);
+
+    Trainer second(tiny_config(dir), data);
+    second.resume(dir + "/model.safetensors");
+    CHECK(second.step() == 7);
+    const TrainResult rest = second.run(true);
+    REQUIRE(rest.log.size() == 13);
+    for (size_t i = 0; i < rest.log.size(); ++i) CHECK(rest.log[i].loss == full.log[7 + i].loss);  // bit for bit
+    CHECK(rest.final_val_loss == full.final_val_loss);
+    fs::remove_all(straight_dir);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("trainer: ckpt_minutes checkpoints on time, so a crash loses minutes, not the run") {
+    auto data = word_corpus(60);
+    for (double minutes : {0.0, 1e-9}) {  // never; after every step
+        CAPTURE(minutes);
+        const std::string dir = temp_dir("minutes");
+        TrainConfig c = tiny_config(dir);
+        c.ckpt_every = 0, c.ckpt_minutes = minutes;
+        std::atomic<bool> unused{false};
+        auto source = std::make_shared<InterruptingSource>();
+        source->data = data, source->stop = &unused, source->at = 1 + 5, source->crash = true;
+        Trainer crashing(c, source);
+        CHECK_THROWS_WITH(crashing.run(true), doctest::Contains("crash in step 5"));
+        CHECK(fs::exists(dir + "/model.safetensors") == (minutes > 0));
+        if (minutes > 0) {
+            Trainer again(c, data);
+            again.resume(dir + "/model.safetensors");
+            CHECK(again.step() == 4);  // every finished step was kept
+        }
+        fs::remove_all(dir);
+    }
+}
+
+TEST_CASE("trainer: a checkpoint copied from another run is refused on resume") {
+    auto data = word_corpus(60);
+    const std::string a = temp_dir("run_a"), b = temp_dir("run_b");
+    TrainConfig ca = tiny_config(a), cb = tiny_config(b);
+    ca.steps = cb.steps = 2;
+    ca.run_id = new_run_id(), cb.run_id = new_run_id();
+    CHECK(ca.run_id.size() == 16);
+    CHECK(ca.run_id != cb.run_id);
+    Trainer(ca, data).run(true);
+    Trainer(cb, data).run(true);
+    CHECK(TrainConfig::from_json(ca.to_json()).run_id == ca.run_id);
+    // Every log line names its run.
+    std::ifstream log(a + "/log.jsonl");
+    for (std::string line; std::getline(log, line);) CHECK(nlohmann::json::parse(line)["run"] == ca.run_id);
+
+    fs::copy_file(a + "/model.safetensors", b + "/model.safetensors", fs::copy_options::overwrite_existing);
+    Trainer resumed(cb, data);
+    CHECK_THROWS_WITH_AS(resumed.resume(b + "/model.safetensors"),
+                         doctest::Contains(("belongs to run " + ca.run_id + ", not to run " + cb.run_id).c_str()),
+                         std::runtime_error);
+    CHECK(resumed.step() == 0);
+    Trainer own(ca, data);
+    own.resume(a + "/model.safetensors");  // its own run's checkpoint is fine
+    CHECK(own.step() == 2);
+
+    // Its own checkpoint, but a log copied from another run.
+    const std::string c = temp_dir("run_c");
+    TrainConfig cc = tiny_config(c);
+    cc.steps = 2, cc.run_id = new_run_id();
+    Trainer(cc, data).run(true);
+    fs::copy_file(a + "/log.jsonl", c + "/log.jsonl", fs::copy_options::overwrite_existing);
+    Trainer mixed(cc, data);
+    CHECK_THROWS_WITH_AS(mixed.resume(c + "/model.safetensors"),
+                         doctest::Contains(("log.jsonl:1: a line of run " + ca.run_id + ", not of run " + cc.run_id).c_str()),
+                         std::runtime_error);
+    fs::remove_all(a);
+    fs::remove_all(b);
+    fs::remove_all(c);
+}
+
+TEST_CASE("trainer: data too short for a validation or a training batch fails before the model is built") {
+    const std::vector<std::string> docs{std::string(2000, 'a') + "\n", "b\n"};  // validation: "b\n\n", 3 bytes
+    auto data = std::make_shared<TextDataset>(docs, CorpusSplit{0.5, SplitMode::documents});
+    CHECK_THROWS_WITH_AS(Trainer(tiny_config(""), data), doctest::Contains("validation text (3 bytes) is too short"),
+                         std::runtime_error);
+    auto short_train = std::make_shared<TextDataset>(std::vector<std::string>{"ab\n", std::string(200, 'c') + "\n"},
+                                                     CorpusSplit{0.5, SplitMode::documents});
+    TrainConfig c = tiny_config("");
+    c.batch_size = 1;
+    CHECK_THROWS_WITH_AS(Trainer(c, short_train), doctest::Contains("training text (4 bytes) is shorter"),
+                         std::runtime_error);
+}
+
+TEST_CASE("data: what is not a readable text file is named for what it is, in one line") {
+    const fs::path dir = temp_dir("bad_corpus");
+    fs::create_directories(dir);
+    const auto refused = [](const std::string& path, const std::string& why) {
+        CAPTURE(path);
+        CHECK_THROWS_WITH_AS(load_corpus({path}), doctest::Contains(why.c_str()), std::runtime_error);
+    };
+    REQUIRE(mkfifo((dir / "fifo").c_str(), 0600) == 0);
+    refused((dir / "fifo").string(), "is not a regular file but a FIFO");
+    refused("/dev/zero", "is not a regular file but a character device");
+    fs::create_symlink(dir / "loop_b", dir / "loop_a");
+    fs::create_symlink(dir / "loop_a", dir / "loop_b");
+    refused((dir / "loop_a").string(), "is a loop of symbolic links");
+    refused((dir / "missing").string(), "does not exist");
+    write(dir / "empty.txt", "");
+    refused((dir / "empty.txt").string(), "empty.txt' is empty");
+    write(dir / "separators", "%\n\n%\n");
+    refused((dir / "separators").string(), "holds no text");
+    write(dir / "model.bin", std::string("weights\0\1\2", 10));
+    refused((dir / "model.bin").string(), "is not text: it holds a NUL byte at offset 7");
+    // A file whose size when opened is not what reading it gives (/proc reports 0 bytes):
+    // the same check that catches a file truncated or grown while it is read.
+    refused("/proc/self/status", "changed while it was read: 0 bytes when opened");
+    fs::remove_all(dir);
+}
+
+TEST_CASE("data: the fingerprint names each file and changes with any byte") {
+    const fs::path dir = temp_dir("fingerprint");
+    fs::create_directories(dir);
+    write(dir / "a.txt", "one text\n");
+    const Corpus first = load_corpus({(dir / "a.txt").string()});
+    CHECK(first.fingerprint.text().starts_with("fnv1a "));
+    CHECK(first.fingerprint.text().ends_with("; " + (dir / "a.txt").string() + " 9"));
+    CHECK(load_corpus({(dir / "a.txt").string()}).fingerprint.text() == first.fingerprint.text());
+    write(dir / "a.txt", "one test\n");  // same size, one byte changed
+    CHECK(load_corpus({(dir / "a.txt").string()}).fingerprint.text() != first.fingerprint.text());
     fs::remove_all(dir);
 }

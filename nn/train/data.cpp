@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -43,16 +44,58 @@ void split_fortunes(const std::string& text, std::vector<std::string>& out) {
     flush();
 }
 
+// The bytes of a regular file, exactly as many as its size when opened: a file that
+// grows or shrinks while it is read (a log being written, a copy in progress) would
+// otherwise train on whatever part was there.
 std::string read_bytes(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("corpus: cannot read " + path.string());
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!in || ec) throw std::runtime_error("corpus: cannot read '" + path.string() + "'");
+    std::string text(size, '\0');
+    in.read(text.data(), std::streamsize(size));
+    const auto got = uintmax_t(in.gcount());
+    const bool more = in.peek() != std::char_traits<char>::eof();
+    if (got != size || more || std::filesystem::file_size(path, ec) != size)
+        throw std::runtime_error("corpus: '" + path.string() + "' changed while it was read: " + std::to_string(size) +
+                                 " bytes when opened, " + (more ? "more" : std::to_string(got)) +
+                                 " read; nothing was trained on it (run again once the file is complete)");
+    return text;
+}
+
+// What a path that is neither a folder nor a regular file is, for the error that refuses it.
+std::string not_a_file(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_status status = fs::status(path, ec);
+    if (ec == std::errc::too_many_symbolic_link_levels) return "is a loop of symbolic links";
+    if (ec || !fs::exists(status))
+        return std::string("does not exist") +
+               (path == kDefaultCorpus ? " (install the fortunes package, or pass --data FILE)" : "");
+    switch (status.type()) {
+        case fs::file_type::fifo: return "is not a regular file but a FIFO (a named pipe)";
+        case fs::file_type::character: return "is not a regular file but a character device";
+        case fs::file_type::block: return "is not a regular file but a block device";
+        case fs::file_type::socket: return "is not a regular file but a socket";
+        default: return "is not a regular file";
+    }
+}
+
+uint64_t fnv1a(uint64_t hash, const std::string& bytes) {
+    for (unsigned char b : bytes) hash = (hash ^ b) * 0x100000001b3;
+    return hash;
 }
 }  // namespace
 
-std::vector<std::string> load_documents(const std::vector<std::string>& paths) {
+std::string CorpusFingerprint::text() const {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+    std::string out = std::string("fnv1a ") + hex;
+    for (const auto& [path, bytes] : files) out += "; " + path + " " + std::to_string(bytes);
+    return out;
+}
+
+Corpus load_corpus(const std::vector<std::string>& paths) {
     namespace fs = std::filesystem;
     struct Source {
         fs::path path;
@@ -73,21 +116,36 @@ std::vector<std::string> load_documents(const std::vector<std::string>& paths) {
         } else if (fs::is_regular_file(p, ec)) {
             sources.push_back({p, false});
         } else {
-            throw std::runtime_error("corpus: '" + p + "' does not exist" +
-                                     (p == kDefaultCorpus ? " (install the fortunes package, or pass --data FILE)" : ""));
+            throw std::runtime_error("corpus: '" + p + "' " + not_a_file(p));
         }
     }
-    std::vector<std::string> docs;
+    Corpus corpus;
     for (const Source& source : sources) {
         const std::string text = read_bytes(source.path);
-        if (source.in_folder && text.find('\0') != std::string::npos) continue;  // e.g. fortunes' .dat indexes
-        split_fortunes(text, docs);
+        const std::string name = source.path.string();
+        if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+            if (source.in_folder) continue;  // e.g. fortunes' .dat indexes
+            throw std::runtime_error("corpus: '" + name + "' is not text: it holds a NUL byte at offset " +
+                                     std::to_string(nul) + " (folders skip such files; name text files)");
+        }
+        if (!source.in_folder && text.find_first_not_of(" \t\r\n%") == std::string::npos)
+            throw std::runtime_error("corpus: '" + name + "' " +
+                                     (text.empty() ? "is empty" : "holds no text, only blank lines and % separators"));
+        corpus.fingerprint.files.emplace_back(fs::absolute(source.path).lexically_normal().string(), text.size());
+        corpus.fingerprint.hash = fnv1a(corpus.fingerprint.hash, text);
+        split_fortunes(text, corpus.documents);
     }
-    if (docs.empty())
-        throw std::runtime_error("corpus: no text found in " + (paths.empty() ? std::string("(no paths)") : paths[0]) +
-                                 " (install the default corpus, the fortunes package, or pass --data FILE)");
-    return docs;
+    if (corpus.documents.empty()) {
+        const std::string where = paths.empty() ? std::string("(no paths)") : paths[0];
+        const std::string hint = where == kDefaultCorpus
+                                     ? " (install the default corpus, the fortunes package, or pass --data FILE)"
+                                     : " (its files are empty, hidden or binary)";
+        throw std::runtime_error("corpus: no text found in " + where + hint);
+    }
+    return corpus;
 }
+
+std::vector<std::string> load_documents(const std::vector<std::string>& paths) { return load_corpus(paths).documents; }
 
 namespace {
 const std::pair<const char*, SplitMode> kSplitModes[] = {

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/random.h"
@@ -25,15 +26,33 @@ std::string decode_bytes(const std::vector<int64_t>& ids);       // BOS and non-
 // and Ubuntu: /usr/share/games/fortunes).
 extern const char* const kDefaultCorpus;
 
+// What a run trained on, to notice on resume that it changed: every file read, with its
+// size, and one FNV-1a hash of all their bytes in order.
+struct CorpusFingerprint {
+    std::vector<std::pair<std::string, uint64_t>> files;  // path, bytes
+    uint64_t hash = 0xcbf29ce484222325;                    // FNV-1a's offset basis: no bytes yet
+    // "fnv1a 0123456789abcdef; /data/a.txt 1234; /data/b.txt 99": what TrainConfig stores.
+    std::string text() const;
+};
+
+struct Corpus {
+    std::vector<std::string> documents;
+    CorpusFingerprint fingerprint;
+};
+
 // Documents from files and folders, in path order:
-//   - a file is read whole;
+//   - a file is read whole, to the size it had when opened: one that changes meanwhile
+//     is an error, not a partial text;
 //   - a folder contributes the files directly in it (not its subfolders), each once however
 //     many links name it, except hidden ones (".name") and binary ones (a NUL byte: the
 //     fortunes package's .dat indexes);
 //   - each file is cut into documents at lines holding only "%" (the fortunes format); a
 //     file without such a line is one document.
-// Throws a one-line error that says what to install or pass when nothing is found.
-std::vector<std::string> load_documents(const std::vector<std::string>& paths);
+// Throws a one-line error naming the path: it does not exist, is a loop of symbolic links,
+// is not a regular file (a FIFO, a device), is empty, or, named on its own, is binary.
+// When nothing is found in the default corpus, it says what to install.
+Corpus load_corpus(const std::vector<std::string>& paths);
+std::vector<std::string> load_documents(const std::vector<std::string>& paths);  // load_corpus's documents
 
 // How documents are split into training and validation text (TextDataset).
 enum class SplitMode {

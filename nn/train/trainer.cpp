@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <stdexcept>
 
 #include "autograd/engine.h"
@@ -40,11 +41,14 @@ std::string TrainConfig::to_json() const {
                                 {"log_every", log_every},
                                 {"probe_every", probe_every},
                                 {"ckpt_every", ckpt_every},
+                                {"ckpt_minutes", ckpt_minutes},
                                 {"seed", seed},
                                 {"out_dir", out_dir},
                                 {"data", data},
                                 {"val_fraction", split.val_fraction},
                                 {"split", split_mode_name(split.mode)},
+                                {"data_fingerprint", data_fingerprint},
+                                {"run_id", run_id},
                                 {"restart_step", restart_step},
                                 {"restart_lr", restart_lr}};
     return j.dump(2);
@@ -72,6 +76,7 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     field("log_every", c.log_every);
     field("probe_every", c.probe_every);
     field("ckpt_every", c.ckpt_every);
+    field("ckpt_minutes", c.ckpt_minutes);
     field("seed", c.seed);
     field("out_dir", c.out_dir);
     field("data", c.data);
@@ -79,6 +84,8 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     std::string split = split_mode_name(c.split.mode);
     field("split", split);
     c.split.mode = parse_split_mode(split);
+    field("data_fingerprint", c.data_fingerprint);
+    field("run_id", c.run_id);
     field("restart_step", c.restart_step);
     field("restart_lr", c.restart_lr);
     fields.finish();
@@ -125,6 +132,7 @@ void TrainConfig::validate() const {
     check_real("beta1", beta1, 0, 1);
     check_real("beta2", beta2, 0, 1);
     check_real("grad_clip", grad_clip, 0);
+    check_real("ckpt_minutes", ckpt_minutes, 0);
     if (data.empty()) fail("data names no corpus");
     if (model.positions == PositionEncoding::learned && seq_len > model.max_len)
         fail("seq_len " + std::to_string(seq_len) + " exceeds the model's max_len " + std::to_string(model.max_len) +
@@ -154,10 +162,23 @@ TrainConfig TrainConfig::preset(const std::string& given) {
 
 // ---------------------------------------------------------------- trainer
 
+std::string new_run_id() {
+    std::random_device entropy;
+    const uint64_t id = (uint64_t(entropy()) << 32) ^ entropy();
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", (unsigned long long)id);
+    return text;
+}
+
 Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data, Device device, uint64_t memory)
     : config_(config), data_(std::move(data)), device_(device), sampler_(config.seed) {
     config.validate();
     check_memory(config.model, Workload::training, config.batch_size, config.seq_len, memory);
+    // One batch of each kind, drawn before the model is built: data too short for either
+    // fails here, naming the sizes, not at the first evaluation after training began.
+    Generator probe(config.seed);
+    data_->train_batch(1, config.seq_len, probe);
+    data_->val_batch(0, config.batch_size, config.seq_len);
     manual_seed(config.seed);  // parameter init draws from the default generator
     model_ = std::make_shared<GatedTransformerLM>(config.model);  // initialised on the CPU: the same on any device
     model_->to(device);
@@ -226,6 +247,22 @@ double sum_of_squares(const std::vector<Tensor>& params) {
 }
 }  // namespace
 
+namespace {
+// Every line of a run's log.jsonl that names a run must name this one: a log copied in
+// from another run would otherwise be continued as if it were this run's history.
+void check_log_run(const std::filesystem::path& log, const std::string& run_id) {
+    std::ifstream in(log);
+    std::string line;
+    for (int64_t number = 1; std::getline(in, line); ++number) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.contains("run") && j["run"].is_string() && j["run"].get<std::string>() != run_id)
+            throw std::runtime_error(log.string() + ":" + std::to_string(number) + ": a line of run " +
+                                     j["run"].get<std::string>() + ", not of run " + run_id +
+                                     " (a log copied from another run?)");
+    }
+}
+}  // namespace
+
 void Trainer::resume(const std::string& path) {
     NamedTensors extra = with_prefix("optim.", optimizer_->state_dict());
     Tensor step = zeros({1}, DType::i64), sampler = zeros({4}, DType::i64);
@@ -234,6 +271,14 @@ void Trainer::resume(const std::string& path) {
     // Everything is checked before anything changes: a bad file leaves the trainer as it was.
     Metadata metadata;
     const NamedTensors file = load_tensors(path, &metadata);
+    std::unique_ptr<TrainConfig> planned;
+    if (auto it = metadata.find("train_config"); it != metadata.end())
+        planned = std::make_unique<TrainConfig>(TrainConfig::from_json(it->second));
+    if (planned && !planned->run_id.empty() && !config_.run_id.empty() && planned->run_id != config_.run_id)
+        throw std::runtime_error("checkpoint: " + path + ": it belongs to run " + planned->run_id + ", not to run " +
+                                 config_.run_id + " whose config this is (a checkpoint copied from another run?)");
+    if (!config_.out_dir.empty() && !config_.run_id.empty())
+        check_log_run(std::filesystem::path(config_.out_dir) / "log.jsonl", config_.run_id);
     check_trainer_state(file, path);
     check_finite(file, "checkpoint: " + path);
     NamedTensors targets = model_->state_dict();
@@ -243,7 +288,8 @@ void Trainer::resume(const std::string& path) {
     std::array<uint64_t, 4> s;
     std::memcpy(s.data(), sampler.data<const int64_t>(), sizeof(s));
     sampler_.set_state(s);
-    if (auto it = metadata.find("train_config"); it != metadata.end()) continue_schedule(TrainConfig::from_json(it->second));
+    saved_step_ = step_;
+    if (planned) continue_schedule(*planned);
 }
 
 void Trainer::continue_schedule(const TrainConfig& planned) {
@@ -259,12 +305,25 @@ void Trainer::continue_schedule(const TrainConfig& planned) {
     if (step_ < config_.schedule().warmup_steps || step_ >= config_.steps) return;
     config_.restart_step = step_;
     config_.restart_lr = lr_at(old, step_);
-    char note[256];
+    // The curve runs from where the run stands to the new minimum, lr · min_lr_ratio: a
+    // raised --lr can put that minimum above where the run stands, and then it climbs.
+    const double from = config_.restart_lr, to = config_.lr * config_.min_lr_ratio;
+    char path[192];
+    if (from > to)
+        std::snprintf(path, sizeof path, "goes on from %.2e, where the first plan left it, down a cosine to %.2e", from,
+                      to);
+    else if (from < to)
+        std::snprintf(path, sizeof path,
+                      "goes on from %.2e, where the first plan left it, up a half cosine to %.2e (the new minimum, "
+                      "lr x min_lr_ratio, is above it)",
+                      from, to);
+    else
+        std::snprintf(path, sizeof path, "stays at %.2e, where the first plan left it, through", from);
+    char note[448];
     std::snprintf(note, sizeof note,
-                  "the run was planned for %lld steps and now has %lld: from step %lld the learning rate goes on from "
-                  "%.2e, where the first plan left it, down a cosine to %.2e at step %lld",
-                  (long long)planned.steps, (long long)config_.steps, (long long)step_ + 1, config_.restart_lr,
-                  config_.lr * config_.min_lr_ratio, (long long)config_.steps);
+                  "the run was planned for %lld steps and now has %lld: from step %lld the learning rate %s%s step %lld",
+                  (long long)planned.steps, (long long)config_.steps, (long long)step_ + 1, path,
+                  from == to ? "" : " at", (long long)config_.steps);
     resume_note_ = note;
 }
 
@@ -341,8 +400,27 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
     const LrSchedule schedule = c.schedule();
     const int64_t last = stop_at > 0 ? std::min(stop_at, c.steps) : c.steps;
     const auto start = std::chrono::steady_clock::now();
+    auto last_save = start;
+    const fs::path checkpoint = fs::path(c.out_dir) / "model.safetensors";
+    const auto save_now = [&] {
+        save(checkpoint.string());
+        saved_step_ = step_;
+        last_save = std::chrono::steady_clock::now();
+    };
+    // What a divergence leaves: the checkpoint of an earlier step, or nothing to go back to.
+    const auto kept = [&] {
+        return saved_step_ >= 0 ? "; the checkpoint of step " + std::to_string(saved_step_) + " is kept"
+                                : std::string("; no checkpoint was written before it, so there is none to resume from");
+    };
     model_->train();
     while (step_ < last) {
+        if (stop_request_ && stop_request_->load()) {
+            if (!c.out_dir.empty()) save_now();
+            result.stopped = true;
+            result.message = "stopped on request after step " + std::to_string(step_) +
+                             (c.out_dir.empty() ? "" : "; checkpoint saved");
+            break;
+        }
         const auto t0 = std::chrono::steady_clock::now();
         optimizer_->lr = lr_at(schedule, step_);
         const Batch batch = data_->train_batch(c.batch_size, c.seq_len, sampler_);
@@ -353,7 +431,7 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         if (!std::isfinite(loss_value)) {
             result.diverged = true;
             result.message = "training stopped: the loss is " + std::to_string(loss_value) + " at step " +
-                             std::to_string(step_ + 1) + "; the last good checkpoint is kept";
+                             std::to_string(step_ + 1) + kept();
             break;
         }
         optimizer_->zero_grad();
@@ -368,7 +446,7 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         } catch (const std::runtime_error& e) {
             result.diverged = true;
             result.message = "training stopped: the weights are not finite at step " + std::to_string(step_ + 1) + " (" +
-                             e.what() + "); the last good checkpoint is kept";
+                             e.what() + ")" + kept();
             break;
         }
         ++step_;
@@ -390,13 +468,16 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
             if (eval_now) j["val_loss"] = s.val_loss;
             if (z.defined()) j["z_loss"] = s.z_loss;
             if (s.probe) j.update(nlohmann::json::parse(s.probe->to_json()));
+            if (!c.run_id.empty()) j["run"] = c.run_id;
             log_file << j.dump() << "\n" << std::flush;
         }
         if (!quiet && (step_ % std::max<int64_t>(1, c.log_every) == 0 || eval_now || step_ == 1))
             print_progress(s, c.steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                            tty);
-        if (!c.out_dir.empty() && ((c.ckpt_every > 0 && step_ % c.ckpt_every == 0) || step_ == last))
-            save((fs::path(c.out_dir) / "model.safetensors").string());
+        const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save).count() / 60;
+        if (!c.out_dir.empty() && ((c.ckpt_every > 0 && step_ % c.ckpt_every == 0) || step_ == last ||
+                                   (c.ckpt_minutes > 0 && minutes >= c.ckpt_minutes)))
+            save_now();
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!quiet && !result.message.empty()) std::printf("%s\n", result.message.c_str());

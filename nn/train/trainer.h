@@ -3,7 +3,8 @@
 //   for step in [start, steps):
 //       lr ← warmup + cosine schedule;  batch ← sampler (seeded)
 //       loss = model(batch) [+ z_loss · mean (log Z)²];  loss.backward();  clip ‖g‖;  AdamW step
-//       log (terminal + JSON lines);  validate every eval_every;  checkpoint every ckpt_every;
+//       log (terminal + JSON lines);  validate every eval_every;
+//       checkpoint every ckpt_every steps and every ckpt_minutes;  stop when asked to;
 //       measure the stability statistics (analysis/stability.h) every probe_every
 //
 // A checkpoint holds the model, the AdamW state, the step and the sampler's generator
@@ -11,7 +12,10 @@
 // bit-identical losses to 200 steps in one go. A NaN or infinite loss, or an update that
 // leaves a weight NaN or infinite, stops training with a message naming the step; the
 // last checkpoint written before it is kept (so every checkpoint written can be resumed).
+// A stop request (stop_on: an app's Ctrl-C) ends the run at the next step boundary with a
+// checkpoint, so the run can be resumed from there; the library installs no signal handler.
 #pragma once
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -49,10 +53,15 @@ struct TrainConfig {
     // batch: into the StepLog and the JSON lines. 0: never.
     int64_t probe_every = 50;
     int64_t ckpt_every = 0;  // 0: only at the end
+    double ckpt_minutes = 5;  // also checkpoint when this long has passed since the last one (0: never)
     uint64_t seed = 1;       // model init and batch order
     std::string out_dir;     // checkpoints and log.jsonl go here; empty: nowhere
     std::vector<std::string> data{kDefaultCorpus};
     CorpusSplit split;       // how data is cut into training and validation text
+    std::string data_fingerprint;  // CorpusFingerprint::text() of the data the run trains on
+    // Names one run across its config.json, checkpoints and log lines (new_run_id()), so a
+    // checkpoint copied in from another run is refused on resume. Empty: runs from before ids.
+    std::string run_id;
     // Set by Trainer::resume when a run is resumed with a different number of steps: the
     // cosine restarts at this step from this learning rate (schedule.h). 0: never restarted.
     int64_t restart_step = 0;
@@ -90,13 +99,19 @@ struct TrainResult {
     double final_val_loss = NAN;  // stays NaN when a run stops before its last evaluation
     double seconds = 0;
     bool diverged = false;        // stopped on a NaN/inf loss
+    bool stopped = false;         // stopped on request (stop_on), after saving a checkpoint
     std::string message;          // why it stopped early, if it did
 };
+
+// 16 random hex digits from the system's entropy source: a run's id.
+std::string new_run_id();
 
 class Trainer {
 public:
     // Validates the config and checks that a training step fits in `memory` bytes
-    // (nn/transformer.h: estimate_memory) before building the model. The model, its
+    // (nn/transformer.h: estimate_memory), and that `data` has text for one training
+    // and one validation batch, before building the model: a run that cannot finish
+    // fails here, not after it trained. The model, its
     // optimiser state and every batch live on `device`; checkpoints hold the same bytes
     // whichever device wrote them, so a run can resume on another device.
     Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data, Device device = Device::CPU,
@@ -107,13 +122,18 @@ public:
     // [0, the run's]) and the sampler state a valid one (not all zero). When the config's
     // steps differ from those the checkpoint's run planned (a finished run extended), the
     // learning rate goes on from where the checkpoint left it, on a cosine re-stretched to
-    // the new end (config().restart_step), and resume_note() says so.
+    // the new end (config().restart_step), and resume_note() says so. A checkpoint whose
+    // run_id is not the config's is refused (a file copied in from another run), and so is
+    // an out_dir/log.jsonl with a line of another run.
     void resume(const std::string& checkpoint_path);
     const std::string& resume_note() const { return resume_note_; }  // empty: nothing changed
     // Trains up to config.steps, or pauses after step `stop_at` (> 0) with a checkpoint,
     // on the same schedule. `quiet` prints nothing (tests). A resumed run first cuts
     // out_dir/log.jsonl back to the checkpoint's step, so no step is logged twice.
     TrainResult run(bool quiet = false, int64_t stop_at = 0);
+    // run() checks `request` before each step; once it is true, it saves a checkpoint and
+    // returns with TrainResult::stopped. A signal handler may set it: it is lock-free.
+    void stop_on(const std::atomic<bool>& request) { stop_request_ = &request; }
     // Mean validation loss over config.eval_batches fixed batches.
     double evaluate(int64_t seq_len = 0) const;
     // measure_stability on the first validation batch (the same batch at every step).
@@ -134,6 +154,8 @@ private:
     std::unique_ptr<AdamW> optimizer_;
     Generator sampler_;
     int64_t step_ = 0;
+    int64_t saved_step_ = -1;  // the step of the last checkpoint written or resumed from; -1: none
+    const std::atomic<bool>* stop_request_ = nullptr;
     std::string resume_note_;
 };
 

@@ -1,0 +1,290 @@
+// test_app_runs.cpp — what `gatedgrad train` guarantees about a run folder, tried the way a
+// user with hostile habits would: signals sent to a real train process, two processes on
+// one folder, a checkpoint copied from another run, data changed under a run, a resume
+// that changes the model; checks that come before the first step, memory limits included;
+// sampling whose memory stays linear in the tokens; and data paths that are not text, each
+// refused in one line.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tests/app_check.h"
+
+using namespace gg::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// 40 short fortunes, ~3 KB: enough for tiny models with batches of 2 x 16.
+fs::path write_corpus(const TempDir& tmp) {
+    const fs::path corpus = tmp.path / "corpus.txt";
+    std::ofstream out(corpus);
+    for (int i = 0; i < 40; ++i) out << "Fortune number " << i << ": the quick brown fox jumps over the lazy dog.\n%\n";
+    return corpus;
+}
+
+std::string tiny(const fs::path& corpus) {
+    return " --data " + corpus.string() + " --layers 1 --d-model 16 --heads 2 --batch 2 --seq-len 16";
+}
+
+// The lines of a run's log.jsonl, parsed.
+std::vector<nlohmann::json> log_lines(const fs::path& run) {
+    std::vector<nlohmann::json> lines;
+    std::istringstream in(read_file(run / "log.jsonl"));
+    for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+}
+
+// Started and running: it has logged a step.
+bool training(const fs::path& run) {
+    std::error_code ec;
+    const auto size = fs::file_size(run / "log.jsonl", ec);
+    return !ec && size > 0;
+}
+
+std::string run_id(const fs::path& run) {
+    return nlohmann::json::parse(read_file(run / "config.json"))["run_id"].get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("train: the first SIGINT or SIGTERM saves a checkpoint at a step boundary and exits 130 or 143") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp);
+    for (const auto& [signal, code, name] : {std::tuple{SIGINT, 130, "SIGINT"}, std::tuple{SIGTERM, 143, "SIGTERM"}}) {
+        CAPTURE(name);
+        const fs::path run = tmp.path / name;
+        // Checkpoints only at the end of a million steps: without the handler all is lost.
+        Child child(tmp, "train" + tiny(corpus) + " --steps 1000000 --warmup 1 --out " + run.string(), name);
+        REQUIRE(wait_until([&] { return training(run); }));
+        REQUIRE(kill(child.pid, signal) == 0);
+        const Outcome o = wait_app(child);
+        INFO("stderr: " << o.err);
+        CHECK(o.code == code);
+        CHECK(o.err.find(std::string("gatedgrad: stopped by ") + name + " after step ") == 0);
+        CHECK(count(o.err, "\n") == 1);
+        REQUIRE(fs::exists(run / "model.safetensors"));
+        const int64_t stopped_at = std::stoll(o.err.substr(o.err.find("after step ") + 11));
+        CHECK(stopped_at >= 1);
+        CHECK(log_lines(run).back()["step"] == stopped_at);  // every logged step is in the checkpoint
+
+        // The folder resumes where the signal left it.
+        const Outcome resumed = run_app(tmp, "train --resume --quiet --steps " + std::to_string(stopped_at + 2) +
+                                                 " --out " + run.string());
+        INFO("resumed: " << resumed.out << resumed.err);
+        CHECK(resumed.code == 0);
+        CHECK(log_lines(run).size() == size_t(stopped_at + 2));
+    }
+}
+
+TEST_CASE("train: a second signal stops at once, without waiting for the step under way") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    // Steps of about half a second (d_model 128, 32 x 256 tokens) on 200 KB of words, so
+    // that two signals sent back to back both arrive inside one step.
+    const fs::path corpus = tmp.path / "words.txt", run = tmp.path / "run";
+    {
+        std::ofstream out(corpus);
+        const char* words[] = {"gate ", "sink ", "head ", "token ", "attention ", "softmax "};
+        for (int i = 0; i < 40000; ++i) out << words[(i * 7 + i / 5) % 6] << (i % 12 == 11 ? "\n" : "");
+    }
+    Child child(tmp, "train --data " + corpus.string() + " --layers 2 --d-model 128 --heads 4 --batch 32 --seq-len 256 "
+                "--steps 1000 --warmup 1 --eval-every 0 --out " + run.string(), "twice");
+    REQUIRE(wait_until([&] { return training(run); }));
+    kill(child.pid, SIGINT);
+    kill(child.pid, SIGTERM);
+    const Outcome o = wait_app(child);
+    INFO("stderr: " << o.err);
+    CHECK((o.code == 130 || o.code == 143));  // 128 + whichever signal came second
+    CHECK(o.err == "gatedgrad: stopped at once by a second signal; no checkpoint saved for the step under way\n");
+    CHECK_FALSE(fs::exists(run / "model.safetensors"));
+}
+
+TEST_CASE("train: one process per run folder; a second one, --force included, is refused naming the holder") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "run";
+    const std::string long_run = "train" + tiny(corpus) + " --steps 1000000 --warmup 1 --out ";
+    Child first(tmp, long_run + run.string(), "first");
+    REQUIRE(wait_until([&] { return training(run); }));
+    const std::string holder = "in use by another train process (pid " + std::to_string(first.pid) + ")";
+    check_error(run_app(tmp, "train" + tiny(corpus) + " --force --steps 2 --out " + run.string()), 1, holder);
+    check_error(run_app(tmp, "train --resume --steps 2 --out " + run.string()), 1, holder);
+    CHECK(log_lines(run).size() >= 1);  // the running run's files are untouched
+    kill(first.pid, SIGTERM);
+    CHECK(wait_app(first).code == 143);
+    // The kernel released the lock with the process: the folder is free again.
+    CHECK(run_app(tmp, "train --resume --quiet --steps " + std::to_string(log_lines(run).size() + 1) + " --out " +
+                           run.string()).code == 0);
+
+    // Two started at once on a fresh folder: one trains, the other is refused.
+    const fs::path raced = tmp.path / "raced";
+    Child a(tmp, long_run + raced.string(), "a"), b(tmp, long_run + raced.string(), "b");
+    REQUIRE(wait_until([&] { return fs::file_size(a.err) > 0 || fs::file_size(b.err) > 0; }));
+    const bool a_lost = fs::file_size(a.err) > 0;
+    Child &loser = a_lost ? a : b, &winner = a_lost ? b : a;
+    check_error(wait_app(loser), 1, "in use by another train process (pid " + std::to_string(winner.pid) + ")");
+    REQUIRE(wait_until([&] { return training(raced); }));
+    kill(winner.pid, SIGINT);
+    CHECK(wait_app(winner).code == 130);
+}
+
+TEST_CASE("train --resume: the run's id, data and architecture must agree; other changes are printed") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), x = tmp.path / "x", y = tmp.path / "y";
+    REQUIRE(run_app(tmp, "train" + tiny(corpus) + " --attn g1 --steps 2 --quiet --out " + x.string()).code == 0);
+    REQUIRE(run_app(tmp, "train" + tiny(corpus) + " --attn g1 --steps 2 --quiet --out " + y.string()).code == 0);
+    const std::string id = run_id(x);
+    CHECK(id.size() == 16);
+    CHECK(id != run_id(y));
+    for (const nlohmann::json& line : log_lines(x)) CHECK(line["run"] == id);
+
+    // A checkpoint copied in from another run.
+    fs::copy_file(x / "model.safetensors", y / "model.safetensors", fs::copy_options::overwrite_existing);
+    check_error(run_app(tmp, "train --resume --steps 4 --out " + y.string()), 1,
+                "belongs to run " + id + ", not to run " + run_id(y));
+
+    // The architecture stays; the first field that differs is named.
+    check_error(run_app(tmp, "train --resume --attn baseline --steps 4 --out " + x.string()), 2,
+                "a resumed run keeps its architecture: --attn is g1 in the run, baseline given");
+    check_error(run_app(tmp, "train --resume --preset tiny --out " + x.string()), 2,
+                "a resumed run keeps its architecture: --layers is 1 in the run, 2 given");
+
+    // A checkpoint alone in a new folder (no config.json) continues its own run.
+    const fs::path z = tmp.path / "z";
+    fs::create_directories(z);
+    fs::copy_file(x / "model.safetensors", z / "model.safetensors");
+    const Outcome moved = run_app(tmp, "train --resume --steps 3 --quiet --out " + z.string());
+    INFO("moved: " << moved.out << moved.err);
+    CHECK(moved.code == 0);
+    CHECK(run_id(z) == id);
+
+    // The data changed under the run: refused unless allowed.
+    std::ofstream(corpus, std::ios::app) << "One more fortune.\n%\n";
+    const Outcome changed = run_app(tmp, "train --resume --steps 4 --out " + x.string());
+    check_error(changed, 1, "the training data changed since the run began: file 1 was " + corpus.string());
+    CHECK(changed.err.find("--allow-data-change") != std::string::npos);
+    CHECK(log_lines(x).size() == 2);  // nothing trained
+
+    // Allowed, with a higher learning rate: every change is printed, and the schedule says
+    // it climbs to the new minimum (lr 0.01 x 0.1) from where the finished run stands (0.0003).
+    const Outcome allowed = run_app(tmp, "train --resume --allow-data-change --steps 4 --lr 0.01 --quiet --out " + x.string());
+    INFO("allowed: " << allowed.out << allowed.err);
+    CHECK(allowed.code == 0);
+    CHECK(allowed.out.find("changed for the rest of the run: --steps 2 → 4, --lr 0.003 → 0.01") != std::string::npos);
+    CHECK(allowed.out.find("up a half cosine to 1.00e-03") != std::string::npos);
+    CHECK(allowed.out.find("down a cosine to 1.00e-03") == std::string::npos);
+    CHECK(log_lines(x).size() == 4);
+}
+
+TEST_CASE("train: everything is checked before the first step, and a run that fails there leaves no folder") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "run";
+    // The corpus's validation part (~300 bytes) cannot fill one batch of 64 x 64.
+    const std::string too_long = "train --data " + corpus.string() + " --layers 1 --d-model 16 --heads 2 --batch 64 "
+                                 "--seq-len 64 --out " + run.string();
+    check_error(run_app(tmp, too_long), 1, "validation text (");
+    CHECK_FALSE(fs::exists(run));
+    check_error(run_app(tmp, "train" + tiny(corpus) + " --out /proc/gatedgrad_run"), 1, "cannot write into /proc/gatedgrad_run");
+    // A folder the user made stays, and so does a run already in it.
+    fs::create_directories(run);
+    check_error(run_app(tmp, too_long), 1, "validation text (");
+    CHECK(fs::exists(run));
+    // A divergence with no checkpoint written says so, instead of promising one.
+    const Outcome diverged = run_app(tmp, "train" + tiny(corpus) + " --lr 1e6 --warmup 0 --clip 0 --steps 50 --force --out " +
+                                              run.string());
+    check_error(diverged, 1, "no checkpoint was written before it, so there is none to resume from");
+    check_error(run_app(tmp, "train" + tiny(corpus) + " --steps 2 --out " + run.string()), 2,
+                "already holds a run (log.jsonl); it has no checkpoint to resume from: pass --force to start over");
+}
+
+TEST_CASE("train: the memory check obeys ulimit -v, not just the machine's memory") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp);
+    // A training step of 256 x 1024 tokens needs about 1.3 GiB: within this machine's
+    // memory, so without a limit the run passes the memory check and stops at the next
+    // one (the short corpus); under 600 MB of address space it is refused for memory.
+    const std::string big = "train --data " + corpus.string() + " --layers 1 --d-model 16 --heads 2 --batch 256 "
+                            "--seq-len 1024 --out " + (tmp.path / "big").string();
+    check_error(run_app(tmp, big), 1, "validation text (");
+    const Outcome limited = run_app_after(tmp, "ulimit -v 600000 && ", big);
+    check_error(limited, 2, "asks for too much memory");
+    CHECK(limited.err.find("available (what ulimit -v leaves)") != std::string::npos);
+}
+
+TEST_CASE("sample: memory stays linear in the tokens, and a long prompt is cut to the model's window") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "lm", ckpt = run / "model.safetensors";
+    // The tiny preset's shape (2 layers, d_model 64, 4 heads, RoPE), trained one step.
+    REQUIRE(run_app(tmp, "train --data " + corpus.string() + " --layers 2 --d-model 64 --heads 4 --batch 2 --seq-len 16 "
+                         "--steps 1 --quiet --out " + run.string()).code == 0);
+    const auto peak_kib = [&](int tokens, const std::string& context) {
+        rusage usage{};
+        Child sample(tmp, "sample --ckpt " + ckpt.string() + " --tokens " + std::to_string(tokens) + context,
+                     "sample" + std::to_string(tokens));
+        const Outcome o = wait_app(sample, &usage);
+        CHECK(o.code == 0);
+        CHECK_FALSE(o.out.empty());
+        return usage.ru_maxrss;
+    };
+    // Attending to every token (a cache that grows to 2000 positions, ~1 MB), and to the
+    // model's 16 (the default: a cache of fixed size).
+    for (const std::string context : {" --context 4096", ""}) {
+        CAPTURE(context);
+        const long short_run = peak_kib(200, context), long_run = peak_kib(2000, context);
+        MESSAGE("sample" << context << " peak memory: 200 tokens " << short_run << " KiB, 2000 tokens " << long_run << " KiB");
+        CHECK(long_run < 2 * short_run);  // concatenating the cache each token held ~1.5 GB at 2000
+    }
+
+    // A 100 KB prompt on a model that reads 16 tokens: a note, and only the last 15 bytes go in.
+    const fs::path prompt = tmp.path / "prompt.txt";
+    std::ofstream(prompt) << std::string(100000, 'x') << "The end: ";
+    const auto start = std::chrono::steady_clock::now();
+    const Outcome o = run_app(tmp, "sample --ckpt " + ckpt.string() + " --prompt-file " + prompt.string() + " --tokens 20");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    INFO("stderr: " << o.err);
+    CHECK(o.code == 0);
+    CHECK(o.err.find("note: the prompt is 100009 bytes; the model attends to 16 tokens, so only its last 15 bytes") !=
+          std::string::npos);
+    CHECK(o.out.starts_with(std::string(100000, 'x') + "The end: "));
+    CHECK(seconds < 30);  // a full forward over 100 KB took minutes
+    check_error(run_app(tmp, "sample --ckpt " + ckpt.string() + " --prompt a --prompt-file " + prompt.string()), 2,
+                "excludes");
+}
+
+TEST_CASE("train --data: what is not a readable text file is named for what it is, in one line") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path run = tmp.path / "run";
+    const auto refused = [&](const fs::path& data, const std::string& why) {
+        CAPTURE(data);
+        check_error(run_app(tmp, "train --data " + data.string() + " --steps 1 --out " + run.string()), 1,
+                    "corpus: '" + data.string() + "' " + why);
+        CHECK_FALSE(fs::exists(run));
+    };
+    REQUIRE(mkfifo((tmp.path / "fifo").c_str(), 0600) == 0);
+    refused(tmp.path / "fifo", "is not a regular file but a FIFO");
+    refused("/dev/zero", "is not a regular file but a character device");
+    fs::create_symlink(tmp.path / "loop_b", tmp.path / "loop_a");
+    fs::create_symlink(tmp.path / "loop_a", tmp.path / "loop_b");
+    refused(tmp.path / "loop_a", "is a loop of symbolic links");
+    std::ofstream(tmp.path / "empty.txt").close();
+    refused(tmp.path / "empty.txt", "is empty");
+    std::ofstream(tmp.path / "model.bin", std::ios::binary) << std::string("weights\0\1\2", 10);
+    refused(tmp.path / "model.bin", "is not text: it holds a NUL byte at offset 7");
+    check_error(run_app(tmp, "train --data /proc/self/status --steps 1 --out " + run.string()), 1,
+                "changed while it was read");
+}
