@@ -1,5 +1,5 @@
 // Exercises of tutorial 02 (README.md, "Exercises"): write each function in exercises.cpp,
-// then run   meson test -C build --suite exercises   until exercise_02_autograd passes.
+// then check them with   tools/exercise 02   until it passes.
 #pragma once
 #include <functional>
 

@@ -1,5 +1,5 @@
 // Exercises of tutorial 04 (README.md, "Exercises"): write each function in exercises.cpp,
-// then run   meson test -C build --suite exercises   until exercise_04_gated_attention passes.
+// then check them with   tools/exercise 04   until it passes.
 #pragma once
 
 #include "gatedgrad.h"
