@@ -27,6 +27,10 @@ TEST_CASE("01.1 contiguous_strides") {
         CAPTURE(shape_str(shape));
         CHECK(exercises::contiguous_strides(shape) == zeros(shape).strides());
     }
+    // 2⁶⁰ elements, more than any memory holds: strides come from the shape alone.
+    INFO("exercise 01.1 asks you to write the strides from the shape, without building a tensor");
+    const int64_t n = int64_t(1) << 20;
+    CHECK(exercises::contiguous_strides({n, n, n}) == Strides{n * n, n, 1});
 }
 
 TEST_CASE("01.2 storage_position") {
@@ -60,4 +64,8 @@ TEST_CASE("01.3 broadcast_shape") {
     }
     CHECK_THROWS_AS(exercises::broadcast_shape({3}, {4}), std::invalid_argument);
     CHECK_THROWS_AS(exercises::broadcast_shape({2, 3}, {3, 3}), std::invalid_argument);
+    // 2⁶⁰ elements, more than any memory holds: the shape comes from the shapes alone.
+    INFO("exercise 01.3 asks you to write the shape from the shapes, without building tensors");
+    const int64_t n = int64_t(1) << 40, m = int64_t(1) << 20;
+    CHECK(exercises::broadcast_shape({n, 1}, {m}) == Shape{n, m});
 }

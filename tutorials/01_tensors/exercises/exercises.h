@@ -1,5 +1,6 @@
 // Exercises of tutorial 01 (README.md, "Exercises"): write each function in exercises.cpp,
-// then run   meson test -C build --suite exercises   until exercise_01_tensors passes.
+// then check them with   tools/exercise 01   until it passes.
+// exercises.cpp is built without the library's own answers to them (hidden.h).
 #pragma once
 #include <vector>
 

@@ -1,5 +1,5 @@
 // Exercises of tutorial 02 (README.md, "Exercises"): write each function in exercises.cpp,
-// then run   meson test -C build --suite exercises   until exercise_02_autograd passes.
+// then check them with   tools/exercise 02   until it passes.
 #pragma once
 #include <functional>
 
@@ -14,7 +14,8 @@ namespace exercises {
 gg::Tensor cube(const gg::Tensor& x);
 
 // 02.2 The gradient of the tutorial's logistic loss by the formulas in README.md, without
-// backward():  p = σ(x w + b),  dL/dw = xᵀ (p − y) / N,  dL/db = Σ (p − y) / N.
+// backward() (the check runs it under a NoGradGuard):
+//     p = σ(x w + b),  dL/dw = xᵀ (p − y) / N,  dL/db = Σ (p − y) / N.
 // x (N, 2), y (N), w (2), b () → dw (2), db ()
 struct LogisticGrad {
     gg::Tensor dw, db;

@@ -1,5 +1,6 @@
 // Exercises of tutorial 03 (README.md, "Exercises"): write each function in exercises.cpp,
-// then run   meson test -C build --suite exercises   until exercise_03_modules passes.
+// then check them with   tools/exercise 03   until it passes.
+// exercises.cpp is built without the library's own answers to them (hidden.h).
 #pragma once
 #include <vector>
 

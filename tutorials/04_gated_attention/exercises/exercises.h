@@ -1,5 +1,5 @@
 // Exercises of tutorial 04 (README.md, "Exercises"): write each function in exercises.cpp,
-// then run   meson test -C build --suite exercises   until exercise_04_gated_attention passes.
+// then check them with   tools/exercise 04   until it passes.
 #pragma once
 
 #include "gatedgrad.h"
@@ -15,7 +15,9 @@ gg::Tensor causal_attention(const gg::Tensor& q, const gg::Tensor& k, const gg::
 //     head_i ← σ(x W_g,i) ⊙ head_i,  W_g: d → H  (σ(x W_g,i) a scalar per query and head).
 // Write the forward of `attn`, a GatedAttention built with gate G1 and sharing headwise
 // (no RoPE, no QK-norm, causal), from its weights: attn.w_q, w_k, w_v, w_o, w_g (Linear
-// layers without bias). x (B, T, d) → (B, T, d), equal to attn.forward(x).
+// layers without bias) and your causal_attention: the check finds the library's attention
+// (attn.forward, nn::scaled_dot_product_attention) in the graph of a result that used it.
+// x (B, T, d) → (B, T, d), equal to attn.forward(x).
 gg::Tensor headwise_g1_forward(const gg::nn::GatedAttention& attn, const gg::Tensor& x);
 
 // 04.3 The G2 position: the gate scales each query's attention logits, before softmax,
