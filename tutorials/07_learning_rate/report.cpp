@@ -193,8 +193,9 @@ void plot_study(const std::filesystem::path& dir, const Study& study) {
     chart.log_x = true;
     write_text_file(dir / "final_loss_vs_lr.svg", svg_line_chart(curves, chart));
 
-    // The mechanism, seed 1 at the two highest rates: the largest attention logit (log scale)
-    // and the smallest head entropy against the step.
+    // The mechanism, seed 1 at the two highest rates: the largest attention logit and the
+    // smallest head entropy against the step, both on a log scale (an entropy of exactly 0,
+    // a head on one key, drawn at the floor 1e-6).
     for (const bool logit : {true, false}) {
         std::vector<Series> lines;
         for (size_t k = study.lrs.size() >= 2 ? study.lrs.size() - 2 : 0; k < study.lrs.size(); ++k)
@@ -203,15 +204,18 @@ void plot_study(const std::filesystem::path& dir, const Study& study) {
                     if (r->seed != 1) continue;
                     std::vector<double> x, y;
                     for (const Probe& p : r->probes)
-                        x.push_back(double(p.step)), y.push_back(logit ? std::log10(p.max_logit) : p.min_entropy);
-                    Series l = line(vs[v].name + ", lr " + rate_label(study.lrs[k]), x, y, chart_color(v));
-                    l.opacity = k + 1 == study.lrs.size() ? 1.0 : 0.45;
+                        x.push_back(double(p.step)),
+                            y.push_back(std::log10(logit ? p.max_logit : std::max(p.min_entropy, 1e-6)));
+                    const bool faint = k + 1 != study.lrs.size();
+                    Series l = line(vs[v].name + ", lr " + rate_label(study.lrs[k]) + (faint ? " (faint)" : ""), x, y,
+                                    chart_color(v));
+                    l.opacity = faint ? 0.45 : 1.0;
                     lines.push_back(l);
                 }
         chart = logit ? chart_options("Largest attention logit q.k/sqrt(dk), seed 1, two highest rates (faint: the "
                                       "lower one)", "step", "log10 of the largest attention logit")
                       : chart_options("Smallest attention entropy of any head, seed 1, two highest rates (faint: the "
-                                      "lower one)", "step", "entropy (nats)");
+                                      "lower one)", "step", "log10 of the smallest head entropy (nats; floor 1e-6)");
         write_text_file(dir / (logit ? "attn_logit_vs_step.svg" : "entropy_vs_step.svg"), svg_line_chart(lines, chart));
     }
 }
