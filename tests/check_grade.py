@@ -26,6 +26,9 @@ def grades(*options):
             return [(row["exercise"] + " " + row["name"], row["result"]) for row in csv.DictReader(f)]
 
 
+# tools/grade builds the programs it grades (the solutions are not built by default), so
+# it runs before the programs are listed.
+solved, untouched = grades("--solutions"), grades()
 cases = []
 for program in sorted((build / "tutorials" / "exercises").glob("solution_*")):
     if program.is_file():
@@ -33,7 +36,6 @@ for program in sorted((build / "tutorials" / "exercises").glob("solution_*")):
                                 check=True).stdout.splitlines()
         cases += [line for line in listed if line and not line.startswith(("[doctest]", "==="))]
 
-solved, untouched = grades("--solutions"), grades()
 problems = []
 if sorted(case for case, _ in solved) != sorted(cases):
     problems.append(f"the grades name {[c for c, _ in solved]}, the programs run {cases}")

@@ -60,7 +60,9 @@ TEST_CASE("train: the first SIGINT or SIGTERM saves a checkpoint at a step bound
     REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
     TempDir tmp;
     const fs::path corpus = write_corpus(tmp);
-    for (const auto& [signal, code, name] : {std::tuple{SIGINT, 130, "SIGINT"}, std::tuple{SIGTERM, 143, "SIGTERM"}}) {
+    for (const auto& [signal, code, signal_name] :
+         {std::tuple{SIGINT, 130, "SIGINT"}, std::tuple{SIGTERM, 143, "SIGTERM"}}) {
+        const std::string name = signal_name;  // CAPTURE's lambda cannot capture a structured binding (clang)
         CAPTURE(name);
         const fs::path run = tmp.path / name;
         // Checkpoints only at the end of a million steps: without the handler all is lost.
@@ -215,11 +217,18 @@ TEST_CASE("train: the memory check obeys ulimit -v, not just the machine's memor
     const fs::path corpus = write_corpus(tmp);
     // A training step of 256 x 1024 tokens needs about 1.3 GiB: within this machine's
     // memory, so without a limit the run passes the memory check and stops at the next
-    // one (the short corpus); under 600 MB of address space it is refused for memory.
+    // one (the short corpus); with 600 MB of address space above what the program maps
+    // before it starts (its libraries: over 1 GB with CUDA's), it is refused for memory.
+    // This test links the same libraries, so its own size stands for the app's at start.
     const std::string big = "train --data " + corpus.string() + " --layers 1 --d-model 16 --heads 2 --batch 256 "
                             "--seq-len 1024 --out " + (tmp.path / "big").string();
     check_error(run_app(tmp, big), 1, "validation text (");
-    const Outcome limited = run_app_after(tmp, "ulimit -v 600000 && ", big);
+    long long mapped_kb = 0;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("VmSize:", 0) == 0) mapped_kb = std::stoll(line.substr(7));
+    REQUIRE(mapped_kb > 0);
+    const Outcome limited = run_app_after(tmp, "ulimit -v " + std::to_string(mapped_kb + 600000) + " && ", big);
     check_error(limited, 2, "asks for too much memory");
     CHECK(limited.err.find("available (what ulimit -v leaves)") != std::string::npos);
 }
