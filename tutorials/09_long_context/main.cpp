@@ -182,6 +182,10 @@ int main(int argc, char** argv) {
 
     // 3. The table: loss over all positions, and over the positions past L.
     print_table(evals, L, eval_batches);
+    if (options.quick)
+        std::printf("(--quick: 60 steps and one evaluation batch per length, too short and too few to tell the "
+                    "models or the scalings apart: differences of a few hundredths, negative ones included, are "
+                    "within the noise of one batch; the full run's numbers are in README.md)\n");
     std::printf("\ntotal time %.0f s\n", seconds_since(start));
     if (!options.out.empty()) write_results(options.out, config, eval_batches, trained, evals);
     return 0;
