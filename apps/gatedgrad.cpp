@@ -288,7 +288,9 @@ void add_train(CLI::App& app, TrainArgs& a) {
     using S = std::string;
     using I = int64_t;
     o.option<S>("--attn", [](TrainConfig& c, const S& v) { c.model.attn.gate = parse_gate_position(v); },
-                "gate position: baseline, g1..g5, value, key, query")
+                "gate position: baseline, g1..g5 (the walk-through's numbers) or by where the gate sits: sdpa (g1), "
+                "scores-x (g2), scores-query (g3), residual (g4), output (g5), value, key, query; the paper's own G1-G5 "
+                "are sdpa, value, key, query, output (docs/paper.md)")
         ->check(accepted_by(parse_gate_position));
     o.option<S>("--gate-fn", [](TrainConfig& c, const S& v) { c.model.attn.gate_fn = parse_gate_function(v); },
                 "gate function: sigmoid, tanh, relu, silu, none")

@@ -78,12 +78,17 @@ std::string name_of(E e, const std::pair<const char*, E> (&table)[N]) {
     return "?";
 }
 
+// The walk-through's numbers first (gate_position_name gives them: configs and outputs
+// keep them), then the same positions by where they sit, since the paper numbers them
+// differently (its G2 is the value gate; docs/paper.md maps one onto the other).
 const std::pair<const char*, GatePosition> kPositions[] = {
     {"baseline", GatePosition::none},        {"g1", GatePosition::sdpa_output},
     {"g2", GatePosition::scores_from_x},     {"g3", GatePosition::scores_from_query},
     {"g4", GatePosition::residual},          {"g5", GatePosition::after_merge},
     {"value", GatePosition::value},          {"key", GatePosition::key},
-    {"query", GatePosition::query}};
+    {"query", GatePosition::query},          {"sdpa", GatePosition::sdpa_output},
+    {"scores-x", GatePosition::scores_from_x}, {"scores-query", GatePosition::scores_from_query},
+    {"residual", GatePosition::residual},    {"output", GatePosition::after_merge}};
 const std::pair<const char*, GateFunction> kFunctions[] = {{"sigmoid", GateFunction::sigmoid},
                                                           {"tanh", GateFunction::tanh_half},
                                                           {"relu", GateFunction::relu},

@@ -43,8 +43,10 @@ enum class GateFunction { sigmoid, tanh_half, relu, silu, none };
 enum class GateSharing { elementwise, headwise, shared };
 enum class GateInit { zero, normal, kaiming, xavier };
 
-// Names used on command lines and in configs: "baseline", "g1".."g5", "value", "key", "query".
-// Parsing ignores case ("G1" is "g1"); the *_name functions give the lower-case form.
+// Names used on command lines and in configs: "baseline", "g1".."g5" (the walk-through's
+// numbers), "value", "key", "query"; and by position, since the paper numbers them
+// differently: "sdpa" (g1), "scores-x" (g2), "scores-query" (g3), "residual" (g4),
+// "output" (g5). Parsing ignores case ("G1" is "g1"); gate_position_name gives g1..g5.
 GatePosition parse_gate_position(const std::string& name);
 std::string gate_position_name(GatePosition p);
 GateFunction parse_gate_function(const std::string& name);  // sigmoid, tanh, relu, silu, none

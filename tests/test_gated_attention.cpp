@@ -209,6 +209,14 @@ TEST_CASE("nn: gate inits: zero gives σ = ½ exactly; normal, Kaiming, Xavier d
     CHECK(parse_gate_function("SiLU") == GateFunction::silu);
     CHECK(parse_gate_init("Xavier") == GateInit::xavier);
     CHECK_THROWS_WITH_AS(parse_gate_position("G6"), doctest::Contains("'G6'"), std::invalid_argument);
+    // By position, as the paper (which numbers them otherwise) can be read; names stay g1..g5.
+    const std::pair<const char*, GatePosition> by_position[] = {
+        {"sdpa", GatePosition::sdpa_output}, {"scores-x", GatePosition::scores_from_x},
+        {"scores-query", GatePosition::scores_from_query}, {"residual", GatePosition::residual},
+        {"Output", GatePosition::after_merge}, {"value", GatePosition::value}};
+    for (const auto& [alias, position] : by_position) CHECK(parse_gate_position(alias) == position);
+    CHECK(gate_position_name(parse_gate_position("output")) == "g5");
+    CHECK(gate_position_name(parse_gate_position("sdpa")) == "g1");
     CHECK_THROWS_AS(GatedAttention(attention_options(GatePosition::sdpa_output)).forward(zeros({1, 3, 8})),
                     std::invalid_argument);
     AttentionOptions bad = attention_options(GatePosition::sdpa_output);
