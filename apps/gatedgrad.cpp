@@ -840,6 +840,14 @@ struct SinkArgs {
 
 void add_sink(CLI::App& app, SinkArgs& a) {
     a.cmd = app.add_subcommand("sink", "attention-sink report: per layer, the attention queries give to the first token");
+    a.cmd->footer(
+        "Columns, one row per layer (nn/analysis/analysis.h; tutorial 06):\n"
+        "  first-token share  mean attention that queries 1..T-1 give to position 0 (BOS), alpha\n"
+        "  sink               whether the layer's alpha is above --threshold\n"
+        "  entropy            mean entropy -sum p log p of the attention rows (nats; 0: one key only)\n"
+        "  gated-entropy      the same, counting a closed gate's share as attention sent nowhere (G1)\n"
+        "  gate-mean, gate<0.1  the mean gate value and the share of gate values below 0.1\n"
+        "  max|h|, max|h@0|   largest |value| of the layer's output, anywhere and at position 0");
     add_data_options(a.cmd, a.data);
     a.cmd->add_option("--batches", a.batches, "validation batches to average over")
         ->check(count(1, TrainConfigLimits::eval_batches))
