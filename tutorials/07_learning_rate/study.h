@@ -57,7 +57,8 @@ struct RunResult {
 };
 
 // A loss spike: a step whose training loss exceeds the minimum of the previous 20 steps by
-// more than 1 nat; consecutive such steps are one spike. Hard batches alone reach 0.85.
+// more than 1 nat; consecutive such steps are one spike. In the earlier study's smooth runs
+// (results/history/) hard batches alone lifted the loss by up to 0.85 nats.
 int64_t count_spikes(const std::vector<double>& loss);
 
 // Wortsman et al. 2023 (arXiv 2309.14322), LR sensitivity: E_η[min(ℓ_η, ℓ_0) − ℓ*] over the
