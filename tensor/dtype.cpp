@@ -9,6 +9,7 @@ size_t dtype_size(DType dtype) {
         case DType::f32: return 4;
         case DType::f64: return 8;
         case DType::i64: return 8;
+        case DType::bf16: return 2;
     }
     throw std::logic_error("dtype_size: unknown dtype");
 }
@@ -18,13 +19,14 @@ const char* dtype_name(DType dtype) {
         case DType::f32: return "float32";
         case DType::f64: return "float64";
         case DType::i64: return "int64";
+        case DType::bf16: return "bfloat16";
     }
     return "?";
 }
 
 const char* device_name(Device device) { return device == Device::CPU ? "cpu" : "cuda"; }
 
-bool is_floating(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
+bool is_floating(DType dtype) { return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16; }
 
 std::string shape_str(const Shape& shape) {
     std::string s = "(";

@@ -1,22 +1,24 @@
 // dtype.h — element types, devices and shapes: the vocabulary every other file uses.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace gg {
 
-// The enum stays open: bfloat16 on CUDA is a planned addition.
-enum class DType { f32, f64, i64 };
+// bf16 is bfloat16 (tensor/bf16.h): 16-bit storage for mixed-precision training, computed
+// in float32.
+enum class DType { f32, f64, i64, bf16 };
 enum class Device { CPU, CUDA };
 
 using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;  // in elements, not bytes
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);    // "float32", "float64", "int64"
+const char* dtype_name(DType dtype);    // "float32", "float64", "int64", "bfloat16"
 const char* device_name(Device device); // "cpu", "cuda"
-bool is_floating(DType dtype);
+bool is_floating(DType dtype);  // f32, f64 and bf16
 
 std::string shape_str(const Shape& shape);  // "(2,3)"; "()" for a scalar
 // The element count; throws on a negative size, and when the product of the sizes
@@ -27,13 +29,16 @@ Strides contiguous_strides(const Shape& shape);
 // Maps a possibly negative dim (-1 = last) onto [0, ndim); throws naming the op.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 
-// Calls f.template operator()<T>() with T the C++ type of `dtype`.
+// Calls f.template operator()<T>() with T the C++ type of `dtype`, for the code that is
+// written for f32, f64 and i64 only; a bfloat16 tensor gets an error naming the dtype. Code
+// that handles 16-bit storage too uses dispatch_with_bf16 (tensor/bf16.h's gg::bfloat16).
 template <class F>
 void dispatch(DType dtype, F&& f) {
     switch (dtype) {
         case DType::f32: f.template operator()<float>(); break;
         case DType::f64: f.template operator()<double>(); break;
         case DType::i64: f.template operator()<int64_t>(); break;
+        case DType::bf16: throw std::invalid_argument("this operation does not take bfloat16 tensors");
     }
 }
 
