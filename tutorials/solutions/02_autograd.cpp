@@ -2,6 +2,8 @@
 // against them). Try the exercises before reading on.
 #include "tutorials/02_autograd/exercises/exercises.h"
 
+#include <unordered_set>
+
 namespace exercises {
 
 gg::Tensor cube(const gg::Tensor& x) {
@@ -35,6 +37,27 @@ gg::Tensor numerical_gradient(const std::function<double(const gg::Tensor&)>& f,
         gradient[j] = (up - down) / (2 * eps);
     }
     return gg::from_vector(gradient, x.shape());
+}
+
+std::vector<Value*> topological_order(Value* root) {
+    std::vector<Value*> order;
+    std::unordered_set<Value*> visited;
+    // Depth first: a value goes in after everything it was computed from.
+    std::function<void(Value*)> visit = [&](Value* v) {
+        if (!visited.insert(v).second) return;
+        for (const ValuePtr& parent : v->parents) visit(parent.get());
+        order.push_back(v);
+    };
+    visit(root);
+    return order;
+}
+
+void backward(Value* root) {
+    const std::vector<Value*> order = topological_order(root);
+    for (Value* v : order) v->grad = 0;
+    root->grad = 1;  // ∂root/∂root
+    // From the root back: when a value is reached, every value that uses it has added to its grad.
+    for (auto v = order.rbegin(); v != order.rend(); ++v) (*v)->backward_step();
 }
 
 }  // namespace exercises
