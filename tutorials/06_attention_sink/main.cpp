@@ -18,7 +18,7 @@
 //
 // Run from the repository root (OMP_NUM_THREADS=1: the two parts run side by side):
 //   ./build/tutorials/tutorial_06_attention_sink           the full run (both parts), 10 minutes
-//   ./build/tutorials/tutorial_06_attention_sink --demo    part (a2), one small model pair, about a minute
+//   ./build/tutorials/tutorial_06_attention_sink --demo    part (a1) only: one seed, half the steps (a few minutes)
 //   ./build/tutorials/tutorial_06_attention_sink --quick   both parts, shortened (a smoke test)
 // --out DIR writes the results there (the committed ones: --out tutorials/06_attention_sink/results).
 // --help lists the rest (--part, --one-process, part (a)'s training options).
