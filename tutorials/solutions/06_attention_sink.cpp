@@ -20,4 +20,15 @@ SinkReport first_token_report(const gg::nn::GatedTransformerLM& model, const gg:
     return report;
 }
 
+gg::Tensor streaming_mask(int64_t T, int64_t window, int64_t sinks) {
+    std::vector<float> hidden(size_t(T * T));  // (T, T): row i is query i, column j key j
+    for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j) {
+            const bool future = j > i;
+            const bool left_the_window = i - j >= window && j >= sinks;  // sinks never leave
+            hidden[size_t(i * T + j)] = future || left_the_window ? 1.0f : 0.0f;
+        }
+    return gg::from_vector(hidden, {T, T});
+}
+
 }  // namespace exercises

@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <tuple>
 
 #include "tutorials/06_attention_sink/exercises/exercises.h"
 
@@ -46,4 +48,32 @@ TEST_CASE("06.1 first_token_report") {
     }
     CHECK(report.sink_heads == reference.sink_heads);
     CHECK(report.sink_heads == 4);  // the threshold splits the eight heads four and four
+}
+
+TEST_CASE("06.2 streaming_mask") {
+    // The mask by its definition, one element at a time.
+    const auto expected = [](int64_t T, int64_t window, int64_t sinks) {
+        std::vector<double> hidden(size_t(T * T));
+        for (int64_t i = 0; i < T; ++i)
+            for (int64_t j = 0; j < T; ++j) hidden[size_t(i * T + j)] = j > i || (i - j >= window && j >= sinks);
+        return from_vector(hidden, {T, T});
+    };
+    for (const auto& [T, window, sinks] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {1, 1, 0}, {6, 6, 0}, {6, 10, 2}, {8, 3, 0}, {8, 3, 1}, {9, 2, 4}, {12, 4, 2}, {5, 1, 0}}) {
+        INFO("T " << T << ", window " << window << ", sinks " << sinks);
+        const Tensor mask = exercises::streaming_mask(T, window, sinks);
+        REQUIRE(mask.shape() == Shape{T, T});
+        CHECK(amax(abs(mask.to(DType::f64) - expected(T, window, sinks))).item() == 0);
+    }
+    // Without sinks it is the library's sliding window: the same attention through the mask.
+    Generator gen(62);
+    const int64_t T = 10, window = 3;
+    const Tensor q = randn({2, 2, T, 8}, gen, DType::f64), k = randn({2, 2, T, 8}, gen, DType::f64),
+                 v = randn({2, 2, T, 8}, gen, DType::f64);
+    const Tensor mask = exercises::streaming_mask(T, window, 0).to(DType::f64);
+    const Tensor logits = matmul(q, k.transpose(2, 3)) / std::sqrt(8.0);
+    const Tensor ours = matmul(softmax(masked_fill(logits, mask, -INFINITY), -1), v);
+    nn::SdpaOptions options;
+    options.window = window;
+    CHECK(amax(abs(ours - nn::scaled_dot_product_attention(q, k, v, options))).item() < 1e-12);
 }

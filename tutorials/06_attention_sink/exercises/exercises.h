@@ -20,4 +20,13 @@ struct SinkReport {
 };
 SinkReport first_token_report(const gg::nn::GatedTransformerLM& model, const gg::Tensor& ids, double threshold);
 
+// 06.2 StreamingLLM's attention mask (Xiao et al. 2023, arXiv 2309.17453). A sliding window
+// lets query i see only keys i − window + 1 … i, so that memory stays bounded however long
+// the text; StreamingLLM keeps the first `sinks` keys visible as well, because a model that
+// parks its attention on them breaks when they leave the window. Return the (T, T) float32
+// mask of what query i (row) may NOT see of key j (column): 1 where j > i (the future), or
+// where i − j ≥ window and j ≥ sinks; 0 elsewhere. It goes into masked_fill(logits, mask, −∞).
+// window ≥ 1, sinks ≥ 0.
+gg::Tensor streaming_mask(int64_t T, int64_t window, int64_t sinks);
+
 }  // namespace exercises
