@@ -30,3 +30,4 @@
 #include "nn/analysis/analysis.h"
 #include "nn/analysis/stability.h"
 #include "nn/analysis/plot.h"
+#include "nn/analysis/training_log.h"

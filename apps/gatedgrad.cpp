@@ -953,65 +953,17 @@ void add_plot(CLI::App& app, PlotArgs& a) {
     a.cmd->add_option("--title", a.title, "chart title")->capture_default_str();
 }
 
-struct RunLog {
-    std::vector<double> step, loss, val_step, val_loss;
-};
-
-RunLog read_log(const std::string& path) {
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) throw std::runtime_error("cannot read " + path + ": not a regular file");
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot read " + path);
-    RunLog log;
-    std::string line;
-    // Line by line, each at most kMaxLine bytes (a log line is under 200): a file that is
-    // one endless line fails there instead of being read whole.
-    constexpr size_t kMaxLine = 4096;
-    int number = 0;
-    const auto next_line = [&] {
-        line.clear();
-        ++number;
-        int c = 0;
-        while ((c = in.get()) != EOF && c != '\n') {
-            if (line.size() == kMaxLine)
-                throw std::runtime_error(path + ":" + std::to_string(number) + ": a line longer than " +
-                                         std::to_string(kMaxLine) + " bytes (not a training log)");
-            line += static_cast<char>(c);
-        }
-        return c != EOF || !line.empty();
-    };
-    while (next_line()) {
-        if (line.empty()) continue;
-        const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j.contains("loss") || !j["step"].is_number() ||
-            !j["loss"].is_number())
-            throw std::runtime_error(path + ":" + std::to_string(number) + ": not a training log line (want step and loss)");
-        log.step.push_back(j["step"].get<double>());
-        log.loss.push_back(j["loss"].get<double>());
-        if (j.contains("val_loss") && j["val_loss"].is_number()) {
-            log.val_step.push_back(log.step.back());
-            log.val_loss.push_back(j["val_loss"].get<double>());
-        }
-    }
-    if (log.step.empty()) throw std::runtime_error(path + ": no training steps in it");
-    return log;
-}
-
 int run_plot(const PlotArgs& a) {
     if (!a.labels.empty() && a.labels.size() != a.logs.size())
         throw UsageError("--labels has " + std::to_string(a.labels.size()) + " labels for " + std::to_string(a.logs.size()) +
                          " logs");
     std::vector<Series> series;
     for (size_t i = 0; i < a.logs.size(); ++i) {
-        const RunLog log = read_log(a.logs[i]);
+        const TrainingLog log = read_training_log(a.logs[i]);
         const fs::path path(a.logs[i]);
         std::string label = !a.labels.empty() ? a.labels[i] : path.parent_path().filename().string();
         if (label.empty()) label = path.stem().string();
-        const std::string color = chart_color(i);
-        // label, x, y, colour, points?, opacity, error bars
-        series.push_back({"", log.step, log.loss, color, false, 0.25, {}});  // raw: faint, not in the legend
-        series.push_back({label + " train (smoothed)", log.step, smooth(log.loss), color, false, 1, {}});
-        if (!log.val_step.empty()) series.push_back({label + " validation", log.val_step, log.val_loss, color, true, 1, {}});
+        for (Series& s : loss_series(log, label, chart_color(i))) series.push_back(std::move(s));
     }
     ChartOptions chart;
     chart.title = a.title;
