@@ -243,6 +243,16 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     CHECK(plot.code == 0);
     CHECK(read_file(svg).find("g1 validation") != std::string::npos);
 
+    // The page of one run (tests/test_report.cpp loads it in a browser), into the run folder by default.
+    const Outcome report = run_app(tmp, "report " + run.string() + " --batches 2");
+    CHECK(report.code == 0);
+    CHECK(report.out.find("(1 run, 2 attention maps)") != std::string::npos);  // 1 layer of 2 heads
+    CHECK(read_file(run / "report.html").find("<p id=\"status\">") != std::string::npos);
+    const fs::path broken = tmp.path / "broken";
+    fs::create_directories(broken);
+    fs::copy_file(ckpt, broken / "model.safetensors");
+    std::ofstream(broken / "log.jsonl") << "{\"step\": 1, \"loss\": 5.5}\n{not json\n";
+
     // Bad command lines: exit code 2.
     check_error(run_app(tmp, "train --bogus --out " + run.string()), 2, "--bogus");
     check_error(run_app(tmp, "train --attn g9 --out " + run.string()), 2, "g9");
@@ -253,6 +263,8 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     check_error(run_app(tmp, "trian"), 2, "'trian'");
     check_error(run_app(tmp, "sink --ckpt " + ckpt.string() + " --threshold 2"), 2, "between 0 and 1");
     check_error(run_app(tmp, "plot --out " + svg.string() + " a.jsonl --labels a,b"), 2, "labels");
+    check_error(run_app(tmp, "report " + run.string() + " " + run.string() + " " + broken.string()), 2, "RUN_DIR: At Most 2");
+    check_error(run_app(tmp, "report " + run.string() + " --map-tokens 1"), 2, "--map-tokens");
 
     // Runtime failures: exit code 1.
     check_error(run_app(tmp, "train --data /no/such/corpus --out " + (tmp.path / "x").string()), 1, "/no/such/corpus");
@@ -264,6 +276,9 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     check_error(run_app(tmp, "eval --ckpt " + truncated.string()), 1, truncated.string());
     check_error(run_app(tmp, "sink --ckpt " + (tmp.path / "missing.safetensors").string()), 1, "missing.safetensors");
     check_error(run_app(tmp, "plot --out " + svg.string() + " " + corpus.string()), 1, "corpus.txt:1");
+    check_error(run_app(tmp, "report " + (tmp.path / "nowhere").string()), 1, "nowhere: not a run folder");
+    check_error(run_app(tmp, "report " + run.string() + " " + png.string()), 1, "no model.safetensors");
+    check_error(run_app(tmp, "report " + broken.string()), 1, "log.jsonl:2: not a training log line");
 }
 
 TEST_CASE("gatedgrad: your own text, absolute data paths, any-case names, typo hints, extended runs") {
