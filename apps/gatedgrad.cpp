@@ -997,8 +997,7 @@ void add_report(CLI::App& app, ReportArgs& a) {
     a.cmd = app.add_subcommand("report", "one HTML page to look at a run, or at two side by side: loss and learning-rate "
                                          "curves, stability probes, the sink table and every attention map");
     a.cmd->add_option("RUN_DIR", a.runs, "one or two folders written by train (model.safetensors and log.jsonl in each)")
-        ->required()
-        ->expected(1, 2);
+        ->required();
     a.cmd->add_option("--out", a.out, "the page to write (default: report.html in the first RUN_DIR)")->type_name("FILE.html");
     a.cmd->add_option("--batches", a.batches, "validation batches the sink table averages over, as sink --batches")
         ->check(count(1, TrainConfigLimits::eval_batches))
@@ -1055,6 +1054,8 @@ RunReport measure_run(const std::string& folder, const ReportArgs& a) {
 }
 
 int run_report(const ReportArgs& a) {
+    if (a.runs.size() > 2)
+        throw UsageError("report takes one or two run folders, got " + std::to_string(a.runs.size()));
     std::vector<RunReport> runs;
     for (const std::string& folder : a.runs) runs.push_back(measure_run(folder, a));
     if (runs.size() == 2 && runs[0].name == runs[1].name) runs[0].name += " (1)", runs[1].name += " (2)";

@@ -263,7 +263,7 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     check_error(run_app(tmp, "trian"), 2, "'trian'");
     check_error(run_app(tmp, "sink --ckpt " + ckpt.string() + " --threshold 2"), 2, "between 0 and 1");
     check_error(run_app(tmp, "plot --out " + svg.string() + " a.jsonl --labels a,b"), 2, "labels");
-    check_error(run_app(tmp, "report " + run.string() + " " + run.string() + " " + broken.string()), 2, "RUN_DIR: At Most 2");
+    check_error(run_app(tmp, "report " + run.string() + " " + run.string() + " " + broken.string()), 2, "one or two run folders, got 3");
     check_error(run_app(tmp, "report " + run.string() + " --map-tokens 1"), 2, "--map-tokens");
 
     // Runtime failures: exit code 1.
