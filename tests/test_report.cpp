@@ -36,12 +36,13 @@ namespace {
 bool have_chromium() { return std::system("command -v chromium >/dev/null 2>&1") == 0; }
 
 // The page as Chromium leaves it once its scripts have run, without the <script> elements
-// (their source holds the very words the checks look for).
-std::string rendered_dom(const TempDir& tmp, const fs::path& page, const std::string& name) {
+// (their source holds the very words the checks look for). `fragment`: "#layer=1&head=1".
+std::string rendered_dom(const TempDir& tmp, const fs::path& page, const std::string& name,
+                         const std::string& fragment = "") {
     const fs::path dom = tmp.path / (name + ".dom.html"), log = tmp.path / (name + ".chromium.log");
     const std::string command = "timeout 120 chromium --headless --disable-gpu --no-sandbox --user-data-dir=" +
                                 (tmp.path / ("profile-" + name)).string() + " --dump-dom file://" +
-                                fs::absolute(page).string() + " >" + dom.string() + " 2>" + log.string();
+                                fs::absolute(page).string() + fragment + " >" + dom.string() + " 2>" + log.string();
     const int status = std::system(command.c_str());
     INFO("chromium: " << read_file(log));
     REQUIRE(status == 0);
@@ -108,6 +109,13 @@ TEST_CASE("report: a baseline and a G1 run on one page, drawn by headless Chromi
     CHECK(dom.find("largest attention logit") != std::string::npos);
     CHECK(dom.find("mean gate value") != std::string::npos);
     CHECK(dom.find("g1 validation") != std::string::npos);
+
+    // The head chosen in the address: layer 1, head 1 of each run, in its panel and among the thumbnails.
+    const std::string chosen = rendered_dom(tmp, page, "chosen", "'#layer=1&head=1'");
+    CHECK(chosen.find("id=\"status\">ok: " + std::to_string(maps) + " maps<") != std::string::npos);
+    CHECK(count(chosen, "<canvas class=\"thumb chosen\" data-layer=\"1\" data-head=\"1\"") == 2);
+    CHECK(count(chosen, "layer 1, head 1: first-token share ") == 2);
+    CHECK(count(dom, "layer 0, head 0: first-token share ") == 2);
 
     // The screenshot: query 0 can only attend to key 0, so the top-left cell of every map is
     // p = 1, plot.cpp's darkest blue (8, 48, 107); the G1 gate column is shades of orange.

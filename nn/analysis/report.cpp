@@ -281,7 +281,8 @@ function element(tag, attributes, ...children) {
   return e;
 }
 
-const fixed = (v, digits) => (v < 0 ? "–" : v.toFixed(digits));
+// analysis.h writes −1 for what a layer does not have (a gate), and JSON writes NaN as null.
+const fixed = (v, digits) => (v === null || v < 0 ? "–" : v.toFixed(digits));
 
 // The sink report of each run, as `gatedgrad sink` prints it.
 function sinkTables() {
@@ -294,10 +295,10 @@ function sinkTables() {
       const sink = l.mean_first_token_share > s.threshold;
       const cells = [String(i), fixed(l.mean_first_token_share, 3), sink ? "yes" : "no", fixed(l.entropy, 3),
                      fixed(l.gated_entropy, 3), fixed(l.gate_mean, 3), fixed(l.gate_below_0_1, 3),
-                     l.max_abs_hidden.toFixed(1), l.max_abs_hidden_first.toFixed(1)];
+                     fixed(l.max_abs_hidden, 1), fixed(l.max_abs_hidden_first, 1)];
       table.append(element("tr", sink ? {class: "sink"} : {}, ...cells.map((c) => element("td", {}, c))));
     });
-    const summary = "mean first-token share " + s.mean_first_token_share.toFixed(3) + "; sink layers " + s.sink_layers +
+    const summary = "mean first-token share " + fixed(s.mean_first_token_share, 3) + "; sink layers " + s.sink_layers +
                     " of " + s.layers.length + "; sink heads (alpha > " + s.threshold + ") " + s.sink_heads + " of " + s.heads;
     box.append(element("div", {class: "run"}, element("h3", {}, run.name + " (" + run.gate + ")"),
                        element("div", {class: "axis"}, run.sink_data), table, element("div", {}, summary)));
@@ -325,9 +326,12 @@ const panels = data.runs.map((run) => {
   return {run, map, gate, readout};
 });
 
+// Shows one layer and head in every run's panel; the address keeps the choice (#layer=1&head=2),
+// so a link or a reload opens the page on it.
 function show(layer, head) {
   layerSelect.value = layer;
   headSelect.value = head;
+  history.replaceState(null, "", "#layer=" + layer + "&head=" + head);
   for (const {run, map, gate, readout} of panels) {
     const T = run.tokens.length, l = run.layers[layer];
     if (!l || head >= l.probs.length) {
@@ -340,12 +344,12 @@ function show(layer, head) {
     paint(map, l.probs[head], T, T, heat);
     paint(gate, l.gates ? l.gates[head] : [0], l.gates ? T : 1, 1, gateColor);
     readout.textContent = "layer " + layer + ", head " + head + ": first-token share " +
-                          run.sink.layers[layer].first_token_share[head].toFixed(3) + " (over the sink's sequences)";
+                          fixed(run.sink.layers[layer].first_token_share[head], 3) + " (over the sink's sequences)";
     map.onmousemove = (event) => {
       const q = Math.floor(event.offsetY / map.clientHeight * T), k = Math.floor(event.offsetX / map.clientWidth * T);
       if (q < 0 || k < 0 || q >= T || k >= T) return;
       readout.textContent = "query " + q + " " + token(run.tokens[q]) + " → key " + k + " " + token(run.tokens[k]) +
-                            ": " + l.probs[head][q * T + k].toFixed(4) + (l.gates ? "; gate " + l.gates[head][q].toFixed(3) : "");
+                            ": " + fixed(l.probs[head][q * T + k], 4) + (l.gates ? "; gate " + fixed(l.gates[head][q], 3) : "");
     };
   }
   document.querySelectorAll(".thumb").forEach((t) =>
@@ -365,7 +369,7 @@ function thumbnails() {
         canvas.onclick = () => show(layer, head);
         ++drawn;
         const alpha = run.sink.layers[layer].first_token_share[head];
-        row.append(element("td", {}, canvas, element("br"), "head " + head + ", α " + alpha.toFixed(2)));
+        row.append(element("td", {}, canvas, element("br"), "head " + head + ", α " + fixed(alpha, 2)));
       });
       table.append(row);
     });
@@ -377,7 +381,9 @@ function thumbnails() {
 sinkTables();
 const drawn = thumbnails();
 layerSelect.onchange = headSelect.onchange = () => show(+layerSelect.value, +headSelect.value);
-show(0, 0);
+const asked = new URLSearchParams(location.hash.slice(1));
+const clamp = (v, n) => Math.min(Math.max(Math.floor(+v) || 0, 0), n - 1);
+show(clamp(asked.get("layer"), layers), clamp(asked.get("head"), heads));
 if (status.className !== "error") status.textContent = "ok: " + drawn + " maps";
 )js";
 
@@ -408,7 +414,7 @@ std::string report_html(const std::vector<RunReport>& runs) {
             "</p>\n<div class=\"row\">\n" + sink_chart(runs) + "</div>\n<div class=\"row\" id=\"sink-tables\"></div>\n";
     html += "<h2>Attention maps</h2>\n<p>The first validation sequence through each model: the attention probability "
             "that each query (row) gives each key (column). A sink shows as a dark first column. Choose a layer and a head, "
-            "or click a small map below.</p>\n<p>layer <select id=\"layer\"></select> head <select id=\"head\"></select></p>\n"
+            "or click a small map below; the address remembers the choice (<code>#layer=1&amp;head=0</code>).</p>\n<p>layer <select id=\"layer\"></select> head <select id=\"head\"></select></p>\n"
             "<div class=\"row\" id=\"maps\"></div>\n<h3>Every layer and head</h3>\n<div class=\"row\" id=\"thumbs\"></div>\n";
     html += "<script type=\"application/json\" id=\"data\">" + script_json(page_data(runs)) + "</script>\n";
     html += std::string("<script>") + kScript + "</script>\n</body>\n</html>\n";
