@@ -38,20 +38,6 @@ AttentionMaps capture_attention_maps(const GatedTransformerLM& model, const Tens
 
 namespace {
 
-std::string escape_html(const std::string& text) {
-    std::string out;
-    for (char c : text) {
-        switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            default: out += c;
-        }
-    }
-    return out;
-}
-
 // Probabilities and gates to 4 decimals: what a colour can show, and a page a few times smaller.
 nlohmann::json rounded(const Tensor& t) {
     nlohmann::json values = nlohmann::json::array();
@@ -193,9 +179,9 @@ std::string runs_table(const std::vector<RunReport>& runs) {
                        "<th>last train loss</th><th>last validation loss</th></tr>\n";
     for (const RunReport& run : runs) {
         const TrainingLog& log = run.log;
-        html += "<tr><td class=\"left\">" + escape_html(run.name) + "</td><td class=\"left\">" + escape_html(run.gate) +
+        html += "<tr><td class=\"left\">" + escape_xml(run.name) + "</td><td class=\"left\">" + escape_xml(run.gate) +
                 "</td><td class=\"left\">" +
-                escape_html(run.description) + "</td><td>" + number(log.step.back(), "%.0f") + "</td><td>" +
+                escape_xml(run.description) + "</td><td>" + number(log.step.back(), "%.0f") + "</td><td>" +
                 number(log.loss.back()) + "</td><td>" + (log.val_loss.empty() ? "–" : number(log.val_loss.back())) +
                 "</td></tr>\n";
     }
@@ -318,7 +304,8 @@ const panels = data.runs.map((run) => {
   const title = element("h3", {}, run.name + " (" + run.gate + ")");
   const pair = element("div", {class: "pair"}, map);
   if (run.layers.some((l) => l.gates)) pair.append(gate);
-  const text = element("div", {class: "text"}, run.tokens.map((t) => (t === 256 ? "⟨BOS⟩" : String.fromCharCode(t))).join(""));
+  const bytes = Uint8Array.from(run.tokens.filter((t) => t < 256));  // the text after BOS, read as UTF-8
+  const text = element("div", {class: "text"}, "⟨BOS⟩" + new TextDecoder().decode(bytes));
   document.getElementById("maps").append(
       element("div", {class: "run"}, title, text, element("div", {class: "axis"}, "rows: queries, top to bottom; columns: keys, " +
               "left to right" + (run.layers.some((l) => l.gates) ? "; right: the head's gate at each query (white 0, orange 1)" : "")),
@@ -399,8 +386,8 @@ std::string report_html(const std::vector<RunReport>& runs) {
     const bool compared = runs.size() > 1;
 
     std::string html = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>gatedgrad report: " +
-                       escape_html(names) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-    html += "<h1>gatedgrad report: " + escape_html(names) + "</h1>\n<p id=\"status\">drawing the attention maps…</p>\n";
+                       escape_xml(names) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+    html += "<h1>gatedgrad report: " + escape_xml(names) + "</h1>\n<p id=\"status\">drawing the attention maps…</p>\n";
     html += "<h2>Runs</h2>\n" + runs_table(runs);
     html += "<h2>Training</h2>\n<p>The training loss at every step (faint), smoothed, and the validation loss where the run "
             "measured it; then the learning rate of the schedule (warmup, cosine).</p>\n" +
