@@ -194,6 +194,42 @@ TEST_CASE("csv_table and smooth") {
 // ---------------------------------------------------------------- the command line
 
 
+TEST_CASE("read_training_log: steps, learning rate, validation, probes of a deep model; what is not a log") {
+    TempDir tmp;
+    const fs::path path = tmp.path / "log.jsonl";
+    nlohmann::json probe = {{"step", 2}, {"loss", 4.5}, {"lr", 0.002}, {"val_loss", 4.75}, {"max_abs_hidden", 3.5},
+                            {"max_output_logit", 9}, {"mean_log_z", nullptr}};
+    for (const char* field : {"max_attn_logit", "mean_attn_logit", "min_attn_entropy", "gate_mean"})
+        probe[field] = std::vector<double>(64, 0.123456789012345);  // 64 layers: a line of some 8 KB
+    probe["min_attn_entropy"][3] = nullptr;                          // how JSON writes a NaN
+    std::ofstream(path) << "{\"step\": 1, \"loss\": 5.5}\n\n" << probe.dump() << "\n";
+    const TrainingLog log = read_training_log(path.string());
+    CHECK(log.step == std::vector<double>{1, 2});
+    CHECK(log.loss == std::vector<double>{5.5, 4.5});
+    REQUIRE(log.lr.size() == 2);
+    CHECK(std::isnan(log.lr[0]));  // a line without one
+    CHECK(log.lr[1] == 0.002);
+    CHECK(log.val_step == std::vector<double>{2});
+    CHECK(log.val_loss == std::vector<double>{4.75});
+    REQUIRE(log.probes.size() == 1);
+    CHECK(log.probe_step == std::vector<double>{2});
+    CHECK(log.probes[0].max_attn_logit.size() == 64);
+    CHECK(std::isnan(log.probes[0].min_attn_entropy[3]));
+    CHECK(std::isnan(log.probes[0].mean_log_z));
+    CHECK(log.probes[0].max_abs_hidden == 3.5);
+
+    const auto fails = [&](const std::string& text, const std::string& why) {
+        std::ofstream(path) << text;
+        CHECK_THROWS_WITH_AS(read_training_log(path.string()), doctest::Contains(why.c_str()), std::runtime_error);
+    };
+    fails("{\"step\": 1, \"loss\": 5.5}\n{\"step\": 2, \"loss\": 5, \"max_attn_logit\": [\"x\"]}\n",
+          "log.jsonl:2: a stability probe that is not numbers");
+    fails("{\"step\": 1}\n", "log.jsonl:1: not a training log line");
+    fails(std::string(size_t(1) << 21, 'x'), "log.jsonl:1: a line longer than");
+    fails("\n\n", "no training steps");
+    CHECK_THROWS_WITH_AS(read_training_log(tmp.path.string()), doctest::Contains("not a regular file"), std::runtime_error);
+}
+
 TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") {
     REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
     TempDir tmp;
@@ -447,8 +483,9 @@ TEST_CASE("gatedgrad: absurd numbers, hostile files and an earlier run are refus
     check_error(run_app(tmp, "sample --ckpt " + ckpt.string() + " --tokens 10 --seed 99999999999999999999"), 2, "seed");
     check_error(run_app(tmp, "plot --out " + (tmp.path / "x.svg").string() + " /dev/zero"), 1, "not a regular file");
     const fs::path one_line = tmp.path / "long.jsonl";
-    std::ofstream(one_line) << std::string(100000, '{');
-    check_error(run_app(tmp, "plot --out " + (tmp.path / "x.svg").string() + " " + one_line.string()), 1, "longer than 4096");
+    std::ofstream(one_line) << std::string(size_t(2) << 20, '{');
+    check_error(run_app(tmp, "plot --out " + (tmp.path / "x.svg").string() + " " + one_line.string()), 1,
+                "longer than 1048576");
 
     // Learned positions end at max_len: asking for more is an error, not a short answer.
     const fs::path learned = tmp.path / "learned";

@@ -39,10 +39,10 @@ TrainingLog read_training_log(const std::string& path) {
     if (!in) throw std::runtime_error("cannot read " + path);
     TrainingLog log;
     std::string line;
-    // Line by line, each at most kMaxLine bytes (a log line is under 200, a few hundred more
-    // with probes of a deep model): a file that is one endless line fails there instead of
-    // being read whole.
-    constexpr size_t kMaxLine = 4096;
+    // Line by line, each at most kMaxLine bytes (a log line is under 200 bytes, and about 100
+    // more per layer with probes: some 100 KB at LMConfigLimits' 1024 layers): a file that is
+    // one endless line fails there instead of being read whole.
+    constexpr size_t kMaxLine = size_t(1) << 20;
     int number = 0;
     const auto where = [&] { return path + ":" + std::to_string(number) + ": "; };
     const auto next_line = [&] {

@@ -19,7 +19,7 @@ struct TrainingLog {
 };
 
 // The log at `path`. A file that is not one (a line that is not a JSON object with a numeric
-// step and loss, a line longer than 4096 bytes, probes of the wrong shape, no steps at all)
+// step and loss, a line longer than 1 MiB, probes that are not numbers, no steps at all)
 // throws std::runtime_error naming the path and the line.
 TrainingLog read_training_log(const std::string& path);
 
