@@ -100,8 +100,10 @@ TEST_CASE("report: a baseline and a G1 run on one page, drawn by headless Chromi
     CHECK(dom.find("id=\"status\">ok: " + std::to_string(maps) + " maps<") != std::string::npos);
     CHECK(count(dom, "<canvas class=\"thumb") == maps);
     CHECK(count(dom, "<canvas class=\"thumb chosen\"") == 2);  // layer 0, head 0 of each run
-    // The maps are T × T canvases; the gate column (G1 only) is 1 × T.
-    CHECK(count(dom, "width=\"" + std::to_string(T) + "\" height=\"" + std::to_string(T) + "\"") == maps + 2);
+    // The maps are T × T canvases, the big one of each run and every thumbnail; the gate column (G1 only) is 1 × T.
+    const std::string square = "width=\"" + std::to_string(T) + "\" height=\"" + std::to_string(T) + "\"";
+    CHECK(count(dom, "<canvas class=\"map\" " + square) == 2);
+    CHECK(count(dom, "data-head=\"0\" " + square) + count(dom, "data-head=\"1\" " + square) == maps);
     CHECK(count(dom, "<canvas class=\"gate\" width=\"1\" height=\"" + std::to_string(T) + "\"") == 1);
     // The sink tables, one row per layer and run, and the curves of both runs with their probes.
     CHECK(count(dom, "mean first-token share ") == 2);
