@@ -2,9 +2,9 @@
 // curves of its training log (loss, learning rate, and the stability probes of stability.h when
 // the run took them), the attention-sink table of analysis.h, and the attention map of every
 // layer and head on one validation sequence, with the gate values beside each map for a gated
-// model. Given a baseline and a gated run, the page shows the sink (docs/paper.md, "The attention
-// sink") as the paper does: the baseline's heads pile their attention onto the first token, the
-// gated model's heads need not.
+// model. Given a baseline and a gated run, every chart, table and map holds both, so that a sink
+// (docs/paper.md, "The attention sink") in one and not in the other shows at a glance: a dark
+// first column in the baseline's maps, a gate that closes on those queries in the gated one's.
 //
 // The page stands alone: no server, no network. Its charts are plot.h's SVG, inline; its maps
 // are drawn on canvases by the page's own script from the numbers embedded in it as JSON
