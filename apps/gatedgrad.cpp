@@ -1,6 +1,7 @@
 // gatedgrad — the command line over the library: train a byte-level gated-attention LM,
 // evaluate it (also past its training length with a RoPE scaling), sample from it, measure
-// its attention sink (nn/analysis/analysis.h) and plot loss curves.
+// its attention sink (nn/analysis/analysis.h), plot loss curves, and put all of it on one
+// page (nn/analysis/report.h).
 //
 //   gatedgrad train --preset tiny --attn g1 --out runs/g1
 //   gatedgrad train --preset tiny --data input.txt --out runs/mine     (any text: see train --help)
@@ -8,6 +9,7 @@
 //   gatedgrad sample --ckpt runs/g1/model.safetensors --prompt "The "
 //   gatedgrad sink  --ckpt runs/g1/model.safetensors --png runs/g1/attention
 //   gatedgrad plot  --out loss.svg runs/baseline/log.jsonl runs/g1/log.jsonl
+//   gatedgrad report runs/baseline runs/g1 --out compare.html
 //
 // Exit codes: 0 done; 1 the work failed (a missing corpus, a corrupt checkpoint, a loss
 // that went NaN, a run folder in use); 2 the command line is wrong (unknown flag, bad value,
@@ -911,14 +913,21 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     write_text_file((dir / "first_token_share.csv").string(), csv_table(header, rows));
 }
 
+// The first `batches` validation batches (fewer where the text has fewer), one after another:
+// (n·B, T), each sequence BOS first, on the model's device.
+Tensor validation_ids(const Checkpoint& ck, const DataArgs& a, int64_t batches) {
+    const int64_t B = a.batch, T = a.seq_len;
+    const TextDataset data = validation_text(ck, a);
+    std::vector<Tensor> sequences;
+    const int64_t n = validation_batch_count(data, batches, B, T);
+    for (int64_t i = 0; i < n; ++i) sequences.push_back(data.val_batch(i, B, T).inputs);
+    return cat(sequences, 0).to(device_of(*ck.model));
+}
+
 int run_sink(SinkArgs& a) {
     Checkpoint ck = open_for_data(a.data, Workload::analysis);
-    const int64_t B = a.data.batch, T = a.data.seq_len;
-    const TextDataset data = validation_text(ck, a.data);
-    std::vector<Tensor> sequences;
-    const int64_t n = validation_batch_count(data, a.batches, B, T);
-    for (int64_t i = 0; i < n; ++i) sequences.push_back(data.val_batch(i, B, T).inputs);
-    const Tensor ids = cat(sequences, 0).to(device_of(*ck.model));  // (n·B, T), each sequence BOS first
+    const int64_t T = a.data.seq_len;
+    const Tensor ids = validation_ids(ck, a.data, a.batches);  // (n·B, T)
     ck.model->eval();
     const ModelAnalysis analysis = analyze(*ck.model, ids, a.threshold);
     std::printf("%s: attention %s, %lld sequences of %lld tokens (BOS first)\n", a.data.ckpt.c_str(),
@@ -953,65 +962,17 @@ void add_plot(CLI::App& app, PlotArgs& a) {
     a.cmd->add_option("--title", a.title, "chart title")->capture_default_str();
 }
 
-struct RunLog {
-    std::vector<double> step, loss, val_step, val_loss;
-};
-
-RunLog read_log(const std::string& path) {
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) throw std::runtime_error("cannot read " + path + ": not a regular file");
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot read " + path);
-    RunLog log;
-    std::string line;
-    // Line by line, each at most kMaxLine bytes (a log line is under 200): a file that is
-    // one endless line fails there instead of being read whole.
-    constexpr size_t kMaxLine = 4096;
-    int number = 0;
-    const auto next_line = [&] {
-        line.clear();
-        ++number;
-        int c = 0;
-        while ((c = in.get()) != EOF && c != '\n') {
-            if (line.size() == kMaxLine)
-                throw std::runtime_error(path + ":" + std::to_string(number) + ": a line longer than " +
-                                         std::to_string(kMaxLine) + " bytes (not a training log)");
-            line += static_cast<char>(c);
-        }
-        return c != EOF || !line.empty();
-    };
-    while (next_line()) {
-        if (line.empty()) continue;
-        const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j.contains("loss") || !j["step"].is_number() ||
-            !j["loss"].is_number())
-            throw std::runtime_error(path + ":" + std::to_string(number) + ": not a training log line (want step and loss)");
-        log.step.push_back(j["step"].get<double>());
-        log.loss.push_back(j["loss"].get<double>());
-        if (j.contains("val_loss") && j["val_loss"].is_number()) {
-            log.val_step.push_back(log.step.back());
-            log.val_loss.push_back(j["val_loss"].get<double>());
-        }
-    }
-    if (log.step.empty()) throw std::runtime_error(path + ": no training steps in it");
-    return log;
-}
-
 int run_plot(const PlotArgs& a) {
     if (!a.labels.empty() && a.labels.size() != a.logs.size())
         throw UsageError("--labels has " + std::to_string(a.labels.size()) + " labels for " + std::to_string(a.logs.size()) +
                          " logs");
     std::vector<Series> series;
     for (size_t i = 0; i < a.logs.size(); ++i) {
-        const RunLog log = read_log(a.logs[i]);
+        const TrainingLog log = read_training_log(a.logs[i]);
         const fs::path path(a.logs[i]);
         std::string label = !a.labels.empty() ? a.labels[i] : path.parent_path().filename().string();
         if (label.empty()) label = path.stem().string();
-        const std::string color = chart_color(i);
-        // label, x, y, colour, points?, opacity, error bars
-        series.push_back({"", log.step, log.loss, color, false, 0.25, {}});  // raw: faint, not in the legend
-        series.push_back({label + " train (smoothed)", log.step, smooth(log.loss), color, false, 1, {}});
-        if (!log.val_step.empty()) series.push_back({label + " validation", log.val_step, log.val_loss, color, true, 1, {}});
+        for (Series& s : loss_series(log, label, chart_color(i))) series.push_back(std::move(s));
     }
     ChartOptions chart;
     chart.title = a.title;
@@ -1019,6 +980,91 @@ int run_plot(const PlotArgs& a) {
     chart.y_label = "loss (nats/byte)";
     write_text_file(a.out, svg_line_chart(series, chart));
     std::printf("wrote %s (%zu run%s)\n", a.out.c_str(), a.logs.size(), a.logs.size() == 1 ? "" : "s");
+    return 0;
+}
+
+// ---------------------------------------------------------------- report
+
+struct ReportArgs {
+    CLI::App* cmd = nullptr;
+    std::vector<std::string> runs;
+    std::string out, device = "cpu";
+    int64_t batches = 4, map_tokens = 128;
+    double threshold = 0.3;
+};
+
+void add_report(CLI::App& app, ReportArgs& a) {
+    a.cmd = app.add_subcommand("report", "one HTML page to look at a run, or at two side by side: loss and learning-rate "
+                                         "curves, stability probes, the sink table and every attention map");
+    a.cmd->add_option("RUN_DIR", a.runs, "one or two folders written by train (model.safetensors and log.jsonl in each)")
+        ->required();
+    a.cmd->add_option("--out", a.out, "the page to write (default: report.html in the first RUN_DIR)")->type_name("FILE.html");
+    a.cmd->add_option("--batches", a.batches, "validation batches the sink table averages over, as sink --batches")
+        ->check(count(1, TrainConfigLimits::eval_batches))
+        ->capture_default_str();
+    a.cmd->add_option("--threshold", a.threshold, "a layer is a sink layer when its mean share is above this")
+        ->check(bounded(0, 1))
+        ->capture_default_str();
+    a.cmd->add_option("--map-tokens", a.map_tokens,
+                      "the attention maps show the first N tokens of the first validation sequence (at most the "
+                      "training length; the page holds N x N numbers per head)")
+        ->check(count(2, 512))
+        ->capture_default_str();
+    add_device_option(a.cmd, a.device);
+    a.cmd->footer(
+        "The page (nn/analysis/report.h) needs no server and no network: open it in any browser. It shows each run's\n"
+        "loss and learning rate from DIR/log.jsonl, the stability probes when the run took them (train --probe-every),\n"
+        "the sink report of `gatedgrad sink` (first-token share per layer, on the validation text at the training\n"
+        "length), and the attention map of every layer and head, the head chosen on the page, with the gate's value\n"
+        "at each query beside it for a gated model. Two runs, say a baseline and G1, are drawn side by side.\n"
+        "  gatedgrad report runs/baseline runs/g1 --out compare.html");
+}
+
+// One run's curves, sink report and maps, measured as sink measures them.
+RunReport measure_run(const std::string& folder, const ReportArgs& a) {
+    const fs::path dir(folder), ckpt = dir / "model.safetensors", log = dir / "log.jsonl";
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw std::runtime_error(folder + ": not a run folder (no such directory)");
+    for (const fs::path& needed : {ckpt, log})
+        if (!fs::exists(needed, ec))
+            throw std::runtime_error(folder + ": not a run folder: no " + needed.filename().string() + " in it");
+    RunReport run;
+    run.log = read_training_log(log.string());
+    DataArgs data;
+    data.ckpt = ckpt.string(), data.device = a.device;
+    Checkpoint ck = open_for_data(data, Workload::analysis);
+    const Tensor ids = validation_ids(ck, data, a.batches);  // (n·B, T)
+    ck.model->eval();
+    run.sink = analyze(*ck.model, ids, a.threshold);
+    run.maps = capture_attention_maps(*ck.model, ids.narrow(0, 0, 1).narrow(1, 0, std::min(a.map_tokens, ids.size(1))));
+    run.name = dir.lexically_normal().filename().string();
+    if (run.name.empty()) run.name = dir.lexically_normal().parent_path().filename().string();  // "runs/g1/"
+    run.gate = gate_position_name(ck.model->config().attn.gate);
+    std::istringstream lines(describe(ck.train, ck.model->num_parameters()));
+    for (std::string line; std::getline(lines, line);) {  // its terminal lines, each with its padding, as one
+        std::string words;
+        std::istringstream in(line);
+        for (std::string word; in >> word;) words += (words.empty() ? "" : " ") + word;
+        run.description += (run.description.empty() ? "" : "; ") + words;
+    }
+    run.sink_data = std::to_string(ids.size(0)) + " validation sequences of " + std::to_string(ids.size(1)) +
+                    " tokens (BOS first); the maps show the first " + std::to_string(run.maps.tokens.size()) +
+                    " tokens of the first one";
+    return run;
+}
+
+int run_report(const ReportArgs& a) {
+    if (a.runs.size() > 2)
+        throw UsageError("report takes one or two run folders, got " + std::to_string(a.runs.size()));
+    std::vector<RunReport> runs;
+    for (const std::string& folder : a.runs) runs.push_back(measure_run(folder, a));
+    if (runs.size() == 2 && runs[0].name == runs[1].name) runs[0].name += " (1)", runs[1].name += " (2)";
+    const std::string out = !a.out.empty() ? a.out : (fs::path(a.runs.front()) / "report.html").string();
+    write_text_file(out, report_html(runs));
+    size_t maps = 0;
+    for (const RunReport& run : runs)
+        for (const Tensor& layer : run.maps.probs) maps += size_t(layer.size(0));
+    std::printf("wrote %s (%zu run%s, %zu attention maps)\n", out.c_str(), runs.size(), runs.size() == 1 ? "" : "s", maps);
     return 0;
 }
 
@@ -1079,19 +1125,21 @@ int main(int argc, char** argv) {
     SampleArgs sample;
     SinkArgs sink;
     PlotArgs plot;
+    ReportArgs report;
     add_train(app, train);
     add_eval(app, eval);
     add_sample(app, sample);
     add_sink(app, sink);
     add_plot(app, plot);
+    add_report(app, report);
 
     // Without this, "gatedgrad trian" reads as "A subcommand is required".
-    const std::vector<std::string> commands{"train", "eval", "sample", "sink", "plot"};
+    const std::vector<std::string> commands{"train", "eval", "sample", "sink", "plot", "report"};
     if (argc < 2 || (argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end())) {
         const std::string hint = argc < 2 ? "" : did_you_mean(argv[1], commands);
         std::fprintf(stderr, "gatedgrad: %s%s (see --help)\n",
                      argc < 2 ? "no command given" : ("unknown command '" + std::string(argv[1]) + "'").c_str(),
-                     hint.empty() ? "; the commands are train, eval, sample, sink and plot" : hint.c_str());
+                     hint.empty() ? "; the commands are train, eval, sample, sink, plot and report" : hint.c_str());
         return 2;
     }
     try {
@@ -1107,6 +1155,7 @@ int main(int argc, char** argv) {
         if (eval.cmd->parsed()) return run_eval(eval);
         if (sample.cmd->parsed()) return run_sample(sample);
         if (sink.cmd->parsed()) return run_sink(sink);
+        if (report.cmd->parsed()) return run_report(report);
         return run_plot(plot);
     } catch (const UsageError& e) {
         std::fprintf(stderr, "gatedgrad: %s (see --help)\n", one_line(e.what()).c_str());

@@ -194,6 +194,42 @@ TEST_CASE("csv_table and smooth") {
 // ---------------------------------------------------------------- the command line
 
 
+TEST_CASE("read_training_log: steps, learning rate, validation, probes of a deep model; what is not a log") {
+    TempDir tmp;
+    const fs::path path = tmp.path / "log.jsonl";
+    nlohmann::json probe = {{"step", 2}, {"loss", 4.5}, {"lr", 0.002}, {"val_loss", 4.75}, {"max_abs_hidden", 3.5},
+                            {"max_output_logit", 9}, {"mean_log_z", nullptr}};
+    for (const char* field : {"max_attn_logit", "mean_attn_logit", "min_attn_entropy", "gate_mean"})
+        probe[field] = std::vector<double>(64, 0.123456789012345);  // 64 layers: a line of some 8 KB
+    probe["min_attn_entropy"][3] = nullptr;                          // how JSON writes a NaN
+    std::ofstream(path) << "{\"step\": 1, \"loss\": 5.5}\n\n" << probe.dump() << "\n";
+    const TrainingLog log = read_training_log(path.string());
+    CHECK(log.step == std::vector<double>{1, 2});
+    CHECK(log.loss == std::vector<double>{5.5, 4.5});
+    REQUIRE(log.lr.size() == 2);
+    CHECK(std::isnan(log.lr[0]));  // a line without one
+    CHECK(log.lr[1] == 0.002);
+    CHECK(log.val_step == std::vector<double>{2});
+    CHECK(log.val_loss == std::vector<double>{4.75});
+    REQUIRE(log.probes.size() == 1);
+    CHECK(log.probe_step == std::vector<double>{2});
+    CHECK(log.probes[0].max_attn_logit.size() == 64);
+    CHECK(std::isnan(log.probes[0].min_attn_entropy[3]));
+    CHECK(std::isnan(log.probes[0].mean_log_z));
+    CHECK(log.probes[0].max_abs_hidden == 3.5);
+
+    const auto fails = [&](const std::string& text, const std::string& why) {
+        std::ofstream(path) << text;
+        CHECK_THROWS_WITH_AS(read_training_log(path.string()), doctest::Contains(why.c_str()), std::runtime_error);
+    };
+    fails("{\"step\": 1, \"loss\": 5.5}\n{\"step\": 2, \"loss\": 5, \"max_attn_logit\": [\"x\"]}\n",
+          "log.jsonl:2: a stability probe that is not numbers");
+    fails("{\"step\": 1}\n", "log.jsonl:1: not a training log line");
+    fails(std::string(size_t(1) << 21, 'x'), "log.jsonl:1: a line longer than");
+    fails("\n\n", "no training steps");
+    CHECK_THROWS_WITH_AS(read_training_log(tmp.path.string()), doctest::Contains("not a regular file"), std::runtime_error);
+}
+
 TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") {
     REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
     TempDir tmp;
@@ -243,6 +279,16 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     CHECK(plot.code == 0);
     CHECK(read_file(svg).find("g1 validation") != std::string::npos);
 
+    // The page of one run (tests/test_report.cpp loads it in a browser), into the run folder by default.
+    const Outcome report = run_app(tmp, "report " + run.string() + " --batches 2");
+    CHECK(report.code == 0);
+    CHECK(report.out.find("(1 run, 2 attention maps)") != std::string::npos);  // 1 layer of 2 heads
+    CHECK(read_file(run / "report.html").find("<p id=\"status\">") != std::string::npos);
+    const fs::path broken = tmp.path / "broken";
+    fs::create_directories(broken);
+    fs::copy_file(ckpt, broken / "model.safetensors");
+    std::ofstream(broken / "log.jsonl") << "{\"step\": 1, \"loss\": 5.5}\n{not json\n";
+
     // Bad command lines: exit code 2.
     check_error(run_app(tmp, "train --bogus --out " + run.string()), 2, "--bogus");
     check_error(run_app(tmp, "train --attn g9 --out " + run.string()), 2, "g9");
@@ -253,6 +299,8 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     check_error(run_app(tmp, "trian"), 2, "'trian'");
     check_error(run_app(tmp, "sink --ckpt " + ckpt.string() + " --threshold 2"), 2, "between 0 and 1");
     check_error(run_app(tmp, "plot --out " + svg.string() + " a.jsonl --labels a,b"), 2, "labels");
+    check_error(run_app(tmp, "report " + run.string() + " " + run.string() + " " + broken.string()), 2, "one or two run folders, got 3");
+    check_error(run_app(tmp, "report " + run.string() + " --map-tokens 1"), 2, "--map-tokens");
 
     // Runtime failures: exit code 1.
     check_error(run_app(tmp, "train --data /no/such/corpus --out " + (tmp.path / "x").string()), 1, "/no/such/corpus");
@@ -264,6 +312,9 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     check_error(run_app(tmp, "eval --ckpt " + truncated.string()), 1, truncated.string());
     check_error(run_app(tmp, "sink --ckpt " + (tmp.path / "missing.safetensors").string()), 1, "missing.safetensors");
     check_error(run_app(tmp, "plot --out " + svg.string() + " " + corpus.string()), 1, "corpus.txt:1");
+    check_error(run_app(tmp, "report " + (tmp.path / "nowhere").string()), 1, "nowhere: not a run folder");
+    check_error(run_app(tmp, "report " + run.string() + " " + png.string()), 1, "no model.safetensors");
+    check_error(run_app(tmp, "report " + broken.string()), 1, "log.jsonl:2: not a training log line");
 }
 
 TEST_CASE("gatedgrad: your own text, absolute data paths, any-case names, typo hints, extended runs") {
@@ -432,8 +483,9 @@ TEST_CASE("gatedgrad: absurd numbers, hostile files and an earlier run are refus
     check_error(run_app(tmp, "sample --ckpt " + ckpt.string() + " --tokens 10 --seed 99999999999999999999"), 2, "seed");
     check_error(run_app(tmp, "plot --out " + (tmp.path / "x.svg").string() + " /dev/zero"), 1, "not a regular file");
     const fs::path one_line = tmp.path / "long.jsonl";
-    std::ofstream(one_line) << std::string(100000, '{');
-    check_error(run_app(tmp, "plot --out " + (tmp.path / "x.svg").string() + " " + one_line.string()), 1, "longer than 4096");
+    std::ofstream(one_line) << std::string(size_t(2) << 20, '{');
+    check_error(run_app(tmp, "plot --out " + (tmp.path / "x.svg").string() + " " + one_line.string()), 1,
+                "longer than 1048576");
 
     // Learned positions end at max_len: asking for more is an error, not a short answer.
     const fs::path learned = tmp.path / "learned";

@@ -253,16 +253,7 @@ std::string chart_color(size_t i) {
     return palette[i % std::size(palette)];
 }
 
-namespace {
-
-template <class... Args>
-std::string format(const char* fmt, Args... args) {
-    char buffer[256];
-    std::snprintf(buffer, sizeof buffer, fmt, args...);
-    return buffer;
-}
-
-std::string escape(const std::string& text) {
+std::string escape_xml(const std::string& text) {
     std::string out;
     for (char c : text) {
         switch (c) {
@@ -274,6 +265,15 @@ std::string escape(const std::string& text) {
         }
     }
     return out;
+}
+
+namespace {
+
+template <class... Args>
+std::string format(const char* fmt, Args... args) {
+    char buffer[256];
+    std::snprintf(buffer, sizeof buffer, fmt, args...);
+    return buffer;
 }
 
 std::string tick_label(double v) { return format("%.4g", v); }
@@ -369,7 +369,7 @@ struct Frame {
         for (size_t i = 0; i < title.size(); ++i)
             s += format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%g\">", o.width / 2.0,
                         26 + kTitleLine * double(i), kTitleSize) +
-                 escape(title[i]) + "</text>\n";
+                 escape_xml(title[i]) + "</text>\n";
         auto line = [](double x1, double y1, double x2, double y2, const char* color) {
             return format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n", x1, y1, x2, y2, color);
         };
@@ -385,10 +385,10 @@ struct Frame {
         s += line(left, top, left, bottom, "black") + line(left, bottom, right, bottom, "black");
         if (!o.y_label.empty())
             s += format("<text transform=\"translate(18 %.1f) rotate(-90)\" text-anchor=\"middle\">", (top + bottom) / 2) +
-                 escape(o.y_label) + "</text>\n";
+                 escape_xml(o.y_label) + "</text>\n";
         if (!o.x_label.empty())
             s += format("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", (left + right) / 2, o.height - 12) +
-                 escape(o.x_label) + "</text>\n";
+                 escape_xml(o.x_label) + "</text>\n";
         return s;
     }
 
@@ -434,7 +434,7 @@ struct Frame {
                     s += format("<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"10\" ", x0 + 8, yy - 5) + "fill=\"" + c + "\"/>\n";
                     break;
             }
-            s += format("<text x=\"%.1f\" y=\"%.1f\">", x0 + 30, yy + 4) + escape(entries[i].label) + "</text>\n";
+            s += format("<text x=\"%.1f\" y=\"%.1f\">", x0 + 30, yy + 4) + escape_xml(entries[i].label) + "</text>\n";
         }
         return s;
     }
@@ -538,7 +538,7 @@ std::string svg_bar_chart(const std::vector<std::string>& groups, const std::vec
             const double top = std::min(f.py(v), f.py(0)), height = std::abs(f.py(v) - f.py(0));
             const std::string color = series[i].color.empty() ? chart_color(i) : series[i].color;
             svg += format("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" ", x0 + bar * double(i), top, bar, height) +
-                   "fill=\"" + color + "\"><title>" + escape(series[i].label + " " + groups[g] + ": " + tick_label(v)) +
+                   "fill=\"" + color + "\"><title>" + escape_xml(series[i].label + " " + groups[g] + ": " + tick_label(v)) +
                    "</title></rect>\n";
             if (!series[i].errors.empty()) svg += f.error_bar(x0 + bar * (double(i) + 0.5), v, series[i].errors[g], "black");
         }
@@ -546,7 +546,7 @@ std::string svg_bar_chart(const std::vector<std::string>& groups, const std::vec
         svg += (turned ? format("<text transform=\"translate(%.1f %.1f) rotate(-35)\" text-anchor=\"end\">", label_x + 4,
                                 f.bottom + 14)
                        : format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", label_x, f.bottom + 18)) +
-               escape(groups[g]) + "</text>\n";
+               escape_xml(groups[g]) + "</text>\n";
     }
     return svg + f.reference_line() + f.legend() + "</svg>\n";
 }

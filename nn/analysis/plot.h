@@ -72,6 +72,9 @@ struct HeatmapLayout {
 HeatmapLayout write_heatmap_png(const std::string& path, const Tensor& matrix, int scale,
                                 const HeatmapOptions& options = {});
 
+// Text for SVG or HTML: & < > " written as entities.
+std::string escape_xml(const std::string& text);
+
 // Replaces `path` atomically; throws std::runtime_error naming the path on failure.
 void write_text_file(const std::string& path, const std::string& text);
 

@@ -1,0 +1,411 @@
+// report.cpp — the page of report.h: the HTML around plot.h's charts, the numbers as JSON, and
+// the script that draws the attention maps from them.
+#include "nn/analysis/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "autograd/engine.h"
+#include "nn/analysis/plot.h"
+
+namespace gg::nn {
+
+AttentionMaps capture_attention_maps(const GatedTransformerLM& model, const Tensor& ids) {
+    if (ids.dim() != 2 || ids.size(0) != 1 || ids.size(1) < 2)
+        throw std::invalid_argument("capture_attention_maps: need ids (1, T) with T ≥ 2, got " + shape_str(ids.shape()));
+    NoGradGuard no_grad;
+    LMCapture capture;
+    model.forward(ids, Tensor(), nullptr, &capture);
+    AttentionMaps maps;
+    maps.tokens = ids.to(Device::CPU).select(0, 0).to_vector<int64_t>();
+    const int64_t T = ids.size(1);
+    for (const AttentionCapture& layer : capture.attention) {
+        const Tensor probs = layer.probs.select(0, 0).to(Device::CPU);  // (H, T, T)
+        maps.probs.push_back(probs);
+        if (!layer.gate.defined()) continue;
+        // (1, G, T, width) → (G, T); G is H, the key/value heads (GQA) or 1 (shared): head h reads group h·G/H.
+        const Tensor per_group = mean(layer.gate.select(0, 0).to(Device::CPU).to(DType::f32), {2});
+        const int64_t H = probs.size(0), G = per_group.size(0);
+        std::vector<Tensor> heads;
+        for (int64_t h = 0; h < H; ++h) heads.push_back(per_group.select(0, h * G / H).view({1, T}));
+        maps.gates.push_back(cat(heads, 0));  // (H, T)
+    }
+    return maps;
+}
+
+namespace {
+
+// Probabilities and gates to 4 decimals: what a colour can show, and a page a few times smaller.
+nlohmann::json rounded(const Tensor& t) {
+    nlohmann::json values = nlohmann::json::array();
+    for (double v : t.contiguous().to_vector<double>()) values.push_back(std::round(v * 1e4) / 1e4);
+    return values;
+}
+
+// The numbers the script draws from: per run its tokens, every layer's maps (each head's
+// T × T probabilities row by row, and its T gate values) and the sink report of analysis.h.
+nlohmann::json page_data(const std::vector<RunReport>& runs) {
+    nlohmann::json out = {{"runs", nlohmann::json::array()}};
+    for (const RunReport& run : runs) {
+        nlohmann::json layers = nlohmann::json::array();
+        for (size_t l = 0; l < run.maps.probs.size(); ++l) {
+            nlohmann::json probs = nlohmann::json::array(), gates = nullptr;
+            for (int64_t h = 0; h < run.maps.probs[l].size(0); ++h) probs.push_back(rounded(run.maps.probs[l].select(0, h)));
+            if (l < run.maps.gates.size()) {
+                gates = nlohmann::json::array();
+                for (int64_t h = 0; h < run.maps.gates[l].size(0); ++h) gates.push_back(rounded(run.maps.gates[l].select(0, h)));
+            }
+            layers.push_back({{"probs", probs}, {"gates", gates}});
+        }
+        out["runs"].push_back({{"name", run.name},
+                               {"gate", run.gate},
+                               {"tokens", run.maps.tokens},
+                               {"layers", layers},
+                               {"sink", nlohmann::json::parse(run.sink.to_json())},
+                               {"sink_data", run.sink_data}});
+    }
+    return out;
+}
+
+// JSON inside <script>: every '<' (only ever inside a string) written as \u003c, so that no
+// run name can close the element early.
+std::string script_json(const nlohmann::json& j) {
+    const std::string text = j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+    std::string out;
+    for (char c : text) out += c == '<' ? std::string("\\u003c") : std::string(1, c);
+    return out;
+}
+
+std::string number(double v, const char* fmt = "%.4f") {
+    if (!std::isfinite(v)) return "–";
+    char text[32];
+    std::snprintf(text, sizeof text, fmt, v);
+    return text;
+}
+
+// One curve per run of a value the log holds at some steps.
+Series run_curve(const RunReport& run, size_t i, const std::vector<double>& x, std::vector<double> y) {
+    return {run.name, x, std::move(y), chart_color(i), x.size() == 1, 1, {}};
+}
+
+std::string chart(const std::vector<Series>& series, const std::string& title, const std::string& y_label, int width = 560,
+                  int height = 360) {
+    ChartOptions options;
+    options.title = title;
+    options.x_label = "training step";
+    options.y_label = y_label;
+    options.width = width, options.height = height;
+    return "<figure>" + svg_line_chart(series, options) + "</figure>\n";
+}
+
+// The training section: loss and learning rate, then the stability probes of the runs that took them.
+std::string training_charts(const std::vector<RunReport>& runs) {
+    std::vector<Series> loss, lr;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        for (Series& s : loss_series(runs[i].log, runs[i].name, chart_color(i))) loss.push_back(std::move(s));
+        lr.push_back(run_curve(runs[i], i, runs[i].log.step, runs[i].log.lr));
+    }
+    std::string html = "<div class=\"row\">\n" + chart(loss, "loss", "loss (nats/byte)") +
+                       chart(lr, "learning rate", "learning rate") + "</div>\n";
+
+    using Reading = double (*)(const StabilityStats&);
+    const struct {
+        const char* title;
+        const char* y_label;
+        Reading read;
+    } probes[] = {
+        {"largest attention logit (any layer)", "max q·k/√dk",
+         [](const StabilityStats& s) { return s.largest_attn_logit(); }},
+        {"smallest attention entropy (any layer's lowest head)", "entropy (nats)",
+         [](const StabilityStats& s) { return s.smallest_attn_entropy(); }},
+        {"largest activation", "max |h|", [](const StabilityStats& s) { return s.max_abs_hidden; }},
+        {"output log Z (0: a normalised softmax)", "mean log Z", [](const StabilityStats& s) { return s.mean_log_z; }},
+        {"mean gate value (gated runs)", "gate", [](const StabilityStats& s) {
+             double total = 0;
+             for (double g : s.gate_mean) total += g / double(s.gate_mean.size());
+             return s.gate_mean.empty() ? NAN : total;
+         }},
+    };
+    bool any = false;
+    std::string probe_charts;
+    for (const auto& probe : probes) {
+        std::vector<Series> series;
+        for (size_t i = 0; i < runs.size(); ++i) {
+            std::vector<double> y;
+            for (const StabilityStats& s : runs[i].log.probes) y.push_back(probe.read(s));
+            if (std::any_of(y.begin(), y.end(), [](double v) { return std::isfinite(v); }))
+                series.push_back(run_curve(runs[i], i, runs[i].log.probe_step, y));
+        }
+        if (series.empty()) continue;
+        any = true;
+        probe_charts += chart(series, probe.title, probe.y_label, 390, 300);  // three to a row
+    }
+    if (any)
+        html += "<h3>Stability probes</h3>\n<p>Read every <code>--probe-every</code> steps on a fixed validation batch "
+                "(nn/analysis/stability.h): attention logits that keep growing and entropies that fall to 0 come "
+                "before a run at too high a learning rate diverges.</p>\n<div class=\"row\">\n" +
+                probe_charts + "</div>\n";
+    return html;
+}
+
+// The first-token share of each layer, one bar per run, against the sink threshold.
+std::string sink_chart(const std::vector<RunReport>& runs) {
+    size_t layers = 0;
+    for (const RunReport& run : runs) layers = std::max(layers, run.sink.layers.size());
+    std::vector<std::string> groups;
+    for (size_t l = 0; l < layers; ++l) groups.push_back("layer " + std::to_string(l));
+    std::vector<BarSeries> bars;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        BarSeries s{runs[i].name, {}, chart_color(i), {}};
+        for (size_t l = 0; l < layers; ++l)
+            s.values.push_back(l < runs[i].sink.layers.size() ? runs[i].sink.layers[l].mean_first_token_share : NAN);
+        bars.push_back(s);
+    }
+    ChartOptions options;
+    options.title = "attention on the first token, mean over heads";
+    options.x_label = "layer";
+    options.y_label = "first-token share";
+    options.reference_y = runs.front().sink.threshold;
+    options.reference_label = "sink threshold";
+    options.width = 560, options.height = 360;
+    return "<figure>" + svg_bar_chart(groups, bars, options) + "</figure>\n";
+}
+
+std::string runs_table(const std::vector<RunReport>& runs) {
+    std::string html = "<table>\n<tr><th class=\"left\">run</th><th class=\"left\">attention</th><th class=\"left\">model and training</th><th>steps</th>"
+                       "<th>last train loss</th><th>last validation loss</th></tr>\n";
+    for (const RunReport& run : runs) {
+        const TrainingLog& log = run.log;
+        html += "<tr><td class=\"left\">" + escape_xml(run.name) + "</td><td class=\"left\">" + escape_xml(run.gate) +
+                "</td><td class=\"left\">" +
+                escape_xml(run.description) + "</td><td>" + number(log.step.back(), "%.0f") + "</td><td>" +
+                number(log.loss.back()) + "</td><td>" + (log.val_loss.empty() ? "–" : number(log.val_loss.back())) +
+                "</td></tr>\n";
+    }
+    return html + "</table>\n";
+}
+
+const char* kStyle = R"css(
+body { font: 14px/1.45 system-ui, sans-serif; color: #222; margin: 24px auto; max-width: 1320px; padding: 0 16px; }
+h1 { font-size: 22px; margin-bottom: 4px; }
+h2 { font-size: 18px; margin-top: 36px; border-bottom: 1px solid #ddd; }
+h3 { font-size: 15px; margin: 8px 0; }
+p { max-width: 900px; }
+table { border-collapse: collapse; margin: 8px 0; }
+th, td { padding: 2px 10px; text-align: right; border-bottom: 1px solid #eee; }
+th { font-weight: 600; }
+.left { text-align: left; }
+tr.sink td { background: #fde0dd; }
+figure { margin: 0; }
+.row { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
+.run { flex: 0 1 600px; }
+.run table { font-size: 13px; }
+.run th, .run td { padding: 2px 6px; }
+.run th { white-space: normal; vertical-align: bottom; }
+#status { font-family: monospace; color: #555; }
+#status.error { color: #b00; font-weight: 600; }
+.map, .gate, .thumb { image-rendering: pixelated; border: 1px solid #999; }
+.map { width: 384px; height: 384px; cursor: crosshair; }
+.gate { width: 18px; height: 384px; margin-left: 6px; }
+.pair { display: flex; align-items: flex-start; }
+.axis { color: #555; font-size: 12px; }
+.readout { font-family: monospace; min-height: 3em; }
+.thumb { width: 72px; height: 72px; cursor: pointer; border-width: 2px; border-color: #ccc; }
+.thumb.chosen { border-color: #d62728; }
+.thumbs td { text-align: center; font-size: 12px; padding: 2px 4px; }
+.text { font-family: monospace; background: #f6f6f6; padding: 4px 8px; white-space: pre-wrap; word-break: break-all; }
+)css";
+
+// Draws the maps, thumbnails and sink tables from #data; reports in #status.
+const char* kScript = R"js(
+"use strict";
+const status = document.getElementById("status");
+window.onerror = (message, source, line) => {
+  status.textContent = "error: " + message + " (line " + line + ")";
+  status.className = "error";
+};
+const data = JSON.parse(document.getElementById("data").textContent);
+
+// A probability in [0, 1] as the PNG heat maps of plot.cpp colour it: white, light blue, dark blue.
+function heat(p) {
+  const stops = [[255, 255, 255], [107, 174, 214], [8, 48, 107]];
+  const u = 2 * Math.min(Math.max(p, 0), 1), seg = u < 1 ? 0 : 1;
+  return stops[0].map((_, k) => Math.round(stops[seg][k] + (u - seg) * (stops[seg + 1][k] - stops[seg][k])));
+}
+// A gate value in [0, 1]: white (closed) to orange (open).
+function gateColor(g) {
+  const v = Math.min(Math.max(g, 0), 1);
+  return [255 - v * 25, 255 - v * 170, 255 - v * 242].map(Math.round);
+}
+
+// One pixel per value, rows × cols, row by row; CSS scales the canvas up with crisp cells.
+function paint(canvas, values, rows, cols, color) {
+  canvas.width = cols;
+  canvas.height = rows;
+  const context = canvas.getContext("2d");
+  const image = context.createImageData(cols, rows);
+  values.forEach((v, i) => {
+    const [r, g, b] = color(v);
+    image.data.set([r, g, b, 255], 4 * i);
+  });
+  context.putImageData(image, 0, 0);
+}
+
+function token(id) {
+  if (id === 256) return "BOS";
+  if (id >= 33 && id < 127) return "'" + String.fromCharCode(id) + "'";
+  return id === 32 ? "' '" : "\\x" + id.toString(16).padStart(2, "0");
+}
+
+function element(tag, attributes, ...children) {
+  const e = document.createElement(tag);
+  Object.entries(attributes || {}).forEach(([k, v]) => e.setAttribute(k, v));
+  children.forEach((c) => e.append(c));
+  return e;
+}
+
+// analysis.h writes −1 for what a layer does not have (a gate), and JSON writes NaN as null.
+const fixed = (v, digits) => (v === null || v < 0 ? "–" : v.toFixed(digits));
+
+// The sink report of each run, as `gatedgrad sink` prints it.
+function sinkTables() {
+  const box = document.getElementById("sink-tables");
+  for (const run of data.runs) {
+    const s = run.sink;
+    const head = ["layer", "first-token share", "sink", "entropy", "gated entropy", "gate mean", "gate<0.1", "max|h|", "max|h@0|"];
+    const table = element("table", {}, element("tr", {}, ...head.map((h) => element("th", {}, h))));
+    s.layers.forEach((l, i) => {
+      const sink = l.mean_first_token_share > s.threshold;
+      const cells = [String(i), fixed(l.mean_first_token_share, 3), sink ? "yes" : "no", fixed(l.entropy, 3),
+                     fixed(l.gated_entropy, 3), fixed(l.gate_mean, 3), fixed(l.gate_below_0_1, 3),
+                     fixed(l.max_abs_hidden, 1), fixed(l.max_abs_hidden_first, 1)];
+      table.append(element("tr", sink ? {class: "sink"} : {}, ...cells.map((c) => element("td", {}, c))));
+    });
+    const summary = "mean first-token share " + fixed(s.mean_first_token_share, 3) + "; sink layers " + s.sink_layers +
+                    " of " + s.layers.length + "; sink heads (alpha > " + s.threshold + ") " + s.sink_heads + " of " + s.heads;
+    box.append(element("div", {class: "run"}, element("h3", {}, run.name + " (" + run.gate + ")"),
+                       element("div", {class: "axis"}, run.sink_data), table, element("div", {}, summary)));
+  }
+}
+
+const layers = Math.max(...data.runs.map((r) => r.layers.length));
+const heads = Math.max(...data.runs.map((r) => Math.max(...r.layers.map((l) => l.probs.length))));
+const layerSelect = document.getElementById("layer"), headSelect = document.getElementById("head");
+for (let l = 0; l < layers; ++l) layerSelect.append(element("option", {value: l}, String(l)));
+for (let h = 0; h < heads; ++h) headSelect.append(element("option", {value: h}, String(h)));
+
+// Per run: the chosen map, its gate column, and what the pointer is over.
+const panels = data.runs.map((run) => {
+  const map = element("canvas", {class: "map"}), gate = element("canvas", {class: "gate"});
+  const readout = element("div", {class: "readout"}, "point at the map to read it");
+  const title = element("h3", {}, run.name + " (" + run.gate + ")");
+  const pair = element("div", {class: "pair"}, map);
+  if (run.layers.some((l) => l.gates)) pair.append(gate);
+  const bytes = Uint8Array.from(run.tokens.filter((t) => t < 256));  // the text after BOS, read as UTF-8
+  const text = element("div", {class: "text"}, "⟨BOS⟩" + new TextDecoder().decode(bytes));
+  document.getElementById("maps").append(
+      element("div", {class: "run"}, title, text, element("div", {class: "axis"}, "rows: queries, top to bottom; columns: keys, " +
+              "left to right" + (run.layers.some((l) => l.gates) ? "; right: the head's gate at each query (white 0, orange 1)" : "")),
+              pair, readout));
+  return {run, map, gate, readout};
+});
+
+// Shows one layer and head in every run's panel; the address keeps the choice (#layer=1&head=2),
+// so a link or a reload opens the page on it.
+function show(layer, head) {
+  layerSelect.value = layer;
+  headSelect.value = head;
+  history.replaceState(null, "", "#layer=" + layer + "&head=" + head);
+  for (const {run, map, gate, readout} of panels) {
+    const T = run.tokens.length, l = run.layers[layer];
+    if (!l || head >= l.probs.length) {
+      paint(map, [0], 1, 1, heat);
+      paint(gate, [0], 1, 1, gateColor);
+      map.onmousemove = null;
+      readout.textContent = "this run has no layer " + layer + ", head " + head;
+      continue;
+    }
+    paint(map, l.probs[head], T, T, heat);
+    paint(gate, l.gates ? l.gates[head] : [0], l.gates ? T : 1, 1, gateColor);
+    readout.textContent = "layer " + layer + ", head " + head + ": first-token share " +
+                          fixed(run.sink.layers[layer].first_token_share[head], 3) + " (over the sink's sequences)";
+    map.onmousemove = (event) => {
+      const q = Math.floor(event.offsetY / map.clientHeight * T), k = Math.floor(event.offsetX / map.clientWidth * T);
+      if (q < 0 || k < 0 || q >= T || k >= T) return;
+      readout.textContent = "query " + q + " " + token(run.tokens[q]) + " → key " + k + " " + token(run.tokens[k]) +
+                            ": " + fixed(l.probs[head][q * T + k], 4) + (l.gates ? "; gate " + fixed(l.gates[head][q], 3) : "");
+    };
+  }
+  document.querySelectorAll(".thumb").forEach((t) =>
+      t.classList.toggle("chosen", t.dataset.layer == layer && t.dataset.head == head));
+}
+
+// Every layer and head of each run, small; a click shows it above.
+function thumbnails() {
+  let drawn = 0;
+  for (const run of data.runs) {
+    const T = run.tokens.length, table = element("table", {class: "thumbs"});
+    run.layers.forEach((l, layer) => {
+      const row = element("tr", {}, element("td", {}, "layer " + layer));
+      l.probs.forEach((probs, head) => {
+        const canvas = element("canvas", {class: "thumb", "data-layer": layer, "data-head": head});
+        paint(canvas, probs, T, T, heat);
+        canvas.onclick = () => show(layer, head);
+        ++drawn;
+        const alpha = run.sink.layers[layer].first_token_share[head];
+        row.append(element("td", {}, canvas, element("br"), "head " + head + ", α " + fixed(alpha, 2)));
+      });
+      table.append(row);
+    });
+    document.getElementById("thumbs").append(element("div", {class: "run"}, element("h3", {}, run.name + " (" + run.gate + ")"), table));
+  }
+  return drawn;
+}
+
+sinkTables();
+const drawn = thumbnails();
+layerSelect.onchange = headSelect.onchange = () => show(+layerSelect.value, +headSelect.value);
+const asked = new URLSearchParams(location.hash.slice(1));
+const clamp = (v, n) => Math.min(Math.max(Math.floor(+v) || 0, 0), n - 1);
+show(clamp(asked.get("layer"), layers), clamp(asked.get("head"), heads));
+if (status.className !== "error") status.textContent = "ok: " + drawn + " maps";
+)js";
+
+}  // namespace
+
+std::string report_html(const std::vector<RunReport>& runs) {
+    if (runs.empty()) throw std::invalid_argument("report_html: no runs");
+    for (const RunReport& run : runs)
+        if (run.log.step.empty() || run.maps.probs.empty() || run.sink.layers.size() != run.maps.probs.size())
+            throw std::invalid_argument("report_html: run '" + run.name + "' needs a log, maps and a sink report of every layer");
+    std::string names;
+    for (const RunReport& run : runs) names += (names.empty() ? "" : " vs ") + run.name;
+    const bool compared = runs.size() > 1;
+
+    std::string html = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>gatedgrad report: " +
+                       escape_xml(names) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+    html += "<h1>gatedgrad report: " + escape_xml(names) + "</h1>\n<p id=\"status\">drawing the attention maps…</p>\n";
+    html += "<h2>Runs</h2>\n" + runs_table(runs);
+    html += "<h2>Training</h2>\n<p>The training loss at every step (faint), smoothed, and the validation loss where the run "
+            "measured it; then the learning rate of the schedule (warmup, cosine).</p>\n" +
+            training_charts(runs);
+    html += "<h2>Attention sink</h2>\n<p>For each layer and head, α is the mean attention that queries 1 … T−1 give to "
+            "position 0 (the BOS token); a layer whose mean α is above the threshold is a sink layer (nn/analysis/analysis.h, "
+            "docs/paper.md). A head with nothing to look at parks its attention there; a gate lets it send nothing "
+            "instead." +
+            std::string(compared ? " The runs side by side: a baseline's bars stand above a gated model's where the sink "
+                                   "has formed." : "") +
+            "</p>\n<div class=\"row\">\n" + sink_chart(runs) + "</div>\n<div class=\"row\" id=\"sink-tables\"></div>\n";
+    html += "<h2>Attention maps</h2>\n<p>The first validation sequence through each model: the attention probability "
+            "that each query (row) gives each key (column). A sink shows as a dark first column. Choose a layer and a head, "
+            "or click a small map below; the address remembers the choice (<code>#layer=1&amp;head=0</code>).</p>\n<p>layer <select id=\"layer\"></select> head <select id=\"head\"></select></p>\n"
+            "<div class=\"row\" id=\"maps\"></div>\n<h3>Every layer and head</h3>\n<div class=\"row\" id=\"thumbs\"></div>\n";
+    html += "<script type=\"application/json\" id=\"data\">" + script_json(page_data(runs)) + "</script>\n";
+    html += std::string("<script>") + kScript + "</script>\n</body>\n</html>\n";
+    return html;
+}
+
+}  // namespace gg::nn
