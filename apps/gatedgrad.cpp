@@ -203,6 +203,7 @@ const std::vector<TrainField>& train_fields() {
         {"--weight-decay", false, [=](C c) { return text(c.weight_decay); }},
         {"--independent-wd", false, [](C c) { return c.independent_weight_decay ? "on" : "off"; }},
         {"--z-loss", false, [=](C c) { return text(c.z_loss); }},
+        {"--precision", false, [](C c) { return precision_name(c.precision); }},
         {"--clip", false, [=](C c) { return text(c.grad_clip); }},
         {"--seed", false, [=](C c) { return text(c.seed); }},
         {"--eval-every", false, [=](C c) { return text(c.eval_every); }},
@@ -344,6 +345,10 @@ void add_train(CLI::App& app, TrainArgs& a) {
     o.option<double>("--z-loss", [](TrainConfig& c, const double& v) { c.z_loss = v; },
                      "add this times the mean (log Z)^2 of the output softmax to the loss (0: off)")
         ->check(kNonNegative);
+    o.option<S>("--precision", [](TrainConfig& c, const S& v) { c.precision = parse_precision(v); },
+                "f32, or bf16: mixed precision as torch.autocast (matmuls and attention in bfloat16 with float32 sums; "
+                "norms, softmax, the loss, the weights and AdamW's moments in float32)")
+        ->check(accepted_by(parse_precision));
     o.option<double>("--clip", [](TrainConfig& c, const double& v) { c.grad_clip = v; },
                      "clip the gradient norm to this (0: off)")
         ->check(kNonNegative);
