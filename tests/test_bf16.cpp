@@ -2,14 +2,17 @@
 // against its float32 form, the bf16 GEMM, and the autocast policy (autograd/autocast.h).
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <sstream>
 
 #include "gatedgrad.h"
-#include "tests/check.h"
+#include "tests/nn_check.h"
 
 using gg::bfloat16;
 
@@ -426,4 +429,143 @@ TEST_CASE("the cast op: its backward casts the gradient back; gradcheck in float
     const auto r = gradcheck([&](const std::vector<Tensor>& in) { return (in[0].to(DType::f32) * w.to(DType::f32)).to(DType::f64); },
                              {x64}, options);
     CHECK_MESSAGE(r.ok, r.message);
+}
+
+// ---------------------------------------------------------------- training
+
+namespace {
+
+// The tiny preset's model (d 64, 2 layers, 4 heads) on batches of 4 × 16 tokens, so that 200
+// steps take seconds: the same architecture and optimiser, 1/16 of the tokens per step.
+nn::TrainConfig tiny_run(DType precision, const std::string& out_dir = "") {
+    nn::TrainConfig c = nn::TrainConfig::preset("tiny");
+    c.batch_size = 4, c.seq_len = 16, c.model.max_len = 16, c.steps = 200, c.warmup = 20;
+    c.eval_every = 0, c.eval_batches = 4, c.probe_every = 0, c.ckpt_minutes = 0, c.log_every = 0;
+    c.precision = precision;
+    c.out_dir = out_dir;
+    return c;
+}
+
+double mean_loss(const nn::TrainResult& r, size_t last) {
+    double sum = 0;
+    for (size_t i = r.log.size() - last; i < r.log.size(); ++i) sum += r.log[i].loss;
+    return sum / double(last);
+}
+
+}  // namespace
+
+TEST_CASE("bf16 training of the tiny model tracks float32: the loss after 200 steps within 0.02 nats") {
+    const auto data = testing::word_corpus(60);
+    nn::Trainer single(tiny_run(DType::f32), data), mixed(tiny_run(DType::bf16), data);
+    const nn::TrainResult f = single.run(true), h = mixed.run(true);
+    REQUIRE(f.log.size() == 200);
+    REQUIRE(h.log.size() == 200);
+    // The master weights stay float32 and so do AdamW's moments.
+    for (const Tensor& p : mixed.model().parameters()) CHECK(p.dtype() == DType::f32);
+    // Same init, same batches: the curves differ only by the rounding of GEMM and attention
+    // operands. Compared on the mean of the last 20 steps' losses (one batch's loss is noisy)
+    // and on the validation loss of the same fixed batches.
+    const double lf = mean_loss(f, 20), lh = mean_loss(h, 20);
+    MESSAGE("mean loss of steps 181-200: f32 " << lf << ", bf16 " << lh << "; first step " << f.log[0].loss << " vs "
+                                               << h.log[0].loss << "; validation " << f.final_val_loss << " vs "
+                                               << h.final_val_loss);
+    CHECK(lh < f.log[0].loss - 1.0);  // it learned
+    CHECK(std::abs(lh - lf) <= 0.02);
+    CHECK(std::abs(h.final_val_loss - f.final_val_loss) <= 0.02);
+    CHECK(f.log[0].loss == doctest::Approx(h.log[0].loss).epsilon(0.01));
+}
+
+TEST_CASE("bf16 training: 10 steps + resume + 10 steps equals 20 steps, bit for bit") {
+    namespace fs = std::filesystem;
+    const auto data = testing::word_corpus(60);
+    const fs::path dir = fs::temp_directory_path() / ("gatedgrad_test_bf16_resume_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    nn::TrainConfig c = tiny_run(DType::bf16, (dir / "resumed").string());
+    c.steps = 20;
+    nn::TrainConfig plain = tiny_run(DType::bf16);
+    plain.steps = 20;
+    nn::Trainer full_run(plain, data);
+    const nn::TrainResult full = full_run.run(true);
+    nn::Trainer first(c, data);
+    first.run(true, 10);
+    // The precision travels in the checkpoint's config: a config read back from it trains in bf16.
+    nn::Trainer second(c, data);
+    second.resume((dir / "resumed" / "model.safetensors").string());
+    CHECK(second.config().precision == DType::bf16);
+    const nn::TrainResult rest = second.run(true);
+    REQUIRE(rest.log.size() == 10);
+    for (size_t i = 0; i < 10; ++i) {
+        CAPTURE(i);
+        CHECK(rest.log[i].loss == full.log[10 + i].loss);  // exact, not approximate
+        CHECK(rest.log[i].grad_norm == full.log[10 + i].grad_norm);
+    }
+    const auto pa = full_run.model().parameters(), pb = second.model().parameters();
+    for (size_t i = 0; i < pa.size(); ++i) CHECK(pa[i].to_vector<float>() == pb[i].to_vector<float>());
+    CHECK(nn::TrainConfig::from_json(c.to_json()).precision == DType::bf16);
+    CHECK_THROWS_WITH_AS(nn::parse_precision("fp8"), doctest::Contains("f32, bf16"), std::invalid_argument);
+    fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------- safetensors
+
+TEST_CASE("safetensors: PyTorch's bfloat16 file loads with its bits, and ours round-trips") {
+    // Written by tests/reference/make_bf16_fixture.py make: torch's own rounding of float32
+    // values (ties, a carry, 1e-38, 3e38, -0, inf) to torch.bfloat16, and the same widened.
+    const nn::NamedTensors file = nn::load_tensors("tests/reference/torch_bf16.safetensors");
+    REQUIRE(file.size() == 2);
+    const Tensor x = file[0].second, widened = file[1].second;
+    CHECK(file[0].first == "x");
+    CHECK(x.dtype() == DType::bf16);
+    CHECK(x.shape() == Shape{3, 4});
+    CHECK(x.to(DType::f32).to_vector<float>() == widened.to_vector<float>());
+    // Our rounding of the float32 values the script started from gives torch's bits.
+    const std::vector<float> values{1.0f, 1.00390625f, 1.01171875f, 1.9999999f, -3.1415926f, 0.1f, 257.0f, 259.0f,
+                                    1e-38f, 3e38f, -0.0f, INFINITY};
+    const bfloat16* bits = x.data<const bfloat16>();
+    for (size_t i = 0; i < values.size(); ++i) {
+        CAPTURE(i);
+        CHECK(bits[i].bits == bfloat16(values[i]).bits);
+    }
+
+    namespace fs = std::filesystem;
+    const std::string path = (fs::temp_directory_path() / ("gg_bf16_" + std::to_string(::getpid()) + ".safetensors")).string();
+    nn::save_tensors(path, {{"x", x}, {"t", x.t()}});  // a transposed view is written row-major
+    const nn::NamedTensors back = nn::load_tensors(path);
+    CHECK(back[0].second.dtype() == DType::bf16);
+    CHECK(back[0].second.to_vector<float>() == x.to_vector<float>());
+    CHECK(back[1].second.to_vector<float>() == x.t().contiguous().to_vector<float>());
+    fs::remove(path);
+}
+
+TEST_CASE("safetensors: export_model writes a bfloat16 copy; the checkpoint's master weights stay float32") {
+    namespace fs = std::filesystem;
+    nn::Linear linear(5, 3);
+    const std::string path = (fs::temp_directory_path() / ("gg_export_" + std::to_string(::getpid()) + ".safetensors")).string();
+    nn::export_model(linear, path, DType::bf16, {{"note", "bf16 copy"}});
+    nn::Metadata metadata;
+    const nn::NamedTensors file = nn::load_tensors(path, &metadata);
+    CHECK(metadata.at("note") == "bf16 copy");
+    REQUIRE(file.size() == 2);
+    for (const auto& [name, t] : file) CHECK(t.dtype() == DType::bf16);
+    CHECK(file[0].second.to_vector<float>() == linear.weight.to(DType::bf16).to_vector<float>());
+    CHECK(fs::file_size(path) < 300);  // 18 values of 2 bytes and a short header (4 bytes each: 400)
+    // Loading a bfloat16 file into the float32 model is refused, naming the dtypes.
+    CHECK_THROWS_WITH_AS(nn::load(linear, path), doctest::Contains("bfloat16"), std::runtime_error);
+    CHECK_THROWS_WITH_AS(nn::export_model(linear, path, DType::i64), doctest::Contains("int64"), std::invalid_argument);
+    fs::remove(path);
+}
+
+TEST_CASE("safetensors: a bfloat16 file for PyTorch") {
+    // tests/reference/make_bf16_fixture.py check runs this with GG_BF16_FOR_TORCH set and
+    // compares the bits torch reads with torch's own rounding of y_as_f32.
+    const std::vector<float> values{1.0f, 1.00390625f, 1.01171875f, -2.0f, 0.3f, 1e-30f, 65504.0f, -1e20f};
+    const Tensor y32 = from_vector(values, {2, 4});
+    const char* target = std::getenv("GG_BF16_FOR_TORCH");
+    namespace fs = std::filesystem;
+    const std::string path = target ? target : (fs::temp_directory_path() / ("gg_torch_" + std::to_string(::getpid()) + ".safetensors")).string();
+    nn::save_tensors(path, {{"y", y32.to(DType::bf16)}, {"y_as_f32", y32}}, {{"from", "gatedgrad"}});
+    const nn::NamedTensors back = nn::load_tensors(path);
+    CHECK(back[0].second.dtype() == DType::bf16);
+    CHECK(back[0].second.to_vector<float>() == y32.to(DType::bf16).to_vector<float>());
+    if (!target) fs::remove(path);
 }
