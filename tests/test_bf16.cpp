@@ -202,6 +202,19 @@ TEST_CASE("bfloat16 CPU entries equal their float32 form on bfloat16 inputs, rou
     const Tensor cols = from_vector(std::vector<int64_t>{6, 0, 3, 3, 1, 2, 5, 5, 0, 1}, {5, 2});
     check_entry("gather", {a, cols}, [](V x) { return std::vector<Tensor>{gather(x[0], 1, x[1])}; });
     check_entry("topk", {a}, [](V x) { return std::vector<Tensor>{topk(x[0], 3).first}; });
+    check_entry("arange", {}, [](V) { return std::vector<Tensor>{arange(-1.0, 3.0, 0.1, DType::bf16)}; });
+    // scatter_add_last, the backward of gather: repeated columns add up in float32 first.
+    const Backend& be = backend(Device::CPU);
+    const Tensor repeated = from_vector(std::vector<int64_t>{1, 1, 1, 0, 6, 6}, {2, 3});
+    check_entry("scatter_add", {normal({2, 7}, 27), repeated, normal({2, 3}, 28, 0.01)}, [&](V x) {
+        const Tensor out = x[0].clone();
+        be.scatter_add_last(out.view_desc(), x[1].view_desc(), x[2].contiguous().view_desc());
+        return std::vector<Tensor>{out};
+    });
+    // The optimiser steps take float32 master weights only, and say so.
+    const Tensor p = zeros({3}, DType::bf16);
+    CHECK_THROWS_WITH_AS(be.sgd_step({0.1, 0, 0}, p.view_desc(), p.view_desc(), View{nullptr, DType::bf16}),
+                         doctest::Contains("bfloat16"), std::invalid_argument);
 }
 
 // A backend entry's operand: float32 values, rounded to bfloat16 for the bfloat16 call unless
@@ -255,7 +268,9 @@ TEST_CASE("bfloat16 fused CPU entries, forward and backward, equal their float32
 
     const Tensor targets = from_vector(std::vector<int64_t>{3, 0, -100, 32, 7, 7}, {R});
     check_entry("cross_entropy", {x, targets}, [](V in) { return std::vector<Tensor>{cross_entropy(in[0], in[1])}; });
-    check_backend_entry("cross_entropy backward", {{x}, {targets}, {normal({R}, 9)}}, {{R, C}}, [&](Views i, Views o) {
+    // The op's row scale is 0 on an ignored row (target -100), which the kernel then skips.
+    const Tensor row_scale = normal({R}, 9) * ne(targets, full({R}, -100.0, DType::i64)).to(DType::f32);
+    check_backend_entry("cross_entropy backward", {{x}, {targets}, {row_scale}}, {{R, C}}, [&](Views i, Views o) {
         be.cross_entropy_backward(o[0], i[0], i[1], i[2]);
     });
 
