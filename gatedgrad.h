@@ -2,6 +2,7 @@
 // the modules (every gated-attention variant, the transformer LM), optimisers and
 // schedules, safetensors checkpoints, data and the trainer, and the analyses.
 #pragma once
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"

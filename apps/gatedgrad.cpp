@@ -205,6 +205,7 @@ const std::vector<TrainField>& train_fields() {
         {"--weight-decay", false, [=](C c) { return text(c.weight_decay); }},
         {"--independent-wd", false, [](C c) { return c.independent_weight_decay ? "on" : "off"; }},
         {"--z-loss", false, [=](C c) { return text(c.z_loss); }},
+        {"--precision", false, [](C c) { return precision_name(c.precision); }},
         {"--clip", false, [=](C c) { return text(c.grad_clip); }},
         {"--seed", false, [=](C c) { return text(c.seed); }},
         {"--eval-every", false, [=](C c) { return text(c.eval_every); }},
@@ -346,6 +347,10 @@ void add_train(CLI::App& app, TrainArgs& a) {
     o.option<double>("--z-loss", [](TrainConfig& c, const double& v) { c.z_loss = v; },
                      "add this times the mean (log Z)^2 of the output softmax to the loss (0: off)")
         ->check(kNonNegative);
+    o.option<S>("--precision", [](TrainConfig& c, const S& v) { c.precision = parse_precision(v); },
+                "f32, or bf16: mixed precision as torch.autocast (matmuls and attention in bfloat16 with float32 sums; "
+                "norms, softmax, the loss, the weights and AdamW's moments in float32)")
+        ->check(accepted_by(parse_precision));
     o.option<double>("--clip", [](TrainConfig& c, const double& v) { c.grad_clip = v; },
                      "clip the gradient norm to this (0: off)")
         ->check(kNonNegative);
@@ -767,6 +772,30 @@ int run_eval(EvalArgs& a) {
     return 0;
 }
 
+// ---------------------------------------------------------------- export
+
+struct ExportArgs {
+    CLI::App* cmd = nullptr;
+    std::string ckpt, out, dtype = "bf16";
+};
+
+void add_export(CLI::App& app, ExportArgs& a) {
+    a.cmd = app.add_subcommand("export", "write a checkpoint's weights for sharing, in bfloat16 (half the bytes) or "
+                                         "float32, without the optimiser state; the checkpoint itself stays float32");
+    a.cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE")->required();
+    a.cmd->add_option("--out", a.out, "the safetensors file to write")->type_name("FILE")->required();
+    a.cmd->add_option("--dtype", a.dtype, "bf16 or f32")->check(accepted_by(parse_precision))->capture_default_str();
+}
+
+int run_export(const ExportArgs& a) {
+    const std::shared_ptr<GatedTransformerLM> model = load_model(a.ckpt);
+    const DType dtype = parse_precision(a.dtype);
+    export_model(*model, a.out, dtype, {{"config", model->config().to_json()}, {"dtype", dtype_name(dtype)}});
+    std::printf("wrote %s: %zu tensors, %s, %llu bytes\n", a.out.c_str(), model->state_dict().size(),
+                dtype_name(dtype), (unsigned long long)fs::file_size(a.out));
+    return 0;
+}
+
 // ---------------------------------------------------------------- sample
 
 struct SampleArgs {
@@ -1126,20 +1155,23 @@ int main(int argc, char** argv) {
     SinkArgs sink;
     PlotArgs plot;
     ReportArgs report;
+    ExportArgs exported;
     add_train(app, train);
     add_eval(app, eval);
     add_sample(app, sample);
     add_sink(app, sink);
     add_plot(app, plot);
     add_report(app, report);
+    add_export(app, exported);
 
     // Without this, "gatedgrad trian" reads as "A subcommand is required".
-    const std::vector<std::string> commands{"train", "eval", "sample", "sink", "plot", "report"};
+    const std::vector<std::string> commands{"train", "eval", "sample", "sink", "plot", "report", "export"};
     if (argc < 2 || (argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end())) {
         const std::string hint = argc < 2 ? "" : did_you_mean(argv[1], commands);
         std::fprintf(stderr, "gatedgrad: %s%s (see --help)\n",
                      argc < 2 ? "no command given" : ("unknown command '" + std::string(argv[1]) + "'").c_str(),
-                     hint.empty() ? "; the commands are train, eval, sample, sink, plot and report" : hint.c_str());
+                     hint.empty() ? "; the commands are train, eval, sample, sink, plot, report and export"
+                                  : hint.c_str());
         return 2;
     }
     try {
@@ -1156,6 +1188,7 @@ int main(int argc, char** argv) {
         if (sample.cmd->parsed()) return run_sample(sample);
         if (sink.cmd->parsed()) return run_sink(sink);
         if (report.cmd->parsed()) return run_report(report);
+        if (exported.cmd->parsed()) return run_export(exported);
         return run_plot(plot);
     } catch (const UsageError& e) {
         std::fprintf(stderr, "gatedgrad: %s (see --help)\n", one_line(e.what()).c_str());

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 
@@ -44,6 +45,7 @@ View broadcast_desc(const Tensor& t, const Shape& shape) {
 }
 
 Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+    if (autocast_mixes(a, b)) return binary_forward(op, name, autocast_float32(a), autocast_float32(b));
     check_compatible(name, a, b);
     const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
     Tensor out = Tensor::empty(shape, a.dtype(), a.device());
@@ -104,6 +106,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
+    if (autocast_mixes(a, b)) return add(autocast_float32(a), autocast_float32(b));  // the promote rule
     Tensor out = binary_forward(BinaryOp::add, "add", a, b);  // first: it checks that a and b are defined
     const Shape sa = a.shape(), sb = b.shape();
     return record("add", out, {a, b},
@@ -111,6 +114,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+    if (autocast_mixes(a, b)) return sub(autocast_float32(a), autocast_float32(b));  // the promote rule
     Tensor out = binary_forward(BinaryOp::sub, "sub", a, b);
     const Shape sa = a.shape(), sb = b.shape();
     return record("sub", out, {a, b},
@@ -118,12 +122,14 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+    if (autocast_mixes(a, b)) return mul(autocast_float32(a), autocast_float32(b));  // the promote rule
     return record("mul", binary_forward(BinaryOp::mul, "mul", a, b), {a, b}, [a, b](const Tensor& g) {
         return std::vector<Tensor>{sum_to(g * b, a.shape()), sum_to(g * a, b.shape())};
     }, {a, b});
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+    if (autocast_mixes(a, b)) return div(autocast_float32(a), autocast_float32(b));  // the promote rule
     check_floating("div", a);  // integer division would truncate (and trap on zero)
     // d(a/b)/da = 1/b,  d(a/b)/db = −a/b²
     return record("div", binary_forward(BinaryOp::div, "div", a, b), {a, b}, [a, b](const Tensor& g) {
@@ -134,6 +140,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 namespace {
 // maximum/minimum route the gradient to the operand that won; a tie splits it evenly.
 Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+    if (autocast_mixes(a, b)) return extremum(op, name, autocast_float32(a), autocast_float32(b));  // the promote rule
     return record(name, binary_forward(op, name, a, b), {a, b}, [=](const Tensor& g) {
         const Tensor a_wins = (op == BinaryOp::maximum ? gt(a, b) : lt(a, b)) + eq(a, b) * 0.5;
         return std::vector<Tensor>{sum_to(g * a_wins, a.shape()), sum_to(g * (1.0 - a_wins), b.shape())};
@@ -202,6 +209,7 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+    if (autocast_mixes(a, b)) return where(cond, autocast_float32(a), autocast_float32(b));  // the promote rule
     check_compatible("where", a, b);
     check_defined(cond, "where");
     if (cond.device() != a.device())

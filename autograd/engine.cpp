@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 
 namespace gg {
@@ -54,6 +55,9 @@ Node::~Node() {
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const { run_backward(*this, gradient, retain_graph); }
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+    // Backward runs the dtypes forward chose, whatever scope it is called from: a gradient
+    // has its tensor's dtype, and the casts' backwards take it across (autograd/autocast.h).
+    const Autocast forward_dtypes(DType::f32);
     check_defined(root, "backward");
     if (!root.requires_grad())
         throw std::logic_error("backward: the tensor of shape " + shape_str(root.shape()) +

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 
@@ -84,7 +85,8 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+    const Tensor a = autocast_lower(a_in), b = autocast_lower(b_in);
     check_defined(a, "matmul");
     check_defined(b, "matmul");
     const std::string shapes = shape_str(a.shape()) + " @ " + shape_str(b.shape());

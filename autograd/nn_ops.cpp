@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 
@@ -30,7 +31,8 @@ Tensor scatter_back(const Tensor& g, int64_t dim, const Tensor& ids_rows, const 
     return from_rows(dx, dim);
 }
 
-Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
+    const Tensor x = autocast_float32(x_in);
     const char* name = log ? "log_softmax" : "softmax";
     check_defined(x, name);
     if (!is_floating(x.dtype())) throw std::invalid_argument(std::string(name) + ": needs a floating tensor");
@@ -54,7 +56,8 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
 
-Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
+Tensor logsumexp(const Tensor& x_in, int64_t dim, bool keepdim) {
+    const Tensor x = autocast_float32(x_in);
     check_defined(x, "logsumexp");
     // m is a constant shift: d/dx of m + log Σ exp(x − m) is softmax(x) whatever m is.
     const Tensor m = amax(x.detach(), {dim}, true);
@@ -67,7 +70,8 @@ Tensor z_loss(const Tensor& logits) {
     return mean(log_z * log_z);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, int64_t ignore_index) {
+    const Tensor logits = autocast_float32(logits_in);
     check_defined(logits, "cross_entropy");
     check_defined(targets, "cross_entropy");
     const Shape expected(logits.shape().begin(), logits.shape().end() - (logits.dim() > 0 ? 1 : 0));
@@ -96,7 +100,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     }, {x, t});
 }
 
-Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+Tensor rms_norm(const Tensor& x_in, const Tensor& weight_in, double eps) {
+    const Tensor x = autocast_float32(x_in), weight = autocast_float32(weight_in);
     check_defined(x, "rms_norm");
     check_defined(weight, "rms_norm");
     if (!is_floating(x.dtype()) || x.dim() == 0 || weight.dim() != 1 || weight.size(0) != x.size(-1) ||
@@ -107,7 +112,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
     const Device dev = x.device();
     const Tensor xc = x.detach().contiguous(), w = weight.detach().contiguous();
     Tensor y = Tensor::empty(x.shape(), x.dtype(), dev);
-    Tensor rstd = Tensor::empty({rows}, x.dtype(), dev);
+    // 1/rms, which backward reads, stays float32 for bfloat16 x: a statistic, not an activation.
+    Tensor rstd = Tensor::empty({rows}, x.dtype() == DType::bf16 ? DType::f32 : x.dtype(), dev);
     backend(dev).rms_norm_forward(y.view_desc(), rstd.view_desc(), xc.view_desc(), w.view_desc(), rows, C, eps);
     return record("rms_norm", y, {x, weight}, [=](const Tensor& g) {
         Tensor dx = Tensor::empty(xc.shape(), xc.dtype(), dev);
@@ -119,6 +125,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 }
 
 Tensor swiglu(const Tensor& a, const Tensor& b) {
+    if (autocast_mixes(a, b)) return swiglu(autocast_float32(a), autocast_float32(b));  // the promote rule
     check_defined(a, "swiglu");
     check_defined(b, "swiglu");
     if (!is_floating(a.dtype()) || a.shape() != b.shape() || a.dtype() != b.dtype() || a.device() != b.device())
@@ -137,6 +144,7 @@ Tensor swiglu(const Tensor& a, const Tensor& b) {
 }
 
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+    if (autocast_mixes(x, cos)) return rope(autocast_float32(x), cos, sin);  // the promote rule: the tables are float32
     check_defined(x, "rope");
     check_defined(cos, "rope");
     check_defined(sin, "rope");

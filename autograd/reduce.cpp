@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 
@@ -80,7 +81,8 @@ Tensor extreme(ReduceOp op, const char* name, const Tensor& x, const std::vector
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+    const Tensor x = autocast_float32(x_in);
     check_defined(x, "sum");
     const ReducePlan plan = plan_reduction(x, dims, keepdim, "sum");
     const Shape in_shape = x.shape();
@@ -89,7 +91,8 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
     });
 }
 
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor mean(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+    const Tensor x = autocast_float32(x_in);
     check_defined(x, "mean");
     if (!is_floating(x.dtype()))
         throw std::invalid_argument(std::string("mean: needs a floating tensor, got ") + dtype_name(x.dtype()) + " " +

@@ -1,5 +1,6 @@
 // core_bench.cpp — how fast the core is, measured against what it is built on:
-//   1. matmul through gg::matmul vs the same cblas_sgemm called directly,
+//   1. matmul through gg::matmul vs the same cblas_sgemm called directly, and the bfloat16
+//      matmul (float32 sums) vs the float32 one on the same values,
 //   2. element-wise add and mul bandwidth,
 //   3. what the autograd graph costs per op, on tensors too small for the maths to matter,
 //   4. sampling: time per token and peak memory as the KV cache grows.
@@ -70,6 +71,26 @@ void bench_matmul() {
         const double flops = 2.0 * n * n * n * calls;
         std::printf("%6ld %14.1f %14.1f %10.3f\n", long(n), flops / t_gg / 1e9, flops / t_blas / 1e9,
                     (flops / t_gg) / (flops / t_blas));
+    }
+}
+
+// The bfloat16 GEMM (tensor/cpu_backend.cpp: gemm_bf16) widens its operands and calls sgemm,
+// so on a CPU without bfloat16 instructions it can only be slower than float32: this row says
+// by how much the widening and the rounding of C cost.
+void bench_matmul_bf16() {
+    std::printf("\n1b. matmul, bfloat16 vs float32 on the same values, square (n, n) @ (n, n): GFLOP/s\n");
+    std::printf("%6s %14s %14s %10s\n", "n", "bf16 matmul", "f32 matmul", "bf16/f32");
+    gg::Generator gen(0);
+    for (int64_t n : {256, 512, 1024}) {
+        const gg::Tensor a = gg::randn({n, n}, gen, gg::DType::bf16), b = gg::randn({n, n}, gen, gg::DType::bf16);
+        const gg::Tensor a32 = a.to(gg::DType::f32), b32 = b.to(gg::DType::f32);
+        const int64_t calls = (1024 / n) * (1024 / n) * (1024 / n);
+        const auto [t_half, t_single] = time_pair(
+            9, [&] { for (int64_t i = 0; i < calls; ++i) gg::matmul(a, b); },
+            [&] { for (int64_t i = 0; i < calls; ++i) gg::matmul(a32, b32); });
+        const double flops = 2.0 * n * n * n * calls;
+        std::printf("%6ld %14.1f %14.1f %10.3f\n", long(n), flops / t_half / 1e9, flops / t_single / 1e9,
+                    t_single / t_half);
     }
 }
 
@@ -161,6 +182,7 @@ int main() {
     std::printf("gatedgrad core benchmark: OpenMP threads %d (direct cblas_sgemm: as many OpenBLAS threads)\n",
                 omp_get_max_threads());
     bench_matmul();
+    bench_matmul_bf16();
     bench_elementwise();
     bench_autograd();
     bench_sampling();

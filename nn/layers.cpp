@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/autocast.h"
+
 namespace gg::nn {
 
 namespace {
@@ -31,7 +33,7 @@ Tensor Linear::forward(const Tensor& x) const {
     check_last_dim("Linear", x, weight.size(1));
     const Tensor in = input_transform ? input_transform(x) : x;
     const Tensor y = matmul(in, weight.t());  // the transpose is a view: GEMM reads it as such
-    return bias.defined() ? y + bias : y;
+    return bias.defined() ? y + autocast_lower(bias) : y;  // under autocast the whole layer is bfloat16
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tensor/backend.h"
+#include "tensor/cpu_float32.h"
 #include "tensor/parallel.h"
 
 namespace gg {
@@ -228,6 +229,10 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
 
 void cpu_attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs,
                            const View& Q, const View& K, const View& V) {
+    if (any_bf16({O, lse, probs, Q, K, V}))
+        return via_float32<3, 3>({Q, K, V}, {O, lse, probs}, [&](auto& i, auto& o) {
+            cpu_attention_forward(s, o[0], o[1], o[2], i[0], i[1], i[2]);
+        });
     if (Q.dtype == DType::f32) forward<float>(s, O, lse, probs, Q, K, V);
     else forward<double>(s, O, lse, probs, Q, K, V);
 }
@@ -235,6 +240,10 @@ void cpu_attention_forward(const AttentionShape& s, const View& O, const View& l
 void cpu_attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
                             const View& dO, const View& Q, const View& K, const View& V, const View& O,
                             const View& lse) {
+    if (any_bf16({dQ, dK, dV, dO, Q, K, V, O, lse}))
+        return via_float32<6, 3>({dO, Q, K, V, O, lse}, {dQ, dK, dV}, [&](auto& i, auto& o) {
+            cpu_attention_backward(s, o[0], o[1], o[2], i[0], i[1], i[2], i[3], i[4], i[5]);
+        });
     if (Q.dtype == DType::f32) backward<float>(s, dQ, dK, dV, dO, Q, K, V, O, lse);
     else backward<double>(s, dQ, dK, dV, dO, Q, K, V, O, lse);
 }

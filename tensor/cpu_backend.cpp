@@ -2,7 +2,10 @@
 //
 // Dense operands take a flat loop; strided or broadcast ones walk an N-d index. Loops
 // split over OpenMP threads once they are large enough (tensor/parallel.h); GEMM is
-// OpenBLAS. Every kernel is templated on the element type T.
+// OpenBLAS. Every kernel is templated on the element type T. A bfloat16 operand computes in
+// float32 and rounds once on the way out: element-wise kernels take T = gg::bfloat16 (which
+// reads as a float), fused ones run their float32 form on float32 copies (cpu_float32.h),
+// and GEMM multiplies widened copies with sgemm (exact products, float32 sums: gemm_bf16).
 #include <cblas.h>
 
 #include <algorithm>
@@ -14,9 +17,11 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tensor/backend.h"
 #include "tensor/caching_allocator.h"
+#include "tensor/cpu_float32.h"
 #include "tensor/parallel.h"
 
 namespace gg {
@@ -187,7 +192,7 @@ void cpu_synchronize() {}
 void cpu_memcpy(void* dst, const void* src, size_t nbytes) { std::memcpy(dst, src, nbytes); }
 
 void cpu_fill(const View& out, double value) {
-    dispatch(out.dtype, [&]<class T>() {
+    dispatch_with_bf16(out.dtype, [&]<class T>() {
         T* o = ptr<T>(out);
         const T v = static_cast<T>(value);
         parallel_range(out.numel(), [&](int64_t b, int64_t e) { std::fill(o + b, o + e, v); });
@@ -195,19 +200,22 @@ void cpu_fill(const View& out, double value) {
 }
 
 void cpu_arange(const View& out, double start, double step) {
-    dispatch(out.dtype, [&]<class T>() {
+    dispatch_with_bf16(out.dtype, [&]<class T>() {
         T* o = ptr<T>(out);
         for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(start + i * step);
     });
 }
 
+}  // namespace
+
+// Declared in tensor/cpu_float32.h, which widens and rounds bfloat16 operands with it.
 void cpu_copy(const View& out, const View& in) {
     if (out.dtype == in.dtype && is_dense(out) && is_dense(in)) {
         std::memcpy(out.data, in.data, out.numel() * dtype_size(out.dtype));
         return;
     }
-    dispatch(out.dtype, [&]<class O>() {
-        dispatch(in.dtype, [&]<class I>() {
+    dispatch_with_bf16(out.dtype, [&]<class O>() {
+        dispatch_with_bf16(in.dtype, [&]<class I>() {
             O* o = ptr<O>(out);
             const I* x = ptr<I>(in);
             for_each_offset<2>({&out, &in},
@@ -216,8 +224,10 @@ void cpu_copy(const View& out, const View& in) {
     });
 }
 
+namespace {
+
 void cpu_unary(UnaryOp op, const View& out, const View& in, double exponent) {
-    dispatch(out.dtype, [&]<class T>() {
+    dispatch_with_bf16(out.dtype, [&]<class T>() {
         switch (op) {
             case UnaryOp::neg: map1<T>(out, in, [](T x) { return T(-x); }); break;
             case UnaryOp::exp: map1<T>(out, in, [](T x) { return T(std::exp(x)); }); break;
@@ -250,7 +260,7 @@ void cpu_unary(UnaryOp op, const View& out, const View& in, double exponent) {
 }
 
 void cpu_binary(BinaryOp op, const View& out, const View& a, const View& b) {
-    dispatch(out.dtype, [&]<class T>() {
+    dispatch_with_bf16(out.dtype, [&]<class T>() {
         switch (op) {
             case BinaryOp::add: map2<T>(out, a, b, [](T x, T y) { return T(x + y); }); break;
             case BinaryOp::sub: map2<T>(out, a, b, [](T x, T y) { return T(x - y); }); break;
@@ -269,7 +279,7 @@ void cpu_binary(BinaryOp op, const View& out, const View& a, const View& b) {
 }
 
 void cpu_where(const View& out, const View& cond, const View& a, const View& b) {
-    dispatch(out.dtype, [&]<class T>() {
+    dispatch_with_bf16(out.dtype, [&]<class T>() {
         T* o = ptr<T>(out);
         const T *c = ptr<T>(cond), *x = ptr<T>(a), *y = ptr<T>(b);
         for_each_offset<4>({&out, &cond, &a, &b},
@@ -279,11 +289,11 @@ void cpu_where(const View& out, const View& cond, const View& a, const View& b) 
 
 // Reduces over the middle axis of (outer, R, inner). Accumulates floats in double.
 void cpu_reduce(ReduceOp op, const View& out, const View& in, int64_t outer, int64_t R, int64_t inner) {
-    dispatch(out.dtype, [&]<class T>() {
-        using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    dispatch_with_bf16(out.dtype, [&]<class T>() {
+        constexpr bool floating = std::is_floating_point_v<compute_type<T>>;
+        using Acc = std::conditional_t<floating, double, int64_t>;
         // max starts below every value: −∞ for floats (so a run of −∞ gives −∞), the lowest
         // integer for int64; min likewise from above.
-        constexpr bool floating = std::is_floating_point_v<T>;
         const Acc lowest = floating ? -std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::lowest();
         const Acc highest = floating ? std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::max();
         const Acc init = op == ReduceOp::sum ? Acc(0) : op == ReduceOp::max ? lowest : highest;
@@ -316,6 +326,8 @@ void cpu_reduce(ReduceOp op, const View& out, const View& in, int64_t outer, int
 }
 
 void cpu_softmax(const View& out, const View& in, int64_t rows, int64_t cols, bool log) {
+    if (any_bf16({out, in}))
+        return via_float32<1, 1>({in}, {out}, [&](auto& i, auto& o) { cpu_softmax(o[0], i[0], rows, cols, log); });
     dispatch(out.dtype, [&]<class T>() {
         const T* x = ptr<T>(in);
         T* y = ptr<T>(out);
@@ -341,6 +353,10 @@ void cpu_softmax(const View& out, const View& in, int64_t rows, int64_t cols, bo
 // softmax:     dx = y ⊙ (dy − Σ dy⊙y)
 // log_softmax: dx = dy − exp(y) Σ dy
 void cpu_softmax_backward(const View& dx, const View& y, const View& dy, int64_t rows, int64_t cols, bool log) {
+    if (any_bf16({dx, y, dy}))
+        return via_float32<2, 1>({y, dy}, {dx}, [&](auto& i, auto& o) {
+            cpu_softmax_backward(o[0], i[0], i[1], rows, cols, log);
+        });
     dispatch(dx.dtype, [&]<class T>() {
         const T *yp = ptr<T>(y), *gp = ptr<T>(dy);
         T* out = ptr<T>(dx);
@@ -357,6 +373,10 @@ void cpu_softmax_backward(const View& dx, const View& y, const View& dy, int64_t
     });
 }
 
+void gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+               const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b, double beta,
+               void* C, int64_t ldc, int64_t stride_c);
+
 // OpenBLAS runs each call on the calling thread (cpu_backend_table sets that up); the
 // threads are OpenMP's, the same pool every other kernel uses. Two pools on the same cores
 // (OpenBLAS's pthreads spinning while OpenMP's wait, and the reverse) made a 2-thread step
@@ -364,6 +384,8 @@ void cpu_softmax_backward(const View& dx, const View& y, const View& dy, int64_t
 void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
               double alpha, const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
               int64_t stride_b, double beta, void* C, int64_t ldc, int64_t stride_c) {
+    if (dtype == DType::bf16) return gemm_bf16(batch, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                               stride_b, beta, C, ldc, stride_c);
     if (dtype != DType::f32 && dtype != DType::f64)
         throw std::invalid_argument(std::string("gemm: no kernel for ") + dtype_name(dtype));
     const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
@@ -388,6 +410,41 @@ void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M,
         parallel_range(M, [&](int64_t begin, int64_t end) { rows_of(0, begin, end - begin); }, N * K);
 }
 
+// bfloat16 GEMM with float32 sums. OpenBLAS has sbgemm for this, but Debian builds 0.3.21
+// without it (cblas.h declares cblas_sbgemm; libopenblas.so has no such symbol). Widening a
+// bfloat16 to float32 is exact and so is the product of two of them (8 + 8 significant bits
+// fit in float32's 24), so sgemm on widened copies does the arithmetic of a bfloat16 tensor
+// core: exact products, float32 sums. The copies keep the operands' layout (strides, leading
+// dimensions, padding), cost O(MK + KN) next to the GEMM's O(MNK), and C is rounded once.
+void gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+               const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b, double beta,
+               void* C, int64_t ldc, int64_t stride_c) {
+    if (batch <= 0 || M <= 0 || N <= 0) return;
+    // The elements a batch of (rows, cols) matrices spans, from the first to the last one read.
+    const auto span = [batch](int64_t stride, int64_t rows, int64_t cols, int64_t ld) {
+        return cols <= 0 ? 0 : (batch - 1) * stride + (rows - 1) * ld + cols;
+    };
+    const auto widened = [](const void* src, int64_t n) {
+        std::vector<float> out(n);
+        const auto* in = static_cast<const bfloat16*>(src);
+        parallel_range(n, [&](int64_t b, int64_t e) { std::copy(in + b, in + e, out.begin() + b); });
+        return out;
+    };
+    const std::vector<float> a = widened(A, span(stride_a, trans_a ? K : M, trans_a ? M : K, lda));
+    const std::vector<float> b = widened(B, span(stride_b, trans_b ? N : K, trans_b ? K : N, ldb));
+    const int64_t span_c = span(stride_c, M, N, ldc);
+    std::vector<float> c = beta != 0 ? widened(C, span_c) : std::vector<float>(span_c);
+    cpu_gemm(DType::f32, batch, trans_a, trans_b, M, N, K, alpha, a.data(), lda, stride_a, b.data(), ldb, stride_b,
+             beta, c.data(), ldc, stride_c);
+    auto* out = static_cast<bfloat16*>(C);
+    parallel_range(batch * M, [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {  // only C's own rows: padding between them stays
+            const int64_t at = row / M * stride_c + row % M * ldc;
+            std::copy_n(c.begin() + at, N, out + at);
+        }
+    }, N);
+}
+
 // Index tensors are checked once, serially, so kernels never index out of bounds (and
 // never throw from inside a parallel region).
 void check_indices(const char* op, const int64_t* idx, int64_t n, int64_t limit, int64_t ignore = INT64_MIN) {
@@ -410,6 +467,12 @@ void cpu_index_select_rows(const View& out, const View& table, const View& idx) 
 }
 
 void cpu_index_add_rows(const View& table, const View& idx, const View& src) {
+    // Repeated ids add up in float32 and each row is rounded once, at the end.
+    if (table.dtype == DType::bf16)
+        return via_float32<2, 1>({table, src}, {table}, [&](auto& i, auto& o) {
+            cpu_copy(o[0], i[0]);
+            cpu_index_add_rows(o[0], idx, i[1]);
+        });
     const int64_t N = idx.shape[0], V = table.shape[0], D = table.shape[1];
     const int64_t* ids = ptr<int64_t>(idx);
     check_indices("index_add", ids, N, V);
@@ -428,12 +491,17 @@ void cpu_gather_last(const View& out, const View& in, const View& idx) {
     const int64_t rows = out.shape[0], k = out.shape[1], C = in.shape[1];
     const int64_t* ids = ptr<int64_t>(idx);
     check_indices("gather", ids, rows * k, C);
-    dispatch(out.dtype, [&]<class T>() {
+    dispatch_with_bf16(out.dtype, [&]<class T>() {
         for (int64_t i = 0; i < rows * k; ++i) ptr<T>(out)[i] = ptr<T>(in)[(i / k) * C + ids[i]];
     });
 }
 
 void cpu_scatter_add_last(const View& out, const View& idx, const View& src) {
+    if (out.dtype == DType::bf16)  // as index_add_rows: sums in float32, rounded once
+        return via_float32<2, 1>({out, src}, {out}, [&](auto& i, auto& o) {
+            cpu_copy(o[0], i[0]);
+            cpu_scatter_add_last(o[0], idx, i[1]);
+        });
     const int64_t rows = src.shape[0], k = src.shape[1], C = out.shape[1];
     const int64_t* ids = ptr<int64_t>(idx);
     check_indices("scatter_add", ids, rows * k, C);
@@ -444,7 +512,7 @@ void cpu_scatter_add_last(const View& out, const View& idx, const View& src) {
 
 void cpu_topk_last(const View& values, const View& indices, const View& in, int64_t k) {
     const int64_t rows = in.shape[0], C = in.shape[1];
-    dispatch(in.dtype, [&]<class T>() {
+    dispatch_with_bf16(in.dtype, [&]<class T>() {
         const T* x = ptr<T>(in);
         parallel_range(rows, [&](int64_t b, int64_t e) {
             std::vector<int64_t> order(C);
@@ -465,6 +533,10 @@ void cpu_topk_last(const View& values, const View& indices, const View& in, int6
 
 void cpu_cross_entropy(const View& loss, const View& logits, const View& targets, int64_t ignore_index) {
     check_logits_and_targets("cross_entropy", logits, targets);
+    if (any_bf16({loss, logits}))
+        return via_float32<1, 1>({logits}, {loss}, [&](auto& i, auto& o) {
+            cpu_cross_entropy(o[0], i[0], targets, ignore_index);
+        });
     const int64_t N = logits.shape[0], V = logits.shape[1];
     const int64_t* t = ptr<int64_t>(targets);
     check_indices("cross_entropy", t, N, V, ignore_index);
@@ -486,6 +558,10 @@ void cpu_cross_entropy(const View& loss, const View& logits, const View& targets
 
 void cpu_cross_entropy_backward(const View& dlogits, const View& logits, const View& targets, const View& row_scale) {
     check_logits_and_targets("cross_entropy_backward", logits, targets);
+    if (any_bf16({dlogits, logits, row_scale}))
+        return via_float32<2, 1>({logits, row_scale}, {dlogits}, [&](auto& i, auto& o) {
+            cpu_cross_entropy_backward(o[0], i[0], targets, i[1]);
+        });
     const int64_t N = logits.shape[0], V = logits.shape[1];
     const int64_t* t = ptr<int64_t>(targets);
     dispatch(logits.dtype, [&]<class T>() {

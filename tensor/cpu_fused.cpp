@@ -1,11 +1,16 @@
 // cpu_fused.cpp — the CPU's fused kernels for a training step (tensor/backend.h): RMSNorm
 // forward and backward, SwiGLU's gating product and RoPE's rotation each way, the AdamW and
 // SGD updates, and the sum of squares for the gradient norm. Each is one pass over its data
-// where a chain of ops would make several.
+// where a chain of ops would make several. A bfloat16 call runs the float32 kernel on float32
+// copies of its operands (tensor/cpu_float32.h); the optimiser steps take the float32 master
+// weights of mixed-precision training only.
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tensor/backend.h"
+#include "tensor/cpu_float32.h"
 #include "tensor/parallel.h"
 
 namespace gg {
@@ -18,7 +23,8 @@ T* ptr(const View& v) { return static_cast<T*>(v.data); }
 template <class F>
 void dispatch_floating(DType dtype, F&& f) {
     if (dtype == DType::f32) f.template operator()<float>();
-    else f.template operator()<double>();
+    else if (dtype == DType::f64) f.template operator()<double>();
+    else throw std::invalid_argument(std::string("cpu kernel: needs float32 or float64 operands, not ") + dtype_name(dtype));
 }
 
 }  // namespace
@@ -26,6 +32,10 @@ void dispatch_floating(DType dtype, F&& f) {
 // y = x · rstd · w with rstd = 1/√(mean(x²) + ε), one row per work item; the mean in double.
 void cpu_rms_norm_forward(const View& y, const View& rstd, const View& x, const View& weight, int64_t rows,
                           int64_t cols, double eps) {
+    if (any_bf16({y, rstd, x, weight}))
+        return via_float32<2, 2>({x, weight}, {y, rstd}, [&](auto& i, auto& o) {
+            cpu_rms_norm_forward(o[0], o[1], i[0], i[1], rows, cols, eps);
+        });
     dispatch_floating(x.dtype, [&]<class T>() {
         const T *xp = ptr<T>(x), *w = ptr<T>(weight);
         T *yp = ptr<T>(y), *r = ptr<T>(rstd);
@@ -47,6 +57,10 @@ void cpu_rms_norm_forward(const View& y, const View& rstd, const View& x, const 
 // rows in order by the thread that owns it, so dw does not depend on the thread count.
 void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
                            const View& rstd, int64_t rows, int64_t cols) {
+    if (any_bf16({dx, dweight, dy, x, weight, rstd}))
+        return via_float32<4, 2>({dy, x, weight, rstd}, {dx, dweight}, [&](auto& i, auto& o) {
+            cpu_rms_norm_backward(o[0], o[1], i[0], i[1], i[2], i[3], rows, cols);
+        });
     dispatch_floating(x.dtype, [&]<class T>() {
         const T *xp = ptr<T>(x), *w = ptr<T>(weight), *g = ptr<T>(dy), *r = ptr<T>(rstd);
         T *dxp = ptr<T>(dx), *dw = ptr<T>(dweight);
@@ -74,6 +88,8 @@ void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, 
 
 // y = a σ(a) b, element by element; backward from the same σ(a).
 void cpu_swiglu_forward(const View& y, const View& a, const View& b) {
+    if (any_bf16({y, a, b}))
+        return via_float32<2, 1>({a, b}, {y}, [&](auto& i, auto& o) { cpu_swiglu_forward(o[0], i[0], i[1]); });
     dispatch_floating(a.dtype, [&]<class T>() {
         const T *ap = ptr<T>(a), *bp = ptr<T>(b);
         T* yp = ptr<T>(y);
@@ -84,6 +100,10 @@ void cpu_swiglu_forward(const View& y, const View& a, const View& b) {
 }
 
 void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const View& a, const View& b) {
+    if (any_bf16({da, db, dy, a, b}))
+        return via_float32<3, 2>({dy, a, b}, {da, db}, [&](auto& i, auto& o) {
+            cpu_swiglu_backward(o[0], o[1], i[0], i[1], i[2]);
+        });
     dispatch_floating(a.dtype, [&]<class T>() {
         const T *ap = ptr<T>(a), *bp = ptr<T>(b), *g = ptr<T>(dy);
         T *dap = ptr<T>(da), *dbp = ptr<T>(db);
@@ -100,6 +120,10 @@ void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const V
 // One (b, h, t) row of D channels per work item; x is read through its strides, so the
 // (B, H, T, D) view of a (B, T, H·D) projection needs no copy first.
 void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose) {
+    if (any_bf16({out, x, cos, sin}))
+        return via_float32<3, 1>({x, cos, sin}, {out}, [&](auto& i, auto& o) {
+            cpu_rope(o[0], i[0], i[1], i[2], transpose);
+        });
     dispatch_floating(x.dtype, [&]<class E>() {
         const int64_t H = x.shape[1], T = x.shape[2], D = x.shape[3], half = D / 2;
         const E sign = transpose ? E(-1) : E(1);
@@ -164,6 +188,8 @@ void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const V
 
 // In one thread and in order: the norm, and so whether to clip, never depends on threads.
 void cpu_sum_squares(const View& acc, const View& x) {
+    if (x.dtype == DType::bf16)
+        return via_float32<1, 0>({x}, {}, [&](auto& i, auto&) { cpu_sum_squares(acc, i[0]); });
     double sum = *ptr<double>(acc);
     dispatch_floating(x.dtype, [&]<class T>() {
         const T* xp = ptr<T>(x);

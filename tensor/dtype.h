@@ -3,7 +3,11 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
+
+#include "tensor/bf16.h"
 
 namespace gg {
 
@@ -41,5 +45,17 @@ void dispatch(DType dtype, F&& f) {
         case DType::bf16: throw std::invalid_argument("this operation does not take bfloat16 tensors");
     }
 }
+
+// dispatch() for code that also takes bfloat16: T is then gg::bfloat16, which reads as a float
+// and rounds once when a float is stored into it, so `o[i] = T(f(x[i]))` computes in float32.
+template <class F>
+void dispatch_with_bf16(DType dtype, F&& f) {
+    if (dtype == DType::bf16) f.template operator()<bfloat16>();
+    else dispatch(dtype, std::forward<F>(f));
+}
+
+// The type arithmetic on a T happens in: float for bfloat16, T itself otherwise.
+template <class T>
+using compute_type = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
 
 }  // namespace gg

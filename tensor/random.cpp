@@ -66,7 +66,7 @@ namespace {
 template <class Draw>
 Tensor draw_on_host(const Shape& shape, DType dtype, Device device, Draw draw) {
     Tensor host = Tensor::empty(shape, dtype, Device::CPU);
-    dispatch(dtype, [&]<class T>() {
+    dispatch_with_bf16(dtype, [&]<class T>() {
         T* p = host.data<T>();
         for (int64_t i = 0; i < host.numel(); ++i) p[i] = static_cast<T>(draw());
     });

@@ -63,7 +63,10 @@ bool Tensor::is_contiguous() const {
 template <class T>
 T* Tensor::data() const {
     using E = std::remove_const_t<T>;
-    const DType wanted = std::is_same_v<E, float> ? DType::f32 : std::is_same_v<E, double> ? DType::f64 : DType::i64;
+    const DType wanted = std::is_same_v<E, float>      ? DType::f32
+                         : std::is_same_v<E, double>   ? DType::f64
+                         : std::is_same_v<E, bfloat16> ? DType::bf16
+                                                       : DType::i64;
     if (dtype() != wanted)
         throw std::logic_error(std::string("data: the tensor is ") + dtype_name(dtype()) + ", not " + dtype_name(wanted));
     if (device() != Device::CPU)
@@ -78,6 +81,8 @@ template int64_t* Tensor::data<int64_t>() const;
 template const float* Tensor::data<const float>() const;
 template const double* Tensor::data<const double>() const;
 template const int64_t* Tensor::data<const int64_t>() const;
+template bfloat16* Tensor::data<bfloat16>() const;
+template const bfloat16* Tensor::data<const bfloat16>() const;
 
 Tensor Tensor::alias(Shape shape, Strides strides, int64_t offset) const {
     auto impl = std::make_shared<TensorImpl>();
@@ -100,7 +105,7 @@ std::vector<T> Tensor::to_vector() const {
     Tensor dense = empty(shape(), dtype(), device());
     backend(device()).copy(dense.view_desc(), view_desc());
     std::vector<T> out(numel());
-    dispatch(dtype(), [&]<class S>() {
+    dispatch_with_bf16(dtype(), [&]<class S>() {
         std::vector<S> host(numel());
         if (!host.empty()) backend(device()).to_host(host.data(), dense.view_desc().data, host.size() * sizeof(S));
         for (size_t i = 0; i < host.size(); ++i) out[i] = static_cast<T>(host[i]);
@@ -110,6 +115,7 @@ std::vector<T> Tensor::to_vector() const {
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bfloat16> Tensor::to_vector<bfloat16>() const;
 
 double Tensor::item() const {
     if (numel() != 1)
@@ -175,6 +181,7 @@ Tensor from_host_values(const std::vector<T>& values, const Shape& shape, DType 
 Tensor from_vector(const std::vector<float>& v, const Shape& s, Device d) { return from_host_values(v, s, DType::f32, d); }
 Tensor from_vector(const std::vector<double>& v, const Shape& s, Device d) { return from_host_values(v, s, DType::f64, d); }
 Tensor from_vector(const std::vector<int64_t>& v, const Shape& s, Device d) { return from_host_values(v, s, DType::i64, d); }
+Tensor from_vector(const std::vector<bfloat16>& v, const Shape& s, Device d) { return from_host_values(v, s, DType::bf16, d); }
 
 // --- printing, in PyTorch's layout: nested brackets, at most 3 leading and 3 trailing
 // entries per dim when a tensor has more than 1000 elements ---

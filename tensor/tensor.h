@@ -175,6 +175,7 @@ Tensor arange(int64_t end, DType dtype = DType::i64, Device device = Device::CPU
 Tensor from_vector(const std::vector<float>& values, const Shape& shape, Device device = Device::CPU);
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, Device device = Device::CPU);
 Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape, Device device = Device::CPU);
+Tensor from_vector(const std::vector<bfloat16>& values, const Shape& shape, Device device = Device::CPU);
 
 // Prints like PyTorch: values (elided past a few rows) then shape and dtype.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

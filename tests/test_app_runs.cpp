@@ -297,3 +297,31 @@ TEST_CASE("train --data: what is not a readable text file is named for what it i
     check_error(run_app(tmp, "train --data /proc/self/status --steps 1 --out " + run.string()), 1,
                 "changed while it was read");
 }
+
+TEST_CASE("train --precision bf16: kept in config.json and on resume; export writes a bfloat16 copy") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "run";
+    const Outcome first = run_app(tmp, "train" + tiny(corpus) + " --steps 4 --precision bf16 --quiet --out " + run.string());
+    REQUIRE_MESSAGE(first.code == 0, first.err);
+    const auto config_text = [&] {
+        std::ifstream in(run / "config.json");
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    CHECK(config_text().find("\"precision\": \"bf16\"") != std::string::npos);
+    const Outcome resumed = run_app(tmp, "train --steps 6 --resume --quiet --out " + run.string());
+    REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
+    CHECK(config_text().find("\"precision\": \"bf16\"") != std::string::npos);
+    const fs::path shared = tmp.path / "shared.safetensors";
+    const Outcome exported = run_app(tmp, "export --ckpt " + (run / "model.safetensors").string() + " --out " + shared.string());
+    REQUIRE_MESSAGE(exported.code == 0, exported.err);
+    CHECK(exported.out.find("bfloat16") != std::string::npos);
+    std::ifstream in(shared, std::ios::binary);
+    const std::string bytes(std::istreambuf_iterator<char>(in), {});
+    CHECK(bytes.find("\"dtype\":\"BF16\"") != std::string::npos);
+    CHECK(bytes.find("\"dtype\":\"F32\"") == std::string::npos);  // every weight, none left float32
+    // The checkpoint itself keeps float32 master weights and AdamW state, more than 4× the bytes.
+    CHECK(fs::file_size(run / "model.safetensors") > 4 * fs::file_size(shared));
+    check_error(run_app(tmp, "train" + tiny(corpus) + " --precision fp16 --out " + run.string()), 2,
+                "precision 'fp16' is not one of f32, bf16");
+}

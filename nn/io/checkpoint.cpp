@@ -18,7 +18,8 @@ static_assert(std::endian::native == std::endian::little, "checkpoint: the byte 
 namespace {
 
 // gatedgrad's dtypes and their safetensors spelling.
-constexpr std::pair<DType, const char*> kDTypes[] = {{DType::f32, "F32"}, {DType::f64, "F64"}, {DType::i64, "I64"}};
+constexpr std::pair<DType, const char*> kDTypes[] = {
+    {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::bf16, "BF16"}, {DType::i64, "I64"}};
 
 [[noreturn]] void fail(const std::string& path, const std::string& msg) {
     throw std::runtime_error("checkpoint: " + path + ": " + msg);
@@ -52,7 +53,7 @@ Contents read(const std::string& path) {
                                          [&](const auto& d) { return e.dtype == d.second; });
         if (known == std::end(kDTypes))
             fail(path, "tensor '" + printable(e.name) + "' has dtype " + e.dtype +
-                           ", which gatedgrad does not support (F32, F64, I64)");
+                           ", which gatedgrad does not support (F32, F64, BF16, I64)");
         const Tensor t = Tensor::empty(e.shape, known->first);
         std::copy(e.bytes.begin(), e.bytes.end(), static_cast<uint8_t*>(t.view_desc().data));
         out.tensors.emplace_back(e.name, t);
@@ -88,6 +89,16 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
     save_tensors(path, tensors, metadata);
 }
 
+void export_model(const Module& module, const std::string& path, DType dtype, const Metadata& metadata) {
+    if (!is_floating(dtype))
+        throw std::invalid_argument(std::string("export: ") + path + ": weights are exported as a floating dtype, not " +
+                                    dtype_name(dtype));
+    NamedTensors tensors;
+    for (const auto& [name, t] : module.state_dict())
+        tensors.emplace_back(name, t.dtype() == DType::f32 ? t.detach().to(dtype) : t);
+    save_tensors(path, tensors, metadata);
+}
+
 Metadata load(Module& module, const std::string& path, NamedTensors* extra) {
     const Contents file = read(path);
     NamedTensors targets = module.state_dict();
@@ -107,8 +118,8 @@ void check_finite(const NamedTensors& tensors, const std::string& context) {
             const int64_t i = std::find_if(x, x + host.numel(), [](T v) { return !std::isfinite(v); }) - x;
             return i < host.numel() ? std::optional<double>(x[i]) : std::nullopt;
         };
-        const std::optional<double> bad = host.dtype() == DType::f32 ? first_bad.operator()<float>()
-                                                                     : first_bad.operator()<double>();
+        std::optional<double> bad;
+        dispatch_with_bf16(host.dtype(), [&]<class T>() { bad = first_bad.operator()<T>(); });
         if (bad)
             throw std::runtime_error(context + ": tensor '" + printable(name) + "' holds " +
                                      (std::isnan(*bad) ? "a NaN" : "an infinity"));

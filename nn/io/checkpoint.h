@@ -1,8 +1,10 @@
 // checkpoint.h — saving and loading modules (and optimiser state) as safetensors files.
 //
 // A checkpoint is a plain safetensors file (nn/io/safetensors.h): one tensor per state_dict()
-// entry under its dotted name ("blocks.0.attn.w_q.weight"), F32/F64/I64 as the tensor's
-// dtype, string metadata in "__metadata__". It opens unchanged in PyTorch or NumPy.
+// entry under its dotted name ("blocks.0.attn.w_q.weight"), F32/F64/BF16/I64 as the tensor's
+// dtype, string metadata in "__metadata__". It opens unchanged in PyTorch or NumPy. A training
+// checkpoint keeps float32 master weights even when the run trains in bfloat16; export_model
+// writes a bfloat16 copy for sharing.
 //
 // Loading is all or nothing: every name, shape and dtype is checked before the first
 // byte is copied, and the bytes go into the module's existing storage, so the Tensor
@@ -37,6 +39,11 @@ Metadata load(Module& module, const std::string& path, NamedTensors* extra = nul
 NamedTensors load_tensors(const std::string& path, Metadata* metadata = nullptr);
 // Writes any named tensors; save() is this on a module's state.
 void save_tensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
+
+// Writes module.state_dict() with every float32 tensor converted to `dtype` (bf16: half the
+// bytes, each weight rounded to 8 significant bits) and the metadata: a copy for sharing or
+// inference. A model loads it back only after the same conversion (the file's dtypes must match).
+void export_model(const Module& module, const std::string& path, DType dtype, const Metadata& metadata = {});
 
 // Throws std::runtime_error("<context>: tensor '<name>' holds a NaN ...") for the first
 // floating tensor with a value that is not finite: a corrupt file, or a run that

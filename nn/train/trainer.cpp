@@ -14,13 +14,23 @@
 #include <random>
 #include <stdexcept>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "nn/io/checkpoint.h"
 #include "nn/json_fields.h"
+#include "nn/untrusted.h"
 
 namespace gg::nn {
 
 // ---------------------------------------------------------------- config
+
+DType parse_precision(const std::string& name) {
+    if (name == "f32" || name == "float32") return DType::f32;
+    if (name == "bf16" || name == "bfloat16") return DType::bf16;
+    throw std::invalid_argument("precision '" + printable(name) + "' is not one of f32, bf16");
+}
+
+const char* precision_name(DType precision) { return precision == DType::bf16 ? "bf16" : "f32"; }
 
 std::string TrainConfig::to_json() const {
     nlohmann::ordered_json j = {{"model", nlohmann::json::parse(model.to_json())},
@@ -32,6 +42,7 @@ std::string TrainConfig::to_json() const {
                                 {"warmup", warmup},
                                 {"weight_decay", weight_decay},
                                 {"independent_weight_decay", independent_weight_decay},
+                                {"precision", precision_name(precision)},
                                 {"z_loss", z_loss},
                                 {"beta1", beta1},
                                 {"beta2", beta2},
@@ -67,6 +78,9 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     field("warmup", c.warmup);
     field("weight_decay", c.weight_decay);
     field("independent_weight_decay", c.independent_weight_decay);
+    std::string precision = precision_name(c.precision);
+    field("precision", precision);
+    c.precision = parse_precision(precision);
     field("z_loss", c.z_loss);
     field("beta1", c.beta1);
     field("beta2", c.beta2);
@@ -125,6 +139,8 @@ void TrainConfig::validate() const {
     check_int("log_every", log_every, 0, Limit::steps);
     check_int("probe_every", probe_every, 0, Limit::steps);
     check_int("ckpt_every", ckpt_every, 0, Limit::steps);
+    if (precision != DType::f32 && precision != DType::bf16)
+        fail(std::string("precision ") + dtype_name(precision) + " is not float32 or bfloat16");
     check_real("lr", lr, 0);
     check_real("min_lr_ratio", min_lr_ratio, 0, 1 + 1e-12);
     check_real("weight_decay", weight_decay, 0);
@@ -340,6 +356,7 @@ double Trainer::evaluate(int64_t seq_len) const {
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
         const Batch b = data_->val_batch(i, config_.batch_size, T);
+        const Autocast mixed_precision(config_.precision);  // measured as trained
         total += model_->forward(b.inputs.to(device_), b.targets.to(device_)).loss.item();
     }
     return total / double(n);
@@ -424,9 +441,15 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         const auto t0 = std::chrono::steady_clock::now();
         optimizer_->lr = lr_at(schedule, step_);
         const Batch batch = data_->train_batch(c.batch_size, c.seq_len, sampler_);
-        const LMOutput out = model_->forward(batch.inputs.to(device_), batch.targets.to(device_));
-        Tensor objective = out.loss, z;
-        if (c.z_loss > 0) objective = objective + (z = z_loss(out.logits)) * c.z_loss;
+        LMOutput out;
+        Tensor objective, z;
+        {
+            // Forward only: backward follows the dtypes forward chose (autograd/autocast.h).
+            const Autocast mixed_precision(c.precision);
+            out = model_->forward(batch.inputs.to(device_), batch.targets.to(device_));
+            objective = out.loss;
+            if (c.z_loss > 0) objective = objective + (z = z_loss(out.logits)) * c.z_loss;
+        }
         const double loss_value = out.loss.item();  // the cross-entropy alone, comparable across runs
         if (!std::isfinite(loss_value)) {
             result.diverged = true;

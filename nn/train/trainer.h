@@ -43,6 +43,9 @@ struct TrainConfig {
     // false: AdamW decays p by lr·weight_decay per step (torch's AdamW); true: by
     // weight_decay · lr/peak, independent of the peak rate (AdamW::decay_peak_lr).
     bool independent_weight_decay = false;
+    // f32, or bf16: mixed precision, every forward under gg::Autocast (autograd/autocast.h):
+    // GEMMs and attention in bfloat16, the rest, the parameters and AdamW's moments float32.
+    DType precision = DType::f32;
     double z_loss = 0;  // coefficient of the z-loss mean (log Z)² added to the loss (ops.h); 0: none
     double beta1 = 0.9, beta2 = 0.95;
     double grad_clip = 1.0;  // 0: off
@@ -102,6 +105,11 @@ struct TrainResult {
     bool stopped = false;         // stopped on request (stop_on), after saving a checkpoint
     std::string message;          // why it stopped early, if it did
 };
+
+// A training precision by name: "f32" (or "float32") and "bf16" (or "bfloat16"); anything else
+// throws naming what is accepted. precision_name gives the short name back.
+DType parse_precision(const std::string& name);
+const char* precision_name(DType precision);
 
 // 16 random hex digits from the system's entropy source: a run's id.
 std::string new_run_id();

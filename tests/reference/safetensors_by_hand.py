@@ -13,8 +13,10 @@ import struct
 import numpy as np
 import torch
 
-# safetensors dtype and the little-endian NumPy type of its bytes.
-FORMATS = {torch.float32: ("F32", "<f4"), torch.float64: ("F64", "<f8"), torch.int64: ("I64", "<i8")}
+# safetensors dtype and the little-endian NumPy type of its bytes. NumPy has no bfloat16:
+# its 16 bits travel as an int16 and are viewed as torch.bfloat16 again.
+FORMATS = {torch.float32: ("F32", "<f4"), torch.float64: ("F64", "<f8"), torch.int64: ("I64", "<i8"),
+           torch.bfloat16: ("BF16", "<i2")}
 NUMPY_TYPES = dict(FORMATS.values())
 
 
@@ -25,7 +27,8 @@ def write_safetensors(path, named, metadata=None):
         header["__metadata__"] = metadata
     for name, t in named.items():
         dtype, numpy_type = FORMATS[t.dtype]
-        data = t.detach().contiguous().numpy().astype(numpy_type).tobytes()
+        t = t.detach().contiguous()
+        data = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().astype(numpy_type).tobytes()
         header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
@@ -46,4 +49,6 @@ def read_safetensors(path):
         begin, end = info["data_offsets"]
         array = np.frombuffer(data[begin:end], dtype=NUMPY_TYPES[info["dtype"]]).reshape(info["shape"])
         tensors[name] = torch.from_numpy(array.copy())
+        if info["dtype"] == "BF16":
+            tensors[name] = tensors[name].view(torch.bfloat16)
     return tensors, metadata

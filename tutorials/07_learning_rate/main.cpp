@@ -97,12 +97,24 @@ int main(int argc, char** argv) {
     app.add_option("--weight-decay", s.weight_decay, "AdamW's weight decay λ")->capture_default_str();
     app.add_flag("--independent-wd", s.independent_wd, "weight decay independent of the rate (λ·s_t per step)");
     app.add_option("--z-loss", s.z_loss, "z-loss coefficient")->capture_default_str();
+    std::string precision = "f32";
+    app.add_option("--precision", precision, "f32, or bf16: every run in mixed precision (gg::Autocast)")
+        ->check([](const std::string& v) {
+            try {
+                parse_precision(v);
+                return std::string();
+            } catch (const std::exception& e) {
+                return std::string(e.what());
+            }
+        })
+        ->capture_default_str();
     app.add_option("--layers", s.layers, "transformer blocks")->capture_default_str();
     app.add_option("--d-model", s.d_model, "model width")->capture_default_str();
     app.add_option("--batch", s.batch, "sequences per batch")->capture_default_str();
     app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
     add_replot(app, options);
     CLI11_PARSE(app, argc, argv);
+    s.precision = parse_precision(precision);
     if (!options.replot.empty()) {
         plot_study(options.replot, read_study(options.replot));
         std::printf("redrew the pictures of %s from its summary.json, runs.csv, probes.csv, steps.csv\n",
@@ -130,7 +142,8 @@ int main(int argc, char** argv) {
                 (long long)s.layers, (long long)s.d_model, (long long)s.heads, (long long)s.batch,
                 (long long)s.seq_len, (long long)s.steps, (long long)s.warmup, s.weight_decay,
                 s.independent_wd ? " (independent of the rate)" : "", s.clip,
-                s.z_loss > 0 ? (", z-loss " + std::to_string(s.z_loss)).c_str() : "", (long long)seeds);
+                (s.z_loss > 0 ? ", z-loss " + std::to_string(s.z_loss) : std::string()).c_str(), (long long)seeds);
+    if (s.precision == DType::bf16) std::printf("mixed precision: GEMMs and attention in bfloat16 (gg::Autocast)\n");
     std::printf("unigram entropy of the training bytes: %.4f nats (a run that ends above it diverged)\n", study.unigram);
     struct Job {
         size_t variant;

@@ -23,6 +23,7 @@ TrainConfig RunSettings::train_config() const {
     c.batch_size = batch, c.steps = steps, c.warmup = warmup, c.lr = lr, c.seed = seed;
     c.grad_clip = clip, c.weight_decay = weight_decay, c.independent_weight_decay = independent_wd, c.z_loss = z_loss;
     c.probe_every = probe_every;
+    c.precision = precision;
     c.eval_every = 0;  // validate once, at the end
     return c;
 }

@@ -56,6 +56,7 @@ json report(const Study& study, bool quick) {
                     {"warmup", s.warmup},   {"clip", s.clip},             {"weight_decay", s.weight_decay},
                     {"independent_wd", s.independent_wd},                 {"z_loss", s.z_loss},
                     {"probe_every", s.probe_every},                       {"seeds", study.seeds},
+                    {"precision", precision_name(s.precision)},
                     {"lrs", study.lrs},     {"unigram_entropy", study.unigram}, {"variants", json::array()}};
 
     std::printf("\n== final validation loss (nats/byte) after %lld steps: mean over seeds\n%-14s",

@@ -28,6 +28,7 @@ struct RunSettings {
     double weight_decay = 0;             // AdamW's λ; with independent_wd, λ·s_t per step
     bool independent_wd = false;
     double z_loss = 0;                   // off: it is a fix for the output logits, not studied here
+    gg::DType precision = gg::DType::f32;  // bf16: mixed precision (gg::Autocast), as the paper trains
     int64_t probe_every = 50;            // stability statistics (nn/analysis/stability.h)
     Variant variant{"baseline", false, false};
     double lr = 1e-2;

@@ -1,0 +1,54 @@
+// cpu_float32.h — how a fused CPU kernel takes bfloat16 operands: on float32 copies of them.
+//
+// The bfloat16 form of softmax, cross-entropy, RMSNorm, SwiGLU, RoPE and attention widens
+// its bfloat16 inputs to float32 (exact: a bfloat16 is the top half of a float32), runs the
+// float32 kernel, and rounds each bfloat16 output once. Every statistic inside (a row's max
+// and sum of exponentials, a mean square, attention's running max and log-sum-exp) is then
+// the float32 one, as in a GPU kernel that loads bfloat16 and accumulates in float32, and
+// the bfloat16 entry equals the float32 entry on bfloat16-rounded inputs, rounded.
+#pragma once
+#include <array>
+#include <initializer_list>
+#include <vector>
+
+#include "tensor/backend.h"
+
+namespace gg {
+
+void cpu_copy(const View& out, const View& in);  // tensor/cpu_backend.cpp: any strides, converts dtype
+
+// Calls kernel(inputs', outputs') where each bfloat16 view is replaced by a dense float32
+// one: filled from it for an input, rounded back into it afterwards for an output. Views
+// of other dtypes pass through as they are, and so do views with no data (an output not
+// asked for), seen as float32.
+template <size_t I, size_t O, class Kernel>
+void via_float32(const std::array<View, I>& inputs, const std::array<View, O>& outputs, Kernel&& kernel) {
+    std::vector<std::vector<float>> buffers;
+    buffers.reserve(I + O);
+    const auto widen = [&](const View& v, bool read) {
+        if (v.dtype != DType::bf16) return v;
+        View f = v;
+        f.dtype = DType::f32;
+        if (v.data == nullptr) return f;
+        f.data = buffers.emplace_back(v.numel()).data();
+        for (int64_t d = v.ndim, stride = 1; d-- > 0; stride *= v.shape[d]) f.strides[d] = stride;
+        if (read) cpu_copy(f, v);
+        return f;
+    };
+    std::array<View, I> in;
+    std::array<View, O> out;
+    for (size_t i = 0; i < I; ++i) in[i] = widen(inputs[i], true);
+    for (size_t o = 0; o < O; ++o) out[o] = widen(outputs[o], false);
+    kernel(in, out);
+    for (size_t o = 0; o < O; ++o)
+        if (out[o].data != outputs[o].data) cpu_copy(outputs[o], out[o]);
+}
+
+// Whether any of the views holds bfloat16 data: the entries above then take via_float32.
+inline bool any_bf16(std::initializer_list<View> views) {
+    for (const View& v : views)
+        if (v.dtype == DType::bf16 && v.data != nullptr) return true;
+    return false;
+}
+
+}  // namespace gg
