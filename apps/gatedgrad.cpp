@@ -628,7 +628,14 @@ std::string rank0_run_id(const std::string& mine) {
 
 int run_train(const TrainArgs& a) {
     stop_on_signals();
-    if (dist::launched_by_mpi()) job = dist::init_mpi();
+    if (dist::launched_by_mpi()) {
+        try {
+            job = dist::init_mpi();
+        } catch (const std::exception&) {  // a build without MPI: every rank fails alike, rank 0 says why
+            if (dist::launcher_rank() > 0) throw QuietExit{1};
+            throw;
+        }
+    }
     const int rank = job ? job->rank() : 0, world = job ? job->world_size() : 1;
     const fs::path dir = fs::path(a.out), ckpt = dir / "model.safetensors";
     const bool existed = fs::exists(dir);
