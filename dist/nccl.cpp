@@ -13,6 +13,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -80,6 +81,7 @@ public:
     [[noreturn]] void abort(int code) override {
         ncclCommAbort(comm_);
         mpi_->abort(code);
+        std::_Exit(code);  // not reached: abort() ends the process
     }
 
 private:
