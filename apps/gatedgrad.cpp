@@ -649,9 +649,9 @@ int run_train(const TrainArgs& a) {
     // Everything that can fail before the first step runs here, on every rank, in two parts
     // with the collective calls between them; a failure removes the folder this run made, so
     // that it does not block the next attempt.
-    const auto undo = [&] {
+    const auto undo = [&] {  // only by the process holding the folder's lock: never another run's folder
         std::error_code ec;
-        if (!existed && rank == 0) fs::remove_all(dir, ec);
+        if (!existed && lock) fs::remove_all(dir, ec);
     };
     std::exception_ptr failure;
     try {
