@@ -34,8 +34,8 @@ void check_reducible(const Tensor& x, const char* op) {
 bool built_with_mpi() { return false; }
 std::shared_ptr<ProcessGroup> init_mpi() {
     throw std::runtime_error(
-        "this gatedgrad was built without MPI: install Open MPI (tools/setup: libopenmpi-dev, openmpi-bin) and "
-        "configure the build again");
+        "built without MPI, so it cannot train on the processes mpirun started: install Open MPI (tools/setup: "
+        "libopenmpi-dev, openmpi-bin) and configure the build again");
 }
 #endif
 

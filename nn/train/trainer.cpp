@@ -181,7 +181,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> d
     // fails here, naming the sizes, not at the first evaluation after training began.
     Generator probe(config.seed);
     data_->train_batch(1, config.seq_len, probe);
-    data_->val_batch(0, config.batch_size, config.seq_len);
+    data_->val_batch(0, config.batch_size * config.world_size, config.seq_len);  // N ranks validate on N·B
     manual_seed(config.seed);  // parameter init draws from the default generator
     model_ = std::make_shared<GatedTransformerLM>(config.model);  // initialised on the CPU: the same on any device
     model_->to(device);
