@@ -1,12 +1,15 @@
 // gatedgrad train under mpirun: 2 ranks log what 1 process with their whole batch logs, a
-// rank killed with -9 ends the job within seconds and the last checkpoint resumes, a changed
+// rank killed with -9 ends the job within seconds and the last checkpoint resumes (Ctrl-C too,
+// with a checkpoint of its own), a changed
 // number of ranks on resume is refused, and a rank that alone meets bad input stops the job
 // with one line. (tests/meson.build runs this suite where MPI was found.)
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <vector>
 
 #include "tests/app_check.h"
@@ -72,6 +75,30 @@ std::vector<pid_t> children(pid_t parent) {
     return found;
 }
 
+// mpirun started in the background from `tmp` (stdout and stderr into job.out, job.err): its pid.
+pid_t spawn_mpirun(const TempDir& tmp, const std::string& args) {
+    const std::string command = "cd " + tmp.path.string() + " && exec " + mpirun(2, args) + " >job.out 2>job.err";
+    pid_t job = -1;
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    REQUIRE(posix_spawn(&job, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+    return job;
+}
+
+size_t lines_in(const fs::path& file) {
+    std::ifstream in(file);
+    return size_t(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+}
+
+// Resumes the run on 2 ranks, cut short to `steps` in all: every step logged once.
+void check_resumes(const TempDir& tmp, const fs::path& run, size_t steps) {
+    const Outcome resumed = run_command(tmp, mpirun(2, "train --resume --out run --quiet --steps " + std::to_string(steps)));
+    INFO("stderr: " << resumed.err);
+    REQUIRE(resumed.code == 0);
+    const auto lines = log_lines(run);
+    REQUIRE(lines.size() == steps);  // those after the checkpoint were cut and done again
+    for (size_t i = 0; i < lines.size(); ++i) CHECK(lines[i]["step"] == int64_t(i) + 1);
+}
+
 }  // namespace
 
 TEST_CASE("mpirun -np 2 train --batch 4 logs what train --batch 8 logs") {
@@ -104,17 +131,8 @@ TEST_CASE("mpirun -np 2 train --batch 4 logs what train --batch 8 logs") {
 TEST_CASE("mpirun: a rank killed with -9 ends the job at once, and the last checkpoint resumes on 2 ranks") {
     TempDir tmp;
     const fs::path corpus = write_corpus(tmp), run = tmp.path / "run";
-    const std::string command = "cd " + tmp.path.string() + " && exec " +
-                                mpirun(2, "train --batch 4 --steps 400 --ckpt-every 5 --out run" + model(corpus)) +
-                                " >job.out 2>job.err";
-    pid_t job = -1;
-    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-    REQUIRE(posix_spawn(&job, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
-    const auto steps_logged = [&] {
-        std::ifstream in(run / "log.jsonl");
-        return std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
-    };
-    REQUIRE(wait_until([&] { return steps_logged() >= 12 && fs::exists(run / "model.safetensors"); }, 120));
+    const pid_t job = spawn_mpirun(tmp, "train --batch 4 --steps 100000 --warmup 2 --ckpt-every 5 --out run" + model(corpus));
+    REQUIRE(wait_until([&] { return lines_in(run / "log.jsonl") >= 12 && fs::exists(run / "model.safetensors"); }, 120));
     // Rank 0 holds the run folder's lock and wrote its pid there; the other rank is the one killed.
     const pid_t rank0 = std::stoi(read_file(run / "lock"));
     pid_t victim = -1;
@@ -130,14 +148,21 @@ TEST_CASE("mpirun: a rank killed with -9 ends the job at once, and the last chec
     CHECK(seconds < 30);
     CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0));
     const size_t logged = log_lines(run).size();
-    CHECK(logged < 400);
+    check_resumes(tmp, run, logged + 10);
+}
 
-    const Outcome resumed = run_command(tmp, mpirun(2, "train --resume --out run --quiet"));
-    INFO("stderr: " << resumed.err);
-    REQUIRE(resumed.code == 0);
-    const auto lines = log_lines(run);
-    REQUIRE(lines.size() == 400);  // every step once: those after the checkpoint were cut and done again
-    for (size_t i = 0; i < lines.size(); ++i) CHECK(lines[i]["step"] == int64_t(i) + 1);
+TEST_CASE("mpirun: Ctrl-C stops every rank at a step boundary with a checkpoint, and the run resumes") {
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "run";
+    const pid_t job = spawn_mpirun(tmp, "train --batch 4 --steps 100000 --warmup 2 --out run" + model(corpus));
+    REQUIRE(wait_until([&] { return lines_in(run / "log.jsonl") >= 5; }, 120));
+    REQUIRE(kill(job, SIGINT) == 0);  // mpirun passes it on to the ranks as SIGTERM
+    int status = 0;
+    REQUIRE(wait_until([&] { return waitpid(job, &status, WNOHANG) == job; }, 60));
+    const auto lines = app_lines(read_file(tmp.path / "job.err"));
+    REQUIRE(lines.size() == 1);  // rank 0's, not one per rank
+    CHECK(lines[0].find("stopped by SIGTERM after step") != std::string::npos);
+    check_resumes(tmp, run, log_lines(run).size() + 10);
 }
 
 TEST_CASE("mpirun: a run resumed on another number of ranks is refused in one line") {
