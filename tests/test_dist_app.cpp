@@ -1,8 +1,8 @@
-// gatedgrad train under mpirun: 2 ranks log what 1 process with their whole batch logs, a
-// rank killed with -9 ends the job within seconds and the last checkpoint resumes (Ctrl-C too,
-// with a checkpoint of its own), a changed
-// number of ranks on resume is refused, and a rank that alone meets bad input stops the job
-// with one line. (tests/meson.build runs this suite where MPI was found.)
+// gatedgrad train under mpirun: 2 ranks log what 1 process with their whole batch logs; a
+// rank killed with -9 ends the job within seconds and the last checkpoint resumes; Ctrl-C
+// stops every rank with a checkpoint; a changed number of ranks on resume is refused; and a
+// rank that alone meets bad input stops the job with one line. (tests/meson.build runs this
+// suite where MPI was found.)
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
