@@ -23,6 +23,9 @@
 #include "nn/io/checkpoint.h"
 #include "nn/io/safetensors.h"
 
+#include "dist/gradient_buckets.h"
+#include "dist/process_group.h"
+
 #include "nn/train/data.h"
 #include "nn/train/run_lock.h"
 #include "nn/train/synthetic.h"

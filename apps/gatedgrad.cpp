@@ -53,6 +53,52 @@ struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// ---------------------------------------------------------------- data parallel
+
+// Started by mpirun: the job's processes (null in one process). Each rank runs the same
+// command; rank 0 alone writes files and prints.
+std::shared_ptr<dist::ProcessGroup> job;
+// Once every rank has agreed that a run can start, an error on one rank alone ends the whole
+// job (MPI_Abort): the others would otherwise wait for it in their next all-reduce forever.
+bool abort_job_on_error = false;
+
+// A rank that stops because another rank reported why: it exits with that code, silently.
+struct QuietExit {
+    int code;
+};
+
+int exit_code(const std::exception_ptr& failure) {
+    try {
+        std::rethrow_exception(failure);
+    } catch (const UsageError&) {
+        return 2;
+    } catch (...) {
+        return 1;
+    }
+}
+
+// Every rank runs the same checks before the first step. When any fails, every rank stops:
+// the lowest rank that failed rethrows its error (one line on stderr), the others exit with
+// its code without a word; `undo` (rank 0: remove the folder this run made) runs first.
+void agree_to_start(std::exception_ptr failure, const std::function<void()>& undo) {
+    int first = failure ? 0 : -1, code = failure ? exit_code(failure) : 0;
+    if (job) {
+        const Tensor codes = zeros({job->world_size()}, DType::f64);
+        codes.data<double>()[job->rank()] = code;
+        job->all_reduce(codes, dist::ReduceOp::sum);
+        first = -1;
+        for (int r = 0; r < job->world_size() && first < 0; ++r)
+            if (const double c = codes.data<const double>()[r]; c != 0) first = r, code = int(c);
+    }
+    if (first < 0) {
+        abort_job_on_error = job && job->world_size() > 1;
+        return;
+    }
+    undo();
+    if (failure && (!job || job->rank() == first)) std::rethrow_exception(failure);
+    throw QuietExit{code};
+}
+
 std::string one_line(std::string text) {
     for (char& c : text)
         if (c == '\n' || c == '\r') c = ' ';
@@ -330,7 +376,8 @@ void add_train(CLI::App& app, TrainArgs& a) {
     a.steps = o.option<I>("--steps", [](TrainConfig& c, const I& v) { c.steps = v; },
                           "training steps (a preset's warmup and eval interval keep their share of the run unless given)")
                   ->check(count(0, kMaxSteps));
-    o.option<I>("--batch", [](TrainConfig& c, const I& v) { c.batch_size = v; }, "sequences per batch")
+    o.option<I>("--batch", [](TrainConfig& c, const I& v) { c.batch_size = v; },
+                "sequences per batch (per rank under mpirun: N ranks train on N x this)")
         ->check(count(1, TrainConfigLimits::batch_size));
     o.option<I>("--seq-len", [](TrainConfig& c, const I& v) { c.seq_len = c.model.max_len = v; },
                             "tokens per sequence, BOS included")
@@ -400,7 +447,11 @@ void add_train(CLI::App& app, TrainArgs& a) {
         "checkpoint and exits with 130 (SIGINT) or 143 (SIGTERM); a second one exits at once. One process writes a\n"
         "folder at a time: a second train into it (--force included) is refused, naming the pid that holds it.\n"
         "Everything is checked before the first step (sizes, memory, data long enough for a batch and for\n"
-        "validation); a run that fails before it starts leaves no new folder behind.");
+        "validation); a run that fails before it starts leaves no new folder behind.\n"
+        "Data parallel: mpirun -np N gatedgrad train ... trains on N processes (one GPU each with --device cuda),\n"
+        "each on --batch sequences of every step's N x --batch, with the gradients averaged: the same steps as one\n"
+        "process with --batch N x B. Rank 0 writes the folder; --resume needs the N the run began with. A rank that\n"
+        "dies ends the job; the last checkpoint stays whole.");
 }
 
 // The config a run in `dir` was started with: its config.json or, where that is gone, the
@@ -475,14 +526,16 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
     std::snprintf(text, sizeof text,
                   "model     %lld layers, d_model %lld, %lld heads (%lld kv), attention %s%s%s, %s positions, FFN %s\n"
                   "          %lld parameters\n"
-                  "training  %lld steps, batch %lld x %lld tokens, lr %g (warmup %lld, cosine to %g), weight decay %g, "
+                  "training  %lld steps, batch %s%lld x %lld tokens, lr %g (warmup %lld, cosine to %g), weight decay %g, "
                   "clip %g, seed %llu\n"
                   "          validate every %lld steps, checkpoint every %lld (0: at the end) and every %g minutes\n"
                   "data      %s\n",
                   (long long)m.n_layers, (long long)m.d_model, (long long)at.n_heads, (long long)at.kv_heads(), gate.c_str(),
                   at.qk_norm ? ", qk-norm" : "", at.window > 0 ? (", window " + std::to_string(at.window)).c_str() : "",
                   m.positions == PositionEncoding::rope ? "RoPE" : "learned", ffn.c_str(), (long long)parameters,
-                  (long long)c.steps, (long long)c.batch_size, (long long)c.seq_len, c.lr, (long long)c.warmup,
+                  (long long)c.steps,
+                  c.world_size > 1 ? (std::to_string(c.world_size) + " ranks x ").c_str() : "", (long long)c.batch_size,
+                  (long long)c.seq_len, c.lr, (long long)c.warmup,
                   c.lr * c.min_lr_ratio, c.weight_decay, c.grad_clip, (unsigned long long)c.seed, (long long)c.eval_every,
                   (long long)c.ckpt_every, c.ckpt_minutes, data.c_str());
     return text;
@@ -556,19 +609,64 @@ std::string fingerprint_change(const std::string& was, const std::string& now) {
     return "the same files and sizes, other bytes (" + a[0] + " then, " + b[0] + " now)";
 }
 
+// One GPU per rank: rank k of a machine sees only the k-th of the GPUs it could see (before
+// anything touches CUDA), as device 0.
+void one_gpu_per_rank(int local_rank) {
+    std::vector<std::string> visible;
+    if (const char* list = std::getenv("CUDA_VISIBLE_DEVICES"); list && *list) {
+        std::stringstream in(list);
+        for (std::string id; std::getline(in, id, ',');) visible.push_back(id);
+    }
+    const std::string mine = visible.empty() ? std::to_string(local_rank)
+                                             : visible[size_t(local_rank) % visible.size()];
+    ::setenv("CUDA_VISIBLE_DEVICES", mine.c_str(), 1);
+}
+
+// The run's id as rank 0 drew it: 16 hex digits sent as two exact 32-bit halves.
+std::string rank0_run_id(const std::string& mine) {
+    const uint64_t id = std::stoull(mine, nullptr, 16);
+    const Tensor halves = from_vector(std::vector<double>{double(id >> 32), double(id & 0xffffffffu)}, {2});
+    job->broadcast(halves, 0);
+    const double* h = halves.data<const double>();
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", (unsigned long long)((uint64_t(h[0]) << 32) | uint64_t(h[1])));
+    return text;
+}
+
 int run_train(const TrainArgs& a) {
     stop_on_signals();
-    TrainConfig requested = train_config(a);
-    const fs::path dir(requested.out_dir), ckpt = dir / "model.safetensors";
+    if (dist::launched_by_mpi()) {
+        try {
+            job = dist::init_mpi();
+        } catch (const std::exception&) {  // a build without MPI: every rank fails alike, rank 0 says why
+            if (dist::launcher_rank() > 0) throw QuietExit{1};
+            throw;
+        }
+    }
+    const int rank = job ? job->rank() : 0, world = job ? job->world_size() : 1;
+    const fs::path dir = fs::path(a.out), ckpt = dir / "model.safetensors";
     const bool existed = fs::exists(dir);
-    const RunLock lock(dir.string());  // held until the process ends
-    const Device device = parse_device(a.device);
+    std::optional<RunLock> lock;  // rank 0's, held until the process ends
+    TrainConfig requested;
+    std::optional<TrainConfig> run;
     std::shared_ptr<const TextDataset> data;
     std::unique_ptr<Trainer> trainer;
     std::string changes;
-    // Everything that can fail before the first step runs here; a failure removes the folder
-    // this run made, so that it does not block the next attempt.
+    Device device = Device::CPU;
+    // Everything that can fail before the first step runs here, on every rank, in two parts
+    // with the collective calls between them; a failure removes the folder this run made, so
+    // that it does not block the next attempt.
+    const auto undo = [&] {  // only by the process holding the folder's lock: never another run's folder
+        std::error_code ec;
+        if (!existed && lock) fs::remove_all(dir, ec);
+    };
+    std::exception_ptr failure;
     try {
+        requested = train_config(a);
+        requested.world_size = world;
+        if (rank == 0) lock.emplace(dir.string());
+        if (job && a.device.rfind("cuda", 0) == 0) one_gpu_per_rank(job->local_rank());
+        device = parse_device(a.device);
         if (!a.resume && !a.force)
             for (const char* name : {"model.safetensors", "log.jsonl", "config.json"})
                 if (fs::exists(dir / name))
@@ -576,7 +674,14 @@ int run_train(const TrainArgs& a) {
                                      (fs::exists(ckpt) ? "pass --resume to continue it or --force to replace it"
                                                        : "it has no checkpoint to resume from: pass --force to start over"));
         if (a.resume && !fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
-        const std::optional<TrainConfig> run = a.resume ? run_config(dir) : std::nullopt;
+        run = a.resume ? run_config(dir) : std::nullopt;
+        if (run && run->world_size != world)
+            throw UsageError("the run in " + dir.string() + " trained on " + std::to_string(run->world_size) +
+                             " process(es) and this job has " + std::to_string(world) + ": each step was a batch of " +
+                             std::to_string(run->world_size) + " x " + std::to_string(run->batch_size) +
+                             " sequences; resume it with " +
+                             (run->world_size == 1 ? std::string("one process (no mpirun)")
+                                                   : "mpirun -np " + std::to_string(run->world_size)));
         requested.run_id = run && !run->run_id.empty() ? run->run_id : new_run_id();
         if (run) changes = resume_changes(*run, requested);
         const Corpus corpus = load_corpus(requested.data);
@@ -587,42 +692,58 @@ int run_train(const TrainArgs& a) {
                                      fingerprint_change(run->data_fingerprint, requested.data_fingerprint) +
                                      "; pass --allow-data-change to go on with these");
         data = std::make_shared<const TextDataset>(corpus.documents, requested.split);
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    agree_to_start(failure, undo);
+    if (job) requested.run_id = rank0_run_id(requested.run_id);  // a new run's id is drawn on each rank
+    // GPU tensors are reduced by NCCL where this build has it (else through host copies, by MPI).
+    if (job && device != Device::CPU && dist::built_with_nccl()) job = dist::init_nccl(job);
+    try {
         trainer = std::make_unique<Trainer>(requested, data, device);
         if (a.resume) trainer->resume(ckpt.string());
-        write_text_file((dir / "config.json").string(), trainer->config().to_json() + "\n");
     } catch (...) {
-        std::error_code ec;
-        if (!existed) fs::remove_all(dir, ec);
-        throw;
+        failure = std::current_exception();
     }
+    agree_to_start(failure, undo);
+    if (job) trainer->distribute(job);
+    if (rank == 0) write_text_file((dir / "config.json").string(), trainer->config().to_json() + "\n");
     const TrainConfig& config = trainer->config();  // resume may restart the schedule
-    if (!a.quiet) {
+    const bool quiet = a.quiet || rank != 0;
+    if (!quiet) {
         std::printf("%s", describe(config, trainer->model().num_parameters()).c_str());
         std::printf("          %s\n", data->split_summary().c_str());
-        std::printf("device    %s\n", device_label(device).c_str());
+        std::printf("device    %s%s\n", device_label(device).c_str(),
+                    world > 1 ? (", " + std::to_string(world) + " processes (" + job->backend_name() + ")").c_str() : "");
         std::printf("run       %s in %s\n", config.run_id.c_str(), dir.string().c_str());
         const double h = data->unigram_entropy();
         std::printf("unigram baseline (no context): %.4f nats/byte, %.3f bits/byte\n", h, bits(h));
         if (a.resume) std::printf("resuming at step %lld\n", (long long)trainer->step());
     }
     // Even when quiet: a resumed run that trains otherwise than it began says so.
-    if (!changes.empty()) std::printf("changed for the rest of the run: %s\n", changes.c_str());
-    if (!trainer->resume_note().empty()) std::printf("%s\n", trainer->resume_note().c_str());
+    if (rank == 0 && !changes.empty()) std::printf("changed for the rest of the run: %s\n", changes.c_str());
+    if (rank == 0 && !trainer->resume_note().empty()) std::printf("%s\n", trainer->resume_note().c_str());
     std::fflush(stdout);
     trainer->stop_on(stop_requested);
-    const TrainResult result = trainer->run(a.quiet);
+    const TrainResult result = trainer->run(quiet);
     if (result.stopped) {
         std::fflush(stdout);
-        std::fprintf(stderr, "gatedgrad: stopped by %s after step %lld; saved %s (train --resume --out %s goes on)\n",
-                     stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)trainer->step(),
-                     ckpt.string().c_str(), dir.string().c_str());
-        return 128 + int(stop_signal);
+        if (rank == 0)
+            std::fprintf(stderr, "gatedgrad: stopped by %s after step %lld; saved %s (train --resume --out %s goes on)\n",
+                         stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", (long long)trainer->step(),
+                         ckpt.string().c_str(), dir.string().c_str());
+        return 128 + (stop_signal == SIGTERM ? SIGTERM : SIGINT);
     }
-    if (result.diverged) throw std::runtime_error(result.message);
+    if (result.diverged) {  // the same on every rank (the loss and weights are): rank 0 says so
+        abort_job_on_error = false;
+        if (rank != 0) throw QuietExit{1};
+        throw std::runtime_error(result.message);
+    }
     // Nothing left to train (a finished run resumed): measure the model as it is.
     const double val = result.log.empty() ? trainer->evaluate() : result.final_val_loss;
-    std::printf("final validation loss %.4f nats/byte, %.3f bits/byte (step %lld, %.1f s); saved %s\n", val, bits(val),
-                (long long)trainer->step(), result.seconds, ckpt.string().c_str());
+    if (rank == 0)
+        std::printf("final validation loss %.4f nats/byte, %.3f bits/byte (step %lld, %.1f s); saved %s\n", val,
+                    bits(val), (long long)trainer->step(), result.seconds, ckpt.string().c_str());
     return 0;
 }
 
@@ -1177,6 +1298,7 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
+        if (dist::launcher_rank() > 0) return e.get_exit_code() ? 2 : 0;  // every rank parsed the same: rank 0 says it
         if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
         const std::string hint = dynamic_cast<const CLI::ExtrasError*>(&e) ? unknown_option_hint(app, argc, argv) : "";
         std::fprintf(stderr, "gatedgrad: %s%s (see --help)\n", one_line(e.what()).c_str(), hint.c_str());
@@ -1190,12 +1312,18 @@ int main(int argc, char** argv) {
         if (report.cmd->parsed()) return run_report(report);
         if (exported.cmd->parsed()) return run_export(exported);
         return run_plot(plot);
+    } catch (const QuietExit& e) {
+        return e.code;
     } catch (const UsageError& e) {
         std::fprintf(stderr, "gatedgrad: %s (see --help)\n", one_line(e.what()).c_str());
         return 2;
     } catch (const std::exception& e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "gatedgrad: %s\n", one_line(e.what()).c_str());
+        // Data parallel, a rank that fails alone names itself and ends the job.
+        std::fprintf(stderr, "gatedgrad: %s%s\n",
+                     abort_job_on_error ? ("rank " + std::to_string(job->rank()) + ": ").c_str() : "",
+                     one_line(e.what()).c_str());
+        if (abort_job_on_error) job->abort(1);
         return 1;
     }
 }

@@ -35,6 +35,7 @@ const char* precision_name(DType precision) { return precision == DType::bf16 ? 
 std::string TrainConfig::to_json() const {
     nlohmann::ordered_json j = {{"model", nlohmann::json::parse(model.to_json())},
                                 {"batch_size", batch_size},
+                                {"world_size", world_size},
                                 {"seq_len", seq_len},
                                 {"steps", steps},
                                 {"lr", lr},
@@ -71,6 +72,7 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
     auto field = [&](const char* name, auto& out) { fields.read(name, out); };
     if (std::string model; fields.read_object("model", model)) c.model = LMConfig::from_json(model);
     field("batch_size", c.batch_size);
+    field("world_size", c.world_size);
     field("seq_len", c.seq_len);
     field("steps", c.steps);
     field("lr", c.lr);
@@ -131,6 +133,7 @@ void TrainConfig::validate() const {
         fail(why);
     };
     check_int("batch_size", batch_size, 1, Limit::batch_size);
+    check_int("world_size", world_size, 1, Limit::world_size);
     check_int("seq_len", seq_len, 2, LMConfigLimits::max_len);
     check_int("steps", steps, 0, Limit::steps);
     check_int("warmup", warmup, 0, Limit::steps);
@@ -194,7 +197,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> d
     // fails here, naming the sizes, not at the first evaluation after training began.
     Generator probe(config.seed);
     data_->train_batch(1, config.seq_len, probe);
-    data_->val_batch(0, config.batch_size, config.seq_len);
+    data_->val_batch(0, config.batch_size * config.world_size, config.seq_len);  // N ranks validate on N·B
     manual_seed(config.seed);  // parameter init draws from the default generator
     model_ = std::make_shared<GatedTransformerLM>(config.model);  // initialised on the CPU: the same on any device
     model_->to(device);
@@ -290,6 +293,11 @@ void Trainer::resume(const std::string& path) {
     std::unique_ptr<TrainConfig> planned;
     if (auto it = metadata.find("train_config"); it != metadata.end())
         planned = std::make_unique<TrainConfig>(TrainConfig::from_json(it->second));
+    if (planned && planned->world_size != config_.world_size)
+        throw std::runtime_error("checkpoint: " + path + ": the run trained on " + std::to_string(planned->world_size) +
+                                 " process(es) (a global batch of " + std::to_string(planned->world_size) + " x " +
+                                 std::to_string(planned->batch_size) + "), not " + std::to_string(config_.world_size) +
+                                 ": resume it with mpirun -np " + std::to_string(planned->world_size));
     if (planned && !planned->run_id.empty() && !config_.run_id.empty() && planned->run_id != config_.run_id)
         throw std::runtime_error("checkpoint: " + path + ": it belongs to run " + planned->run_id + ", not to run " +
                                  config_.run_id + " whose config this is (a checkpoint copied from another run?)");
@@ -306,6 +314,18 @@ void Trainer::resume(const std::string& path) {
     sampler_.set_state(s);
     saved_step_ = step_;
     if (planned) continue_schedule(*planned);
+}
+
+void Trainer::distribute(std::shared_ptr<dist::ProcessGroup> group) {
+    if (!group) throw std::invalid_argument("Trainer::distribute: no process group");
+    if (group->world_size() != config_.world_size)
+        throw std::invalid_argument("Trainer::distribute: the config's world_size is " +
+                                    std::to_string(config_.world_size) + ", the process group has " +
+                                    std::to_string(group->world_size()) + " ranks");
+    group_ = std::move(group);
+    buckets_ = std::make_unique<dist::GradientBuckets>(optimizer_->params(), group_);
+    // Every rank built the same weights from the same seed; the broadcast makes sure of it.
+    buckets_->broadcast_parameters(0);
 }
 
 void Trainer::continue_schedule(const TrainConfig& planned) {
@@ -344,20 +364,26 @@ void Trainer::continue_schedule(const TrainConfig& planned) {
 }
 
 StabilityStats Trainer::probe() const {
-    const Batch b = data_->val_batch(0, config_.batch_size, config_.seq_len);
+    const Batch b = data_->val_batch(0, config_.batch_size * world_size(), config_.seq_len);
     return measure_stability(*model_, b.inputs.to(device_));
 }
 
 double Trainer::evaluate(int64_t seq_len) const {
     NoGradGuard no_grad;
-    const int64_t T = seq_len > 0 ? seq_len : config_.seq_len;
-    const int64_t n = std::min(config_.eval_batches, data_->val_batches(config_.batch_size, T));
+    const int64_t T = seq_len > 0 ? seq_len : config_.seq_len, B = config_.batch_size * world_size();
+    const int64_t n = std::min(config_.eval_batches, data_->val_batches(B, T));
     if (n < 1) throw std::runtime_error("evaluate: the validation text is too short for one batch");
+    // Rank r takes batches r, r + N, r + 2N, ...; the sum of all of them comes back to every rank.
     double total = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        const Batch b = data_->val_batch(i, config_.batch_size, T);
+    for (int64_t i = rank(); i < n; i += world_size()) {
+        const Batch b = data_->val_batch(i, B, T);
         const Autocast mixed_precision(config_.precision);  // measured as trained
         total += model_->forward(b.inputs.to(device_), b.targets.to(device_)).loss.item();
+    }
+    if (group_) {
+        const Tensor sum = from_vector(std::vector<double>{total}, {1});
+        group_->all_reduce(sum, dist::ReduceOp::sum);
+        total = sum.item();
     }
     return total / double(n);
 }
@@ -383,12 +409,14 @@ void truncate_log(const std::filesystem::path& path, int64_t step) {
     std::filesystem::rename(tmp, path);
 }
 
-// One status line: a bar on a terminal (rewritten in place), plain lines otherwise.
-void print_progress(const StepLog& s, int64_t total, double elapsed, bool tty) {
+// One status line: a bar on a terminal (rewritten in place), plain lines otherwise. Data
+// parallel, the tokens per second are those of all `world` ranks together.
+void print_progress(const StepLog& s, int64_t total, double elapsed, bool tty, int world) {
     const double eta = s.step > 0 ? elapsed / s.step * (total - s.step) : 0;
     char line[256];
-    std::snprintf(line, sizeof line, "step %5lld/%lld  loss %.4f  lr %.2e  %6.0f tok/s  eta %4.0fs",
-                  static_cast<long long>(s.step), static_cast<long long>(total), s.loss, s.lr, s.tokens_per_s, eta);
+    std::snprintf(line, sizeof line, "step %5lld/%lld  loss %.4f  lr %.2e  %6.0f tok/s%s  eta %4.0fs",
+                  static_cast<long long>(s.step), static_cast<long long>(total), s.loss, s.lr, s.tokens_per_s,
+                  world > 1 ? (" on " + std::to_string(world) + " ranks").c_str() : "", eta);
     if (tty) {
         const int width = 20, filled = total ? int(width * s.step / total) : width;
         std::printf("\r[%s%s] %s", std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), line);
@@ -407,8 +435,11 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
     TrainResult result;
     const TrainConfig& c = config_;
     const bool tty = isatty(fileno(stdout));
+    const int world = world_size();
+    const bool writer = rank() == 0;  // the rank that writes the log and the checkpoints
+    quiet = quiet || !writer;
     std::ofstream log_file;
-    if (!c.out_dir.empty()) {
+    if (!c.out_dir.empty() && writer) {
         fs::create_directories(c.out_dir);
         const fs::path log_path = fs::path(c.out_dir) / "log.jsonl";
         if (step_ > 0) truncate_log(log_path, step_);  // steps logged after the checkpoint are done again
@@ -420,7 +451,7 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
     auto last_save = start;
     const fs::path checkpoint = fs::path(c.out_dir) / "model.safetensors";
     const auto save_now = [&] {
-        save(checkpoint.string());
+        if (writer) save(checkpoint.string());
         saved_step_ = step_;
         last_save = std::chrono::steady_clock::now();
     };
@@ -430,27 +461,51 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
                                 : std::string("; no checkpoint was written before it, so there is none to resume from");
     };
     model_->train();
+    const auto stop_here = [&] {
+        if (!c.out_dir.empty()) save_now();
+        result.stopped = true;
+        result.message = "stopped on request after step " + std::to_string(step_) +
+                         (c.out_dir.empty() ? "" : "; checkpoint saved");
+    };
     while (step_ < last) {
-        if (stop_request_ && stop_request_->load()) {
-            if (!c.out_dir.empty()) save_now();
-            result.stopped = true;
-            result.message = "stopped on request after step " + std::to_string(step_) +
-                             (c.out_dir.empty() ? "" : "; checkpoint saved");
+        // Asked at the step boundary. Data parallel, the ranks learn of it together with the
+        // step's loss (below), and all stop before that step's update.
+        bool stop = stop_request_ && stop_request_->load();
+        if (stop && !group_) {
+            stop_here();
             break;
         }
         const auto t0 = std::chrono::steady_clock::now();
         optimizer_->lr = lr_at(schedule, step_);
-        const Batch batch = data_->train_batch(c.batch_size, c.seq_len, sampler_);
+        // The global batch, of which this rank keeps its own rows (all of them in one process).
+        const std::array<uint64_t, 4> sampler_before = sampler_.state();  // a stop draws this batch again
+        const Batch global = data_->train_batch(c.batch_size * world, c.seq_len, sampler_);
+        const Tensor inputs = global.inputs.narrow(0, rank() * c.batch_size, c.batch_size).contiguous(),
+                     targets = global.targets.narrow(0, rank() * c.batch_size, c.batch_size).contiguous();
         LMOutput out;
         Tensor objective, z;
         {
             // Forward only: backward follows the dtypes forward chose (autograd/autocast.h).
             const Autocast mixed_precision(c.precision);
-            out = model_->forward(batch.inputs.to(device_), batch.targets.to(device_));
+            out = model_->forward(inputs.to(device_), targets.to(device_));
             objective = out.loss;
             if (c.z_loss > 0) objective = objective + (z = z_loss(out.logits)) * c.z_loss;
         }
-        const double loss_value = out.loss.item();  // the cross-entropy alone, comparable across runs
+        double loss_value = out.loss.item();  // the cross-entropy alone, comparable across runs
+        double z_value = z.defined() ? z.item() : NAN;
+        if (group_) {  // every rank's mean loss, and whether any rank was asked to stop
+            const Tensor step_sums = from_vector(std::vector<double>{loss_value, z.defined() ? z_value : 0, double(stop)}, {3});
+            group_->all_reduce(step_sums, dist::ReduceOp::sum);
+            const double* sums = step_sums.data<const double>();
+            loss_value = sums[0] / world;
+            if (z.defined()) z_value = sums[1] / world;
+            stop = sums[2] > 0;
+        }
+        if (stop) {  // before this step's update, and its batch not drawn: the state of the step before
+            sampler_.set_state(sampler_before);
+            stop_here();
+            break;
+        }
         if (!std::isfinite(loss_value)) {
             result.diverged = true;
             result.message = "training stopped: the loss is " + std::to_string(loss_value) + " at step " +
@@ -459,6 +514,7 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         }
         optimizer_->zero_grad();
         objective.backward();
+        if (buckets_) buckets_->average();
         const double norm = c.grad_clip > 0 ? clip_grad_norm(optimizer_->params(), c.grad_clip)
                                             : clip_grad_norm(optimizer_->params(), INFINITY);
         optimizer_->step();
@@ -474,9 +530,9 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         }
         ++step_;
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        StepLog s{step_, loss_value, optimizer_->lr, norm, double(c.batch_size * c.seq_len) / dt, NAN,
-                  z.defined() ? z.item() : NAN, std::nullopt};
-        if (c.probe_every > 0 && (step_ % c.probe_every == 0 || step_ == last)) s.probe = probe();
+        StepLog s{step_, loss_value, optimizer_->lr, norm, double(world * c.batch_size * c.seq_len) / dt, NAN, z_value,
+                  std::nullopt};
+        if (writer && c.probe_every > 0 && (step_ % c.probe_every == 0 || step_ == last)) s.probe = probe();
         const bool eval_now = (c.eval_every > 0 && step_ % c.eval_every == 0) || step_ == c.steps;
         if (eval_now) {
             model_->eval();
@@ -496,7 +552,7 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         }
         if (!quiet && (step_ % std::max<int64_t>(1, c.log_every) == 0 || eval_now || step_ == 1))
             print_progress(s, c.steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                           tty);
+                           tty, world);
         const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save).count() / 60;
         if (!c.out_dir.empty() && ((c.ckpt_every > 0 && step_ % c.ckpt_every == 0) || step_ == last ||
                                    (c.ckpt_minutes > 0 && minutes >= c.ckpt_minutes)))

@@ -14,6 +14,19 @@
 // last checkpoint written before it is kept (so every checkpoint written can be resumed).
 // A stop request (stop_on: an app's Ctrl-C) ends the run at the next step boundary with a
 // checkpoint, so the run can be resumed from there; the library installs no signal handler.
+//
+// Data parallel (distribute): N processes each run this loop on their own slice of every
+// global batch of N · batch_size sequences. Every rank draws the whole global batch from the
+// same seeded sampler and keeps rows [rank·B, (rank+1)·B), so the sampler state stays the
+// same everywhere and N ranks × batch B take the steps one process with batch N·B would:
+//
+//   rank r:  loss_r = model(batch[rB : (r+1)B]);  backward → g_r
+//   all:     g = (1/N) Σ_r g_r   (dist/gradient_buckets.h)   = ∇ of the mean loss over N·B
+//            clip ‖g‖; AdamW step — the same numbers on every rank, so the weights stay equal
+//
+// Validation batches (of N·B sequences) are dealt out round the ranks and their losses
+// summed. Rank 0 alone writes log.jsonl and checkpoints; a checkpoint resumes on as many
+// ranks as wrote it (TrainConfig::world_size).
 #pragma once
 #include <atomic>
 #include <cmath>
@@ -23,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "dist/gradient_buckets.h"
+#include "dist/process_group.h"
 #include "nn/train/data.h"
 #include "nn/optim/optimizer.h"
 #include "nn/optim/schedule.h"
@@ -33,7 +48,8 @@ namespace gg::nn {
 
 struct TrainConfig {
     LMConfig model;
-    int64_t batch_size = 16;
+    int64_t batch_size = 16;  // sequences per step on each rank: N · batch_size in all
+    int64_t world_size = 1;   // ranks (processes) the run trains on; see Trainer::distribute
     int64_t seq_len = 64;  // T; also model.max_len for learned positions
     int64_t steps = 300;
     double lr = 3e-3;
@@ -84,6 +100,7 @@ struct TrainConfig {
 struct TrainConfigLimits {
     static constexpr int64_t steps = 1'000'000'000'000;  // also warmup, eval_every, log_every, ckpt_every
     static constexpr int64_t batch_size = int64_t(1) << 16, eval_batches = int64_t(1) << 20;
+    static constexpr int64_t world_size = int64_t(1) << 16;
 };
 
 struct StepLog {
@@ -91,7 +108,7 @@ struct StepLog {
     double loss;        // training loss of this step's batch (nats/token)
     double lr;
     double grad_norm;   // before clipping
-    double tokens_per_s;
+    double tokens_per_s;  // of the whole step: every rank's tokens
     double val_loss;    // NaN when not evaluated at this step
     double z_loss = NAN;  // the z-loss term mean (log Z)² of this step's batch, when it is on
     std::optional<StabilityStats> probe;  // at the steps TrainConfig::probe_every names
@@ -133,7 +150,16 @@ public:
     // the new end (config().restart_step), and resume_note() says so. A checkpoint whose
     // run_id is not the config's is refused (a file copied in from another run), and so is
     // an out_dir/log.jsonl with a line of another run.
+    // A checkpoint of a run on another number of ranks is refused too (its global batch was
+    // another size).
     void resume(const std::string& checkpoint_path);
+    // Trains data-parallel over `group` (before resume and run; every rank calls it): the
+    // config's world_size must be the group's, and every rank's weights become rank 0's.
+    void distribute(std::shared_ptr<dist::ProcessGroup> group);
+    int rank() const { return group_ ? group_->rank() : 0; }
+    int world_size() const { return group_ ? group_->world_size() : 1; }
+    // Seconds spent averaging gradients across ranks since the trainer was built (0 in one process).
+    double seconds_averaging() const { return buckets_ ? buckets_->seconds_averaging() : 0; }
     const std::string& resume_note() const { return resume_note_; }  // empty: nothing changed
     // Trains up to config.steps, or pauses after step `stop_at` (> 0) with a checkpoint,
     // on the same schedule. `quiet` prints nothing (tests). A resumed run first cuts
@@ -142,9 +168,11 @@ public:
     // run() checks `request` before each step; once it is true, it saves a checkpoint and
     // returns with TrainResult::stopped. A signal handler may set it: it is lock-free.
     void stop_on(const std::atomic<bool>& request) { stop_request_ = &request; }
-    // Mean validation loss over config.eval_batches fixed batches.
+    // Mean validation loss over config.eval_batches fixed batches (of N · batch_size
+    // sequences; data parallel: shared out among the ranks, every rank gets the mean).
     double evaluate(int64_t seq_len = 0) const;
-    // measure_stability on the first validation batch (the same batch at every step).
+    // measure_stability on the first validation batch (the same batch at every step; the run
+    // measures it on rank 0 only).
     StabilityStats probe() const;
     void save(const std::string& path) const;
 
@@ -165,6 +193,8 @@ private:
     int64_t saved_step_ = -1;  // the step of the last checkpoint written or resumed from; -1: none
     const std::atomic<bool>* stop_request_ = nullptr;
     std::string resume_note_;
+    std::shared_ptr<dist::ProcessGroup> group_;  // null: one process
+    std::unique_ptr<dist::GradientBuckets> buckets_;
 };
 
 // Loads a model saved by Trainer::save (config from the file's metadata). The config is

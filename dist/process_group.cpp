@@ -1,0 +1,49 @@
+#include "dist/process_group.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "gatedgrad_config.h"
+
+namespace gg::dist {
+
+bool launched_by_mpi() {
+    // Open MPI's mpirun, then PMIx (Open MPI 5, Slurm), then MPICH's Hydra.
+    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"})
+        if (std::getenv(name)) return true;
+    return false;
+}
+
+int launcher_rank() {
+    for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+        if (const char* value = std::getenv(name)) return std::atoi(value);
+    return 0;
+}
+
+void check_reducible(const Tensor& x, const char* op) {
+    if (!x.defined()) throw std::invalid_argument(std::string(op) + ": the tensor is undefined");
+    if (!x.is_contiguous())
+        throw std::invalid_argument(std::string(op) + ": the tensor of shape " + shape_str(x.shape()) +
+                                    " is not contiguous (reduce a contiguous copy)");
+    if (x.dtype() != DType::f32 && x.dtype() != DType::f64)
+        throw std::invalid_argument(std::string(op) + ": dtype " + dtype_name(x.dtype()) +
+                                    " is not one it takes (f32, f64)");
+}
+
+#if !GG_HAVE_MPI
+bool built_with_mpi() { return false; }
+std::shared_ptr<ProcessGroup> init_mpi() {
+    throw std::runtime_error(
+        "built without MPI, so it cannot train on the processes mpirun started: install Open MPI (tools/setup: "
+        "libopenmpi-dev, openmpi-bin) and configure the build again");
+}
+#endif
+
+#if !GG_HAVE_NCCL
+bool built_with_nccl() { return false; }
+std::shared_ptr<ProcessGroup> init_nccl(std::shared_ptr<ProcessGroup>) {
+    throw std::runtime_error("this gatedgrad was built without NCCL (it needs nvcc and nccl.h; see README)");
+}
+#endif
+
+}  // namespace gg::dist
