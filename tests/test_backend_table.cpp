@@ -774,6 +774,59 @@ TEST_CASE("table bf16: reductions, the sum of squares, embedding rows, routing, 
     }
 }
 
+TEST_CASE("table bf16: attention forward and backward (bf16 Q, K, V, O; lse in f32)") {
+    Generator gen(26);
+    const DType f32 = DType::f32;
+    struct Case {
+        int64_t B, H, Hkv, Tq, Tk, D;
+        bool causal;
+        int64_t window;
+    };
+    // D 8: 8-byte packs of 4 bf16; D 5: one value at a time; 70 rows: two tiles of 64.
+    for (Case c : {Case{2, 4, 2, 9, 9, 8, true, 0}, Case{1, 2, 1, 7, 7, 5, true, 3}, Case{1, 4, 1, 3, 11, 16, true, 0},
+                   Case{1, 1, 1, 70, 70, 32, true, 0}, Case{1, 1, 1, 5, 8, 3, false, 0}}) {
+        CAPTURE(c.Tq);
+        CAPTURE(c.D);
+        const AttentionShape s{c.B, c.H, c.Hkv, c.Tq, c.Tk, c.D, c.causal, c.window, 1 / std::sqrt(double(c.D)), false};
+        const Tensor Q = random({c.B, c.H, c.Tq, c.D}, f32, gen), K = random({c.B, c.Hkv, c.Tk, c.D}, f32, gen),
+                     V = random({c.B, c.Hkv, c.Tk, c.D}, f32, gen);
+        compare_bf16("attention_forward",
+                     {zeros({c.B, c.H, c.Tq, c.D}, f32), zeros({c.B, c.H, c.Tq}, f32),
+                      zeros({c.B, c.H, c.Tq, c.Tk}, f32), Q, K, V},
+                     {0, 2, 3, 4, 5}, {0, 1, 2}, [&](const Backend& be, const std::vector<View>& v) {
+                         be.attention_forward(s, v[0], v[1], v[2], v[3], v[4], v[5]);
+                     });
+        // The backward from the CPU's forward on the same (rounded) inputs; O rounded too.
+        const Tensor O_cpu = zeros({c.B, c.H, c.Tq, c.D}, f32), lse_cpu = zeros({c.B, c.H, c.Tq}, f32);
+        std::vector<float> rounded[3];
+        const Tensor* inputs[3] = {&Q, &K, &V};
+        std::vector<Tensor> bf16_inputs;
+        for (int i = 0; i < 3; ++i) {
+            rounded[i] = inputs[i]->to_vector<float>();
+            for (float& x : rounded[i]) x = round_to_bf16(x);
+            bf16_inputs.push_back(from_vector(rounded[i], inputs[i]->shape()));
+        }
+        backend(Device::CPU).attention_forward(s, O_cpu.view_desc(), lse_cpu.view_desc(), View{},
+                                               bf16_inputs[0].view_desc(), bf16_inputs[1].view_desc(),
+                                               bf16_inputs[2].view_desc());
+        compare_bf16("attention_backward",
+                     {zeros(Q.shape(), f32), zeros(K.shape(), f32), zeros(V.shape(), f32), random(Q.shape(), f32, gen),
+                      Q, K, V, O_cpu, lse_cpu},
+                     {0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2}, [&](const Backend& be, const std::vector<View>& v) {
+                         be.attention_backward(s, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
+                     });
+    }
+    // lse in bf16 would spoil every recomputed probability: refused, naming the dtypes.
+    const Backend& be = cuda::emulated::backend_table();
+    const AttentionShape s{1, 1, 1, 2, 2, 4, true, 0, 0.5, false};
+    DeviceBuffer buffer(be, 256);
+    View x = zeros({1, 1, 2, 4}, f32).view_desc(), lse = zeros({1, 1, 2}, f32).view_desc();
+    x.data = lse.data = buffer.data, x.dtype = lse.dtype = DType::bf16;
+    CHECK_THROWS_WITH_AS(be.attention_forward(s, x, lse, View{}, x, x, x),
+                         "attention_forward: lse is bfloat16; with bfloat16 Q, K, V it must be float32",
+                         std::invalid_argument);
+}
+
 TEST_CASE("table bf16: the optimisers refuse bf16, naming it: they update f32 master weights") {
     const Backend& be = cuda::emulated::backend_table();
     DeviceBuffer buffer(be, 64 * sizeof(float));
