@@ -6,6 +6,7 @@
 //   gemm       every rung of the teaching ladder (cuda/gemm_ladder/), the library's own GEMM
 //              (cuda/gemm.cu) and cuBLAS in FP32, TF32 and bf16 (f32 accumulation), at
 //              1024³, 2048³, 4096³: TFLOP/s, and the share of cuBLAS at the same precision;
+//              the library's bf16 GEMM (cuda/gemm_bf16.cu) against cuBLAS bf16 with bf16 C;
 //              then the library's GEMM on the products of a medium-preset training step.
 //   attention  the fused FlashAttention-style kernels (cuda/attention_*.cu), forward and
 //              forward + backward, B 8, H 8, D 64, causal, T 1024/2048/4096, against the
@@ -103,6 +104,11 @@ __global__ void to_bf16(const float* in, __nv_bfloat16* out, int64_t n) {
     if (i < n) out[i] = __float2bfloat16(in[i]);
 }
 
+__global__ void from_bf16(const __nv_bfloat16* in, float* out, int64_t n) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __bfloat162float(in[i]);
+}
+
 // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: cuBLAS gets B first, with the sizes swapped.
 void cublas_gemm(cublasHandle_t h, cublasComputeType_t compute, cudaDataType_t in_type, int n, const void* A,
                  const void* B, float* C) {
@@ -172,6 +178,26 @@ void bench_gemm() {
                  table.gemm(DType::f32, 1, false, false, n, n, n, 1.0, ptr(A), n, 0, ptr(B), n, 0, 0.0, ptr(C), n, 0);
              },
              refs[0], 1e-5);
+
+        // The library's bf16 GEMM (cuda/gemm_bf16.cu, mma.sync) and cuBLAS bf16 through the same
+        // table contract: the same bf16 inputs, C in bf16, sums in f32. The error is against FP32
+        // cuBLAS on the unrounded inputs: bf16 inputs and output, ~1e-2 relative.
+        const Tensor C16 = zeros({nn / 2}, DType::f32, Device::CUDA);
+        const auto bf16_gemm = [&](bool cublas) {
+            (cublas ? cuda::gpu::gemm_cublas : table.gemm)(DType::bf16, 1, false, false, n, n, n, 1.0, a16, n, 0, b16,
+                                                           n, 0, 0.0, ptr(C16), n, 0);
+        };
+        const double cublas_bf16_ms = median_ms([&] { bf16_gemm(true); });
+        emit("gemm", "cublas_bf16_out", {{"n", n}, {"ms", cublas_bf16_ms}, {"tflops", tflops(cublas_bf16_ms)}});
+        bf16_gemm(false);
+        cuda::launch("from_bf16", from_bf16, dim3(unsigned((nn + 255) / 256)), dim3(256), 0,
+                     reinterpret_cast<const __nv_bfloat16*>(ptr(C16)), ptr(C), nn);
+        const double bf16_err = relative_error(C, ref);
+        const double bf16_ms = median_ms([&] { bf16_gemm(false); });
+        emit("gemm", "library_gemm_bf16",
+             {{"n", n}, {"ms", bf16_ms}, {"tflops", tflops(bf16_ms)}, {"pct_of_cublas", 100 * cublas_bf16_ms / bf16_ms},
+              {"rel_error", bf16_err}},
+             bf16_err < 2e-2, "vs cublas_bf16_out");
     }
 }
 

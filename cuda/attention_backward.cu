@@ -38,10 +38,11 @@ using namespace attention;
 
 // dK, dV (B, Hkv, Tk, D) ← dO, Q, O (B, H, Tq, D), K, V (B, Hkv, Tk, D), lse (B, H, Tq).
 // grid (B·Hkv, ⌈Tk / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(4, 3 · 64).
-template <class T, int kD>
-__global__ void __launch_bounds__(kThreads, Layout<T, kD>::min_blocks(4, 3 * kTile))
-    attention_dkdv_kernel(AttentionShape s, bool vector, T* dK, T* dV, const T* dO, const T* Q, const T* K,
-                          const T* V, const T* O, const T* lse) {
+template <class S, int kD>
+__global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks(4, 3 * kTile))
+    attention_dkdv_kernel(AttentionShape s, bool vector, S* dK, S* dV, const S* dO, const S* Q, const S* K,
+                          const S* V, const S* O, const compute_t<S>* lse) {
+    using T = compute_t<S>;
     using L = Layout<T, kD>;
     const int D = int(s.D);
     const int64_t bhk = blockIdx.x, b = bhk / s.Hkv, hk = bhk % s.Hkv, group = s.H / s.Hkv;
@@ -120,17 +121,18 @@ __global__ void __launch_bounds__(kThreads, Layout<T, kD>::min_blocks(4, 3 * kTi
 
 // dQ (B, H, Tq, D) ← dO, Q, O (B, H, Tq, D), K, V (B, Hkv, Tk, D), lse (B, H, Tq).
 // grid (B·H, ⌈Tq / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(3, 3 · 64).
-template <class T, int kD>
-__global__ void __launch_bounds__(kThreads, Layout<T, kD>::min_blocks(3, 3 * kTile))
-    attention_dq_kernel(AttentionShape s, bool vector, T* dQ, const T* dO, const T* Q, const T* K, const T* V,
-                        const T* O, const T* lse) {
+template <class S, int kD>
+__global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks(3, 3 * kTile))
+    attention_dq_kernel(AttentionShape s, bool vector, S* dQ, const S* dO, const S* Q, const S* K, const S* V,
+                        const S* O, const compute_t<S>* lse) {
+    using T = compute_t<S>;
     using L = Layout<T, kD>;
     const int D = int(s.D);
     const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
     const int64_t i0 = heavy_first_tile() * kTile, i_end = min(i0 + kTile, s.Tq);
     const Lane lane = this_lane();
-    const T* k = K + bhk * s.Tk * D;  // (Tk, D)
-    const T* v = V + bhk * s.Tk * D;  // (Tk, D)
+    const S* k = K + bhk * s.Tk * D;  // (Tk, D)
+    const S* v = V + bhk * s.Tk * D;  // (Tk, D)
 
     GG_DYNAMIC_SHARED(T, smem);
     T* Qs = smem;                                    // (64, ld) this block's queries
@@ -192,31 +194,33 @@ __global__ void __launch_bounds__(kThreads, Layout<T, kD>::min_blocks(3, 3 * kTi
     }
 }
 
-template <class T, int kD>
+template <class S, int kD>
 void backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
               const View& Q, const View& K, const View& V, const View& O, const View& lse) {
     if (s.D == 0) return;  // every gradient is empty
+    using T = compute_t<S>;
     using L = Layout<T, kD>;
     const bool vector = vectors_fit<T>(s.D, {dQ.data, dK.data, dV.data, dO.data, Q.data, K.data, V.data, O.data});
     if (s.B * s.Hkv * s.Tk > 0)
-        launch("attention_backward_dkdv", attention_dkdv_kernel<T, kD>,
+        launch("attention_backward_dkdv", attention_dkdv_kernel<S, kD>,
                tile_grid("attention_backward", s.B * s.Hkv, s.Tk), dim3(kThreads), L::shared_bytes(4, 3 * kTile), s,
-               vector, static_cast<T*>(dK.data), static_cast<T*>(dV.data), static_cast<const T*>(dO.data),
-               static_cast<const T*>(Q.data), static_cast<const T*>(K.data), static_cast<const T*>(V.data),
-               static_cast<const T*>(O.data), static_cast<const T*>(lse.data));
+               vector, static_cast<S*>(dK.data), static_cast<S*>(dV.data), static_cast<const S*>(dO.data),
+               static_cast<const S*>(Q.data), static_cast<const S*>(K.data), static_cast<const S*>(V.data),
+               static_cast<const S*>(O.data), static_cast<const T*>(lse.data));
     if (s.B * s.H * s.Tq > 0)
-        launch("attention_backward_dq", attention_dq_kernel<T, kD>, tile_grid("attention_backward", s.B * s.H, s.Tq),
-               dim3(kThreads), L::shared_bytes(3, 3 * kTile), s, vector, static_cast<T*>(dQ.data),
-               static_cast<const T*>(dO.data), static_cast<const T*>(Q.data), static_cast<const T*>(K.data),
-               static_cast<const T*>(V.data), static_cast<const T*>(O.data), static_cast<const T*>(lse.data));
+        launch("attention_backward_dq", attention_dq_kernel<S, kD>, tile_grid("attention_backward", s.B * s.H, s.Tq),
+               dim3(kThreads), L::shared_bytes(3, 3 * kTile), s, vector, static_cast<S*>(dQ.data),
+               static_cast<const S*>(dO.data), static_cast<const S*>(Q.data), static_cast<const S*>(K.data),
+               static_cast<const S*>(V.data), static_cast<const S*>(O.data), static_cast<const T*>(lse.data));
 }
 
 }  // namespace
 
 void attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
                         const View& Q, const View& K, const View& V, const View& O, const View& lse) {
+    attention::check_lse_dtype("attention_backward", Q.dtype, lse);
     attention::dispatch("attention_backward", Q.dtype, s.D,
-                        [&]<class T, int kD>() { backward<T, kD>(s, dQ, dK, dV, dO, Q, K, V, O, lse); });
+                        [&]<class S, int kD>() { backward<S, kD>(s, dQ, dK, dV, dO, Q, K, V, O, lse); });
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD

@@ -64,16 +64,18 @@ __device__ void online_softmax(LaneScores<T>& p, T (&m)[kLaneRows], T (&l)[kLane
 
 // O (B, H, Tq, D), lse (B, H, Tq) ← Q (B, H, Tq, D), K, V (B, Hkv, Tk, D).
 // grid (B·H, ⌈Tq / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(2, 0).
-template <class T, int kD>
-__global__ void __launch_bounds__(kThreads, Layout<T, kD>::min_blocks(2, 0))
-    attention_forward_kernel(AttentionShape s, bool vector, T* O, T* lse, const T* Q, const T* K, const T* V) {
+template <class S, int kD>
+__global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks(2, 0))
+    attention_forward_kernel(AttentionShape s, bool vector, S* O, compute_t<S>* lse, const S* Q, const S* K,
+                             const S* V) {
+    using T = compute_t<S>;
     using L = Layout<T, kD>;
     const int D = int(s.D);
     const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
     const int64_t i0 = heavy_first_tile() * kTile, i_end = min(i0 + kTile, s.Tq);
     const Lane lane = this_lane();
-    const T* k = K + bhk * s.Tk * D;  // (Tk, D)
-    const T* v = V + bhk * s.Tk * D;  // (Tk, D)
+    const S* k = K + bhk * s.Tk * D;  // (Tk, D)
+    const S* v = V + bhk * s.Tk * D;  // (Tk, D)
 
     GG_DYNAMIC_SHARED(T, smem);
     T* Qs = smem;                                      // (64, ld) this block's queries
@@ -118,37 +120,38 @@ __global__ void __launch_bounds__(kThreads, Layout<T, kD>::min_blocks(2, 0))
 
 // probs (B, H, Tq, Tk) ← exp(Q Kᵀ · scale − lse), 0 where hidden; one thread per element,
 // grid-stride.
-template <class T>
-__global__ void attention_probs_kernel(AttentionShape s, T* probs, const T* Q, const T* K, const T* lse) {
+template <class S, class T = compute_t<S>>
+__global__ void attention_probs_kernel(AttentionShape s, S* probs, const S* Q, const S* K, const T* lse) {
     const int64_t n = s.B * s.H * s.Tq * s.Tk;
     for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
         const int64_t j = e % s.Tk, row = e / s.Tk, i = row % s.Tq, bh = row / s.Tq;
         const KeyRange keys = visible_keys(s, i);
         T p = 0;
         if (j >= keys.first && j <= keys.last) {
-            const T* q = Q + row * s.D;                        // (D)
-            const T* k = K + (kv_head(s, bh) * s.Tk + j) * s.D;  // (D)
+            const S* q = Q + row * s.D;                        // (D)
+            const S* k = K + (kv_head(s, bh) * s.Tk + j) * s.D;  // (D)
             T dot = 0;
-            for (int64_t d = 0; d < s.D; ++d) dot += q[d] * k[d];
+            for (int64_t d = 0; d < s.D; ++d) dot += T(q[d]) * T(k[d]);
             p = std::exp(dot * T(s.scale) - lse[row]);
         }
-        probs[e] = p;
+        probs[e] = S(p);
     }
 }
 
-template <class T, int kD>
+template <class S, int kD>
 void forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
              const View& K, const View& V) {
+    using T = compute_t<S>;
     if (s.B * s.H * s.Tq == 0) return;
     const bool vector = vectors_fit<T>(s.D, {O.data, Q.data, K.data, V.data});
-    launch("attention_forward", attention_forward_kernel<T, kD>, tile_grid("attention_forward", s.B * s.H, s.Tq),
-           dim3(kThreads), Layout<T, kD>::shared_bytes(2, 0), s, vector, static_cast<T*>(O.data),
-           static_cast<T*>(lse.data), static_cast<const T*>(Q.data), static_cast<const T*>(K.data),
-           static_cast<const T*>(V.data));
+    launch("attention_forward", attention_forward_kernel<S, kD>, tile_grid("attention_forward", s.B * s.H, s.Tq),
+           dim3(kThreads), Layout<T, kD>::shared_bytes(2, 0), s, vector, static_cast<S*>(O.data),
+           static_cast<T*>(lse.data), static_cast<const S*>(Q.data), static_cast<const S*>(K.data),
+           static_cast<const S*>(V.data));
     if (probs.data == nullptr) return;
     const int64_t blocks = std::min<int64_t>((probs.numel() + 255) / 256, 65536);
-    launch("attention_probs", attention_probs_kernel<T>, dim3(unsigned(blocks)), dim3(256), 0, s,
-           static_cast<T*>(probs.data), static_cast<const T*>(Q.data), static_cast<const T*>(K.data),
+    launch("attention_probs", attention_probs_kernel<S>, dim3(unsigned(blocks)), dim3(256), 0, s,
+           static_cast<S*>(probs.data), static_cast<const S*>(Q.data), static_cast<const S*>(K.data),
            static_cast<const T*>(lse.data));
 }
 
@@ -156,8 +159,9 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
 
 void attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
                        const View& K, const View& V) {
+    attention::check_lse_dtype("attention_forward", Q.dtype, lse);
     attention::dispatch("attention_forward", Q.dtype, s.D,
-                        [&]<class T, int kD>() { forward<T, kD>(s, O, lse, probs, Q, K, V); });
+                        [&]<class S, int kD>() { forward<S, kD>(s, O, lse, probs, Q, K, V); });
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD

@@ -41,6 +41,12 @@
 // D is a multiple of V and every tensor is 16-byte aligned, else the same kernel moves one
 // value at a time. The tiles of a head run along grid.y, so Tq and Tk are at most
 // 65535 · 64 = 4,194,240.
+//
+// bf16. Tensors stored in bf16 (S below) are computed in float (T = compute_t<S>): values are
+// converted on their way into shared memory and rounded once on their way out (O, dQ, dK, dV,
+// probs), so the kernels, the tiles and the limits are f32's; a vector access then moves 4
+// bf16 (8 bytes). lse is kept in the compute type, f32 for bf16 inputs: in bf16 its error of
+// 2⁻⁹·|lse| would go into every probability the backward recomputes from it.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -48,7 +54,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/dispatch_floating.h"
 #include "cuda/launch.h"
+#include "cuda/packs.h"
 #include "tensor/backend.h"
 
 namespace gg::cuda::GG_CUDA_BUILD::attention {
@@ -96,22 +104,37 @@ __device__ void store_vector(T* p, const T* in) {
 }
 
 // out[0 .. n) ← row[d .. d + n), zeros from D on. With `vector` (D a multiple of n, row
-// 16-byte aligned) a vector lies wholly before D or wholly past it: one load or none.
-template <class T>
-__device__ void load_global(T* out, const T* row, int d, int D, bool vector) {
+// 16-byte aligned) a vector lies wholly before D or wholly past it: one load or none. A row
+// stored in bf16 (S) is converted to T on the way, n of them in one 8-byte pack.
+template <class T, class S>
+__device__ void load_global(T* out, const S* row, int d, int D, bool vector) {
     constexpr int n = Vector<T>::n;
-    if (vector && d < D) return load_vector(out, row + d);
+    if constexpr (std::is_same_v<S, T>) {
+        if (vector && d < D) return load_vector(out, row + d);
+    } else if (vector && d < D) {
+        const Pack<S, n> pack = load_pack<n>(row + d);
+        GG_UNROLL
+        for (int e = 0; e < n; ++e) out[e] = T(pack.at[e]);
+        return;
+    }
     GG_UNROLL
-    for (int e = 0; e < n; ++e) out[e] = d + e < D ? row[d + e] : T(0);
+    for (int e = 0; e < n; ++e) out[e] = d + e < D ? T(row[d + e]) : T(0);
 }
-// row[d .. d + n) ← in[0 .. n), up to D.
-template <class T>
-__device__ void store_global(T* row, const T* in, int d, int D, bool vector) {
+// row[d .. d + n) ← in[0 .. n), up to D, rounded to S once.
+template <class T, class S>
+__device__ void store_global(S* row, const T* in, int d, int D, bool vector) {
     constexpr int n = Vector<T>::n;
-    if (vector && d < D) return store_vector(row + d, in);
+    if constexpr (std::is_same_v<S, T>) {
+        if (vector && d < D) return store_vector(row + d, in);
+    } else if (vector && d < D) {
+        Pack<S, n> pack;
+        GG_UNROLL
+        for (int e = 0; e < n; ++e) pack.at[e] = S(in[e]);
+        return store_pack<n>(row + d, pack);
+    }
     GG_UNROLL
     for (int e = 0; e < n; ++e)
-        if (d + e < D) row[d + e] = in[e];
+        if (d + e < D) row[d + e] = S(in[e]);
 }
 
 // Whether every tensor allows the 16-byte path: D a multiple of the vector and each pointer
@@ -239,13 +262,13 @@ __device__ inline bool pair_visible(uint32_t bits, int r, int k) { return (bits 
 // `rows` and past D (up to kD), so that the products read only defined values and padding
 // adds nothing. Consecutive threads take consecutive 16 bytes of a row: the global reads are
 // coalesced and a quarter warp's stores cover 32 banks once.
-template <class T, int kD, bool kVector>
-__device__ void load_tile_as(T* tile, const T* src, int64_t row0, int64_t rows, int D) {
+template <class T, int kD, bool kVector, class S>
+__device__ void load_tile_as(T* tile, const S* src, int64_t row0, int64_t rows, int D) {
     using L = Layout<T, kD>;
     constexpr int chunks = kD / L::V, pass = kThreads / chunks;  // rows per pass of the block
     const int r = int(threadIdx.x) / chunks, d = int(threadIdx.x) % chunks * L::V;
     const int64_t valid = rows - row0 - r;  // this thread's rows n·pass exist below `valid`
-    const T* from = src + (row0 + r) * D;
+    const S* from = src + (row0 + r) * D;
     T* to = tile + r * L::ld + d;
     GG_UNROLL
     for (int n = 0; n < kTile / pass; ++n) {
@@ -254,8 +277,8 @@ __device__ void load_tile_as(T* tile, const T* src, int64_t row0, int64_t rows, 
         store_vector(to + n * pass * L::ld, v);
     }
 }
-template <class T, int kD>
-__device__ void load_tile(T* tile, const T* src, int64_t row0, int64_t rows, int D, bool vector) {
+template <class T, int kD, class S>
+__device__ void load_tile(T* tile, const S* src, int64_t row0, int64_t rows, int D, bool vector) {
     if (vector) load_tile_as<T, kD, true>(tile, src, row0, rows, D);
     else load_tile_as<T, kD, false>(tile, src, row0, rows, D);
 }
@@ -263,8 +286,8 @@ __device__ void load_tile(T* tile, const T* src, int64_t row0, int64_t rows, int
 // lse_s[r] ← lse[row0 + r] and delta[r][h] ← Σ over half h of D of dO[row0 + r] ⊙ O[row0 + r],
 // for the 64 rows of a query tile (0 past `rows`); Δ_r = delta[r][0] + delta[r][1], in that
 // order. Two threads per row: the loads are issued with the tile's, in the same phase.
-template <class T, int kD>
-__device__ void load_row_stats(T* lse_s, T (*delta)[2], const T* lse, const T* dO, const T* O, int64_t row0,
+template <class T, int kD, class S>
+__device__ void load_row_stats(T* lse_s, T (*delta)[2], const T* lse, const S* dO, const S* O, int64_t row0,
                                int64_t rows, int D, bool vector) {
     constexpr int V = Vector<T>::n, half = kD / 2;
     static_assert(kThreads == 2 * kTile, "two threads per row");
@@ -369,8 +392,8 @@ __device__ void tile_accumulate(Accumulator<T, kD>& acc, const T* w, const T* z,
 }
 
 // out[the lane's columns of D] = a · factor, columns below D; out is one row (D) in global memory.
-template <class T, int kD>
-__device__ void store_lane_row(T* out, const T (&a)[Layout<T, kD>::lane_cols], T factor, int D, bool vector,
+template <class T, int kD, class S>
+__device__ void store_lane_row(S* out, const T (&a)[Layout<T, kD>::lane_cols], T factor, int D, bool vector,
                                const Lane& lane) {
     using L = Layout<T, kD>;
     GG_UNROLL
@@ -401,22 +424,35 @@ __device__ T row_sum(T x) {
 template <class T>
 constexpr int kMaxHeadDim = sizeof(T) == 4 ? 128 : 64;
 
-// Calls f.template operator()<T, kD>() for the float type of `dtype` and the smallest bucket
-// kD ∈ {32, 64, 128} that holds D; throws when D is more than the kernels take (see Limits).
+// Calls f.template operator()<S, kD>() for the storage type S of `dtype` (float, double or
+// bfloat16) and the smallest bucket kD ∈ {32, 64, 128} that holds D; throws when D is more than
+// the kernels take (see Limits).
 template <class F>
 void dispatch(const char* op, DType dtype, int64_t D, F&& f) {
-    const auto with_type = [&]<class T>() {
+    const auto with_type = [&]<class S>() {
+        using T = compute_t<S>;
         if (D > kMaxHeadDim<T>)
             throw std::invalid_argument(std::string(op) + ": head size D = " + std::to_string(D) +
                                         " is more than the CUDA kernels support in " + dtype_name(dtype) + " (" +
                                         std::to_string(kMaxHeadDim<T>) + ")");
-        if (D <= 32) f.template operator()<T, 32>();
-        else if (D <= 64) f.template operator()<T, 64>();
-        else if constexpr (kMaxHeadDim<T> >= 128) f.template operator()<T, 128>();
+        if (D <= 32) f.template operator()<S, 32>();
+        else if (D <= 64) f.template operator()<S, 64>();
+        else if constexpr (kMaxHeadDim<T> >= 128) f.template operator()<S, 128>();
     };
     if (dtype == DType::f32) with_type.template operator()<float>();
     else if (dtype == DType::f64) with_type.template operator()<double>();
-    else throw std::invalid_argument(std::string(op) + ": dtype " + dtype_name(dtype) + " is not float32 or float64");
+    else if (dtype == DType::bf16) with_type.template operator()<bfloat16>();
+    else
+        throw std::invalid_argument(std::string(op) + ": dtype " + dtype_name(dtype) +
+                                    " is not float32, float64 or bfloat16");
+}
+
+// lse is stored in the compute type of Q's dtype: f32 for bf16 (see "bf16" above).
+inline void check_lse_dtype(const char* op, DType q, const View& lse) {
+    const DType expected = q == DType::bf16 ? DType::f32 : q;
+    if (lse.dtype != expected)
+        throw std::invalid_argument(std::string(op) + ": lse is " + dtype_name(lse.dtype) + "; with " +
+                                    dtype_name(q) + " Q, K, V it must be " + dtype_name(expected));
 }
 
 // One block per (head, tile of 64 rows): grid (heads, ⌈rows / 64⌉), heads on x, whose limit

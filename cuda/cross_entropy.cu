@@ -8,7 +8,8 @@
 // softmax.cu: the row group finds m_i and z_i (in double, as the CPU does), then writes the
 // loss (its first thread) or every column of the gradient row (each thread its columns).
 // Rows are read and written in 16-byte packs when V is a multiple of the pack width and the
-// matrices are aligned (cuda/packs.h; W below).
+// matrices are aligned (cuda/packs.h; W below). bf16 logits are read as float, the statistics
+// stay double, and the loss and each gradient element are rounded to bf16 once.
 //
 // A target outside [0, V) (and not ignore_index) is reported with report_index_error and its
 // row is left unwritten, where the CPU throws before computing: never a read out of bounds.
@@ -65,7 +66,7 @@ __global__ void cross_entropy_backward_rows(T* dlogits, const T* logits, const i
             V,
             [&](int64_t c, T x) {
                 T d = T(exp(double(x - sums.max)) / sums.sum * s);
-                if (c == t) d -= s;  // the one-hot, subtracted after rounding as the CPU does
+                if (c == t) d = T(d - s);  // the one-hot, subtracted after rounding as the CPU does
                 return d;
             },
             dr, xr);
@@ -79,7 +80,7 @@ void cross_entropy(const View& loss, const View& logits, const View& targets, in
     const int64_t N = logits.shape[0], V = logits.shape[1];
     if (N == 0) return;
     const LaunchShape shape = row_launch(N, V);
-    dispatch_floating(logits.dtype, [&]<class T>() {
+    dispatch_floating_bf16(logits.dtype, [&]<class T>() {
         const T* x = static_cast<const T*>(logits.data);
         by_pack_width<T>(packable_rows<T>(V, x), [&]<int W>() {
             launch("cross_entropy_rows", cross_entropy_rows<W, T>, shape.grid, shape.block, 0,
@@ -94,7 +95,7 @@ void cross_entropy_backward(const View& dlogits, const View& logits, const View&
     const int64_t N = logits.shape[0], V = logits.shape[1];
     if (N * V == 0) return;
     const LaunchShape shape = row_launch(N, V);
-    dispatch_floating(logits.dtype, [&]<class T>() {
+    dispatch_floating_bf16(logits.dtype, [&]<class T>() {
         T* d = static_cast<T*>(dlogits.data);
         const T* x = static_cast<const T*>(logits.data);
         by_pack_width<T>(packable_rows<T>(V, d, x), [&]<int W>() {

@@ -1,5 +1,5 @@
 // elementwise.cu — fill, arange, copy, unary, binary and where (tensor/backend.h): one
-// output element at a time, over strided N-d views of any dtype (f32, f64, i64).
+// output element at a time, over strided N-d views of any dtype (f32, f64, i64, bf16).
 //
 //   fill    out_i = value                 arange  out_i = start + i · step
 //   copy    out_i = (O) in_i              (any pair of dtypes, any strides on both sides)
@@ -14,6 +14,9 @@
 // maths library is the CPU's, results are bit for bit the CPU's, and on a GPU they differ
 // by the device maths library's few ulps. For example f32 sigmoid is 1 / (1 + expf(−x)) in
 // float, while gelu, as on the CPU, is 0.5 x (1 + erf(x / √2)) in double for every dtype.
+// bf16 is computed as f32 is, from its value widened to float, and rounded once on the way
+// out (a bf16 result is the f32 formula's result rounded to bf16); a copy from f64 rounds to
+// bf16 in one step (bf16_from_double), never through a float.
 //
 // Threads and blocks: 256 threads a block and a grid-stride loop. Thread t of the G threads
 // of the grid handles elements t, t + G, t + 2G, ..., so a grid of at most kMaxBlocks blocks
@@ -39,6 +42,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
 #include "cuda/packs.h"
 
@@ -151,8 +155,9 @@ void for_each_element(const char* name, F f, const View& out, const ViewFor<I, V
 
 // The type the CPU's std:: maths call computes in for an element of type T: float for
 // float; double for double, and for int64 (std::exp of an integer is exp of a double).
+// double for int64 (std::exp of an integer is exp of a double). bfloat16 computes as float.
 template <class T>
-using MathType = std::conditional_t<std::is_same_v<T, float>, float, double>;
+using MathType = std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, bfloat16>, float, double>;
 
 template <class T>
 __device__ T unary_value(UnaryOp op, T x, double exponent) {
@@ -206,6 +211,29 @@ __device__ T binary_value(BinaryOp op, T x, T y) {
     return x;  // not reached: every op has its case
 }
 
+// A double rounded to bf16 in one step. Through a float it would be rounded twice, and a value
+// just above a bf16 tie that the float rounding puts exactly on the tie would then go to even,
+// which may be the wrong way. Such a float is moved one float ulp back toward x, off the tie.
+__host__ __device__ inline bfloat16 bf16_from_double(double x) {
+    const float f = float(x);
+    uint32_t bits = float_to_bits(f);
+    const auto magnitude = [](double v) { return v < 0 ? -v : v; };
+    if ((bits & 0xffffu) == 0x8000u && double(f) != x) bits = magnitude(x) > magnitude(double(f)) ? bits + 1 : bits - 1;
+    return bfloat16(bits_to_float(bits));
+}
+
+// static_cast, except that a double becomes a bf16 in one rounding.
+template <class O, class I>
+__host__ __device__ O convert(I x) {
+    if constexpr (std::is_same_v<O, bfloat16> && std::is_same_v<I, double>) return bf16_from_double(x);
+    else return static_cast<O>(x);
+}
+
+template <class O, class I>
+struct Convert {
+    __device__ O operator()(int64_t, I x) const { return convert<O>(x); }
+};
+
 // The value of each entry's element i from its inputs' elements i.
 
 template <class T>
@@ -217,12 +245,7 @@ struct Fill {
 template <class T>
 struct Arange {
     double start, step;
-    __device__ T operator()(int64_t i) const { return T(start + i * step); }
-};
-
-template <class O, class I>
-struct Convert {
-    __device__ O operator()(int64_t, I x) const { return static_cast<O>(x); }
+    __device__ T operator()(int64_t i) const { return convert<T>(start + i * step); }
 };
 
 template <class T>
@@ -246,29 +269,29 @@ struct Where {
 }  // namespace
 
 void fill(const View& out, double value) {
-    dispatch(out.dtype, [&]<class T>() { for_each_element<T>("fill", Fill<T>{T(value)}, out); });
+    dispatch_any(out.dtype, [&]<class T>() { for_each_element<T>("fill", Fill<T>{convert<T>(value)}, out); });
 }
 
 void arange(const View& out, double start, double step) {
-    dispatch(out.dtype, [&]<class T>() { for_each_element<T>("arange", Arange<T>{start, step}, out); });
+    dispatch_any(out.dtype, [&]<class T>() { for_each_element<T>("arange", Arange<T>{start, step}, out); });
 }
 
 void copy(const View& out, const View& in) {
-    dispatch(out.dtype, [&]<class O>() {
-        dispatch(in.dtype, [&]<class I>() { for_each_element<O, I>("copy", Convert<O, I>{}, out, in); });
+    dispatch_any(out.dtype, [&]<class O>() {
+        dispatch_any(in.dtype, [&]<class I>() { for_each_element<O, I>("copy", Convert<O, I>{}, out, in); });
     });
 }
 
 void unary(UnaryOp op, const View& out, const View& in, double exponent) {
-    dispatch(out.dtype, [&]<class T>() { for_each_element<T, T>("unary", Unary<T>{op, exponent}, out, in); });
+    dispatch_any(out.dtype, [&]<class T>() { for_each_element<T, T>("unary", Unary<T>{op, exponent}, out, in); });
 }
 
 void binary(BinaryOp op, const View& out, const View& a, const View& b) {
-    dispatch(out.dtype, [&]<class T>() { for_each_element<T, T, T>("binary", Binary<T>{op}, out, a, b); });
+    dispatch_any(out.dtype, [&]<class T>() { for_each_element<T, T, T>("binary", Binary<T>{op}, out, a, b); });
 }
 
 void where(const View& out, const View& cond, const View& a, const View& b) {
-    dispatch(out.dtype, [&]<class T>() { for_each_element<T, T, T, T>("where", Where<T>{}, out, cond, a, b); });
+    dispatch_any(out.dtype, [&]<class T>() { for_each_element<T, T, T, T>("where", Where<T>{}, out, cond, a, b); });
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD

@@ -4,11 +4,12 @@
 //   index_add_rows:     table[idx[i], :] += src[i, :]        table (V, D), idx (N), src (N, D)
 //
 // index_select_rows: one thread per element of out, grid-strided over N·D; a row is copied as
-// 4- or 8-byte words whatever the dtype, so one kernel serves every dtype of that size.
+// 2-, 4- or 8-byte words whatever the dtype, so one kernel serves every dtype of that size.
 //
 // index_add_rows adds repeated ids up, deterministically and without float atomics: every
 // table row is written by one block only, which adds the rows of src in increasing position,
-// exactly the CPU's order (so the result is bitwise the CPU's). The mapping:
+// exactly the CPU's order (so the result is bitwise the CPU's; bf16 rows are summed in float
+// and rounded once, as the f32 sum of the same values rounded to bf16). The mapping:
 //   - block (i, tile) of the grid (N positions × column tiles of 256) looks at position i;
 //   - it owns row idx[i] only if i is the first position with that id (a block-wide vote over
 //     the ids before i); otherwise the owner adds src[i] and this block stops;
@@ -24,6 +25,7 @@
 // Ids outside [0, V) are reported with report_index_error (cuda/device_error.h) and their rows
 // skipped: an embedding's output row is left unwritten, a bad id of index_add adds nothing.
 #include "cuda/device_error.h"
+#include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
 #include "cuda/row_reduce.h"
 
@@ -70,7 +72,7 @@ __global__ void index_add_owned_rows(T* table, const int64_t* idx, const T* src,
         if (seen_before(idx, i, id)) continue;
         for (int64_t tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
             const int64_t c = tile * kThreads + threadIdx.x;
-            T acc = c < D ? table[id * D + c] : T(0);
+            compute_t<T> acc = c < D ? compute_t<T>(table[id * D + c]) : compute_t<T>(0);
             for (int64_t j0 = i; j0 < N; j0 += kThreads) {
                 const int64_t j = j0 + threadIdx.x;
                 const bool match = j < N && idx[j] == id;
@@ -85,10 +87,10 @@ __global__ void index_add_owned_rows(T* table, const int64_t* idx, const T* src,
                 if (match) matches[offset + __popc(votes & ((1u << lane) - 1))] = j;
                 __syncthreads();
                 if (c < D)
-                    for (unsigned m = 0; m < count; ++m) acc += src[matches[m] * D + c];
+                    for (unsigned m = 0; m < count; ++m) acc += compute_t<T>(src[matches[m] * D + c]);
                 __syncthreads();  // the next chunk writes found and matches again
             }
-            if (c < D) table[id * D + c] = acc;
+            if (c < D) table[id * D + c] = T(acc);
         }
     }
 }
@@ -103,7 +105,8 @@ void index_select_rows(const View& out, const View& table, const View& idx) {
         launch("index_select_elements", index_select_elements<W>, grid, dim3(kThreads), 0, static_cast<W*>(out.data),
                static_cast<const W*>(table.data), static_cast<const int64_t*>(idx.data), N, V, D, device_error());
     };
-    if (dtype_size(table.dtype) == 4) copy_rows.template operator()<uint32_t>();
+    if (dtype_size(table.dtype) == 2) copy_rows.template operator()<uint16_t>();
+    else if (dtype_size(table.dtype) == 4) copy_rows.template operator()<uint32_t>();
     else copy_rows.template operator()<uint64_t>();
 }
 
@@ -111,7 +114,7 @@ void index_add_rows(const View& table, const View& idx, const View& src) {
     const int64_t N = idx.shape[0], V = table.shape[0], D = table.shape[1];
     if (N * D == 0) return;
     const dim3 grid(unsigned(std::min(N, kMaxBlocks)), unsigned(std::min((D + kThreads - 1) / kThreads, kMaxBlocks)));
-    dispatch(table.dtype, [&]<class T>() {
+    dispatch_any(table.dtype, [&]<class T>() {
         launch("index_add_owned_rows", index_add_owned_rows<T>, grid, dim3(kThreads), 0, static_cast<T*>(table.data),
                static_cast<const int64_t*>(idx.data), static_cast<const T*>(src.data), N, V, D, device_error());
     });

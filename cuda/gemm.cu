@@ -2,6 +2,8 @@
 //
 //   C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b]      for b < batch, f32 or f64
 //
+// (bf16 goes to the tensor-core kernel of cuda/gemm_bf16.cu, after the same checks.)
+//
 //   op(A[b])  (M, K)  element (m, k) at A + b·stride_a + (trans_a ? k·lda + m : m·lda + k)
 //   op(B[b])  (K, N)  element (k, n) at B + b·stride_b + (trans_b ? n·ldb + k : k·ldb + n)
 //   C[b]      (M, N)  element (m, n) at C + b·stride_c + m·ldc + n
@@ -151,7 +153,7 @@ __global__ void gemm_sum_splits(int64_t batch, int64_t M, int64_t N, int64_t spl
 // no negative sizes, and leading dimensions that hold a whole stored row.
 void check_gemm_arguments(const char* op, DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M,
                           int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
-    if (dtype != DType::f32 && dtype != DType::f64)
+    if (dtype != DType::f32 && dtype != DType::f64 && dtype != DType::bf16)
         throw std::invalid_argument(std::string(op) + ": no kernel for " + dtype_name(dtype));
     const auto dims = [&] {
         return " (batch " + std::to_string(batch) + ", M " + std::to_string(M) + ", N " + std::to_string(N) + ", K " +
@@ -255,7 +257,14 @@ void gemm_cublas(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t
     const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int m = as_int(N, "N"), n = as_int(M, "M"), k = as_int(K, "K"), count = as_int(batch, "batch");
     const int ld_a = as_int(lda, "lda"), ld_b = as_int(ldb, "ldb"), ld_c = as_int(ldc, "ldc");
-    if (dtype == DType::f32) {
+    if (dtype == DType::bf16) {
+        // bf16 operands and C, products summed in f32 (CUBLAS_COMPUTE_32F), alpha and beta f32.
+        const float a = float(alpha), b = float(beta);
+        check_cublas(cublasGemmStridedBatchedEx(handle, op_b, op_a, m, n, k, &a, B, CUDA_R_16BF, ld_b, stride_b, A,
+                                                CUDA_R_16BF, ld_a, stride_a, &b, C, CUDA_R_16BF, ld_c, stride_c,
+                                                count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "cublasGemmStridedBatchedEx");
+    } else if (dtype == DType::f32) {
         const float a = float(alpha), b = float(beta);
         check_cublas(cublasSgemmStridedBatched(handle, op_b, op_a, m, n, k, &a, static_cast<const float*>(B), ld_b,
                                                stride_b, static_cast<const float*>(A), ld_a, stride_a, &b,
@@ -280,7 +289,11 @@ void gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M, int
         return gemm_cublas(dtype, batch, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C,
                            ldc, stride_c);
 #endif
-    if (dtype == DType::f32)
+    if (dtype == DType::bf16)
+        gemm_bf16(batch, trans_a, trans_b, M, N, K, float(alpha), static_cast<const bfloat16*>(A), lda, stride_a,
+                  static_cast<const bfloat16*>(B), ldb, stride_b, float(beta), static_cast<bfloat16*>(C), ldc,
+                  stride_c);
+    else if (dtype == DType::f32)
         gemm_ours(batch, trans_a, trans_b, M, N, K, float(alpha), static_cast<const float*>(A), lda, stride_a,
                   static_cast<const float*>(B), ldb, stride_b, float(beta), static_cast<float*>(C), ldc, stride_c);
     else

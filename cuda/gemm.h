@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cuda/launch.h"
+#include "tensor/bf16.h"
 #include "tensor/dtype.h"
 
 #ifdef __CUDACC__
@@ -18,6 +19,14 @@ namespace gg::cuda {
 template <class T>
 __device__ __forceinline__ void gemm_epilogue(T* c, T alpha, T acc, T beta) {
     *c = beta == T(0) ? alpha * acc : alpha * acc + beta * *c;
+}
+
+// The table's gemm for DType::bf16 (cuda/gemm_bf16.cu): the tensor-core kernel, bf16 operands,
+// f32 sums, alpha and beta in f32, C rounded to bf16 once. The arguments are gemm's, checked.
+namespace GG_CUDA_BUILD {
+void gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const bfloat16* A, int64_t lda, int64_t stride_a, const bfloat16* B, int64_t ldb, int64_t stride_b,
+               float beta, bfloat16* C, int64_t ldc, int64_t stride_c);
 }
 
 // Which kernel gg::cuda::gpu::gemm runs. The emulated build has no cuBLAS and always runs ours.

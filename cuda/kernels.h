@@ -13,10 +13,12 @@
 //   rope.cu              rope
 //   optim.cu             adamw_step, sgd_step
 //   attention_forward.cu, attention_backward.cu   FlashAttention-style fused attention
-//   gemm.cu              gemm: our shared-memory tiled kernel (cuBLAS is an option, gpu only)
+//   gemm.cu              gemm: our shared-memory tiled kernel (cuBLAS is an option, gpu only);
+//                        bf16 goes to the tensor-core kernel of gemm_bf16.cu
 //   memory.cu            allocate, deallocate, to_host, from_host, synchronize
 //
-// The same declarations serve both builds (see GG_CUDA_BUILD in cuda/launch.h).
+// The same declarations serve both builds (see GG_CUDA_BUILD in cuda/launch.h). Every entry
+// but the optimisers takes bf16 too (cuda/dispatch_floating.h says how it is computed).
 #pragma once
 #include "cuda/launch.h"
 #include "tensor/backend.h"

@@ -79,10 +79,20 @@ __global__ void sgd_elements(T lr, T momentum, T weight_decay, T* p, const T* g,
     }
 }
 
+// The optimisers update f32 (or f64) master weights; bf16 copies of them are the forward's
+// business (autocast), so a bf16 parameter, gradient or moment is a caller's mistake.
+void reject_bf16(const char* op, const View& param, const View& grad) {
+    if (param.dtype == DType::bf16 || grad.dtype == DType::bf16)
+        throw std::invalid_argument(std::string(op) + ": parameter " + dtype_name(param.dtype) + ", gradient " +
+                                    dtype_name(grad.dtype) +
+                                    ": the optimisers take f32 or f64 master weights, not bfloat16");
+}
+
 }  // namespace
 
 void adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
                 const View& exp_avg_sq) {
+    reject_bf16("adamw_step", param, grad);
     const int64_t n = param.numel();
     if (n == 0) return;
     dispatch_floating(param.dtype, [&]<class T>() {
@@ -96,6 +106,7 @@ void adamw_step(const AdamWStep& s, const View& param, const View& grad, const V
 }
 
 void sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer) {
+    reject_bf16("sgd_step", param, grad);
     const int64_t n = param.numel();
     if (n == 0) return;
     dispatch_floating(param.dtype, [&]<class T>() {

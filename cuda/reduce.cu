@@ -5,7 +5,8 @@
 //   acc += Σ_i x_i²                                                    x (n), acc a float64 scalar
 //
 // As on the CPU, floats accumulate in double and int64 in int64, and max/min propagate NaN
-// (a NaN anywhere in the reduced run makes the result NaN).
+// (a NaN anywhere in the reduced run makes the result NaN). bf16 is read as float, summed in
+// double, and the result rounded to bf16 once.
 //
 // Two mappings for reduce, by the shape of the block (cuda/row_reduce.h):
 //   - inner ≥ 32 (a reduction over a leading axis, e.g. a bias gradient): column-wise, a
@@ -30,9 +31,9 @@ namespace gg::cuda::GG_CUDA_BUILD {
 
 namespace {
 
-// Accumulates in double for floats, as the CPU does; in int64 for int64.
+// Accumulates in double for floats (bf16 among them), as the CPU does; in int64 for int64.
 template <class T>
-using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
 
 // The combine step and starting value of each ReduceOp; max/min propagate NaN.
 struct Sum : Add {
@@ -133,7 +134,7 @@ __global__ void sum_squares_total(double* acc, int64_t blocks) {
 void reduce(ReduceOp op, const View& out, const View& in, int64_t outer, int64_t R, int64_t inner) {
     if (op != ReduceOp::sum && R == 0) throw std::invalid_argument("reduce: max/min over an empty dim");
     if (outer * inner == 0) return;
-    dispatch(out.dtype, [&]<class T>() {
+    dispatch_any(out.dtype, [&]<class T>() {
         switch (op) {
             case ReduceOp::sum: launch_reduce<T, Sum>(out, in, outer, R, inner); break;
             case ReduceOp::max: launch_reduce<T, Max>(out, in, outer, R, inner); break;
@@ -146,7 +147,7 @@ void sum_squares(const View& acc, const View& x) {
     const int64_t n = x.numel();
     if (n == 0) return;
     int64_t blocks = 0;
-    dispatch_floating(x.dtype, [&]<class T>() {
+    dispatch_floating_bf16(x.dtype, [&]<class T>() {
         const T* xp = static_cast<const T*>(x.data);
         by_pack_width<T>(aligned16(xp), [&]<int W>() {
             const int64_t packs = (n + W - 1) / W;

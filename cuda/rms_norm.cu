@@ -8,7 +8,8 @@
 // threads per row (cuda/row_reduce.h); the row group sums x² (or w·dy·x) in double, as the
 // CPU does, then each thread writes its columns. The first thread of a row keeps rstd. Rows
 // and w are read and written in 16-byte packs when cols is a multiple of the pack width and
-// the pointers are aligned (cuda/packs.h; W below).
+// the pointers are aligned (cuda/packs.h; W below). bf16 is read as float; rstd, y and dx are
+// computed in float (the sums in double) and rounded to bf16 once, when stored.
 // dw: column-wise, a (32, min(rows, 16)) block per 32 neighbouring columns; thread (x, y)
 // sums rows y, y + 16, ... of its column in double and the 16 partials meet in a fixed order.
 // With few columns and many rows (d_model 384 is 12 blocks) the rows are cut into chunks, one
@@ -32,7 +33,7 @@ __global__ void rms_norm_forward_rows(T* y, T* rstd, const T* x, const T* w, int
         double sum_sq = 0;
         row_visit<W>(cols, [&](int64_t, T xc) { sum_sq += double(xc) * double(xc); }, xr);
         sum_sq = row_reduce(sum_sq, Add{});
-        const T rs = T(1 / sqrt(sum_sq / double(cols) + eps));
+        const compute_t<T> rs = compute_t<T>(1 / sqrt(sum_sq / double(cols) + eps));
         if (threadIdx.x == 0) rstd[r] = rs;
         row_map<W>(cols, [&](int64_t, T xc, T wc) { return xc * rs * wc; }, yr, xr, w);
     }
@@ -49,7 +50,7 @@ __global__ void rms_norm_dx_rows(T* dx, const T* dy, const T* x, const T* w, con
         row_visit<W>(
             cols, [&](int64_t, T wc, T gc, T xc) { dot += double(wc) * double(gc) * double(xc); }, w, gr, xr);
         dot = row_reduce(dot, Add{});
-        const T rs = rstd[r], correction = T(dot / double(cols)) * rs * rs;
+        const compute_t<T> rs = rstd[r], correction = compute_t<T>(dot / double(cols)) * rs * rs;
         row_map<W>(cols, [&](int64_t, T wc, T gc, T xc) { return rs * (wc * gc - xc * correction); }, dxr, w, gr, xr);
     }
 }
@@ -83,7 +84,7 @@ void rms_norm_forward(const View& y, const View& rstd, const View& x, const View
                       double eps) {
     if (rows == 0) return;
     const LaunchShape shape = row_launch(rows, cols);
-    dispatch_floating(x.dtype, [&]<class T>() {
+    dispatch_floating_bf16(x.dtype, [&]<class T>() {
         T* yp = static_cast<T*>(y.data);
         const T *xp = static_cast<const T*>(x.data), *w = static_cast<const T*>(weight.data);
         by_pack_width<T>(packable_rows<T>(cols, yp, xp, w), [&]<int W>() {
@@ -96,7 +97,7 @@ void rms_norm_forward(const View& y, const View& rstd, const View& x, const View
 void rms_norm_backward(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
                        const View& rstd, int64_t rows, int64_t cols) {
     if (cols == 0) return;
-    dispatch_floating(x.dtype, [&]<class T>() {
+    dispatch_floating_bf16(x.dtype, [&]<class T>() {
         T* d = static_cast<T*>(dx.data);
         const T *g = static_cast<const T*>(dy.data), *xp = static_cast<const T*>(x.data);
         const T *w = static_cast<const T*>(weight.data), *rs = static_cast<const T*>(rstd.data);

@@ -18,9 +18,12 @@
 // The order is total even with NaN, which ranks above +∞ (as torch.topk does; the CPU's
 // comparator leaves NaN unspecified).
 //
+// bf16 is compared as float and summed in float, rounded once per output; gather copies it.
+//
 // Indices outside [0, C) are reported with report_index_error (cuda/device_error.h) and the
 // element skipped.
 #include "cuda/device_error.h"
+#include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
 #include "cuda/row_reduce.h"
 
@@ -49,8 +52,19 @@ __global__ void scatter_add_last_rows(T* out, const int64_t* idx, const T* src, 
     for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += int64_t(gridDim.x) * blockDim.x)
         for (int64_t e = r * k; e < (r + 1) * k; ++e) {
             const int64_t c = idx[e];
-            if (c >= 0 && c < C) out[r * C + c] += src[e];
-            else report_index_error(error, kScatterAdd, c, e, C);
+            if (c < 0 || c >= C) {
+                report_index_error(error, kScatterAdd, c, e, C);
+                continue;
+            }
+            // The first position of column c sums all of them, in order, in the compute type,
+            // and stores once: bf16 is rounded once, f32 and f64 add exactly as `+=` would.
+            bool first = true;
+            for (int64_t before = r * k; before < e && first; ++before) first = idx[before] != c;
+            if (!first) continue;
+            compute_t<T> sum = out[r * C + c];
+            for (int64_t same = e; same < (r + 1) * k; ++same)
+                if (idx[same] == c) sum += compute_t<T>(src[same]);
+            out[r * C + c] = T(sum);
         }
 }
 
@@ -77,18 +91,21 @@ __global__ void topk_rows(T* values, int64_t* indices, const T* in, int64_t rows
     constexpr int64_t kNone = kHighest<int64_t>;  // no column: loses every min
     for (int64_t r = first_row(); r < rows; r += row_step()) {
         const T* xr = in + r * C;  // (C)
-        T last_value = T(0);
+        using Value = compute_t<T>;  // bf16 compares as float
+        Value last_value = Value(0);
         int64_t last = -1;  // winner of the previous pass; none before the first
         for (int64_t p = 0; p < k; ++p) {
-            T mine = kLowest<T>;
+            Value mine = kLowest<Value>;
             int64_t mine_at = kNone;
-            for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-                if ((last < 0 || ranks_before(last_value, last, xr[c], c)) &&
-                    (mine_at == kNone || ranks_before(xr[c], c, mine, mine_at))) {
-                    mine = xr[c];
+            for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+                const Value x = xr[c];
+                if ((last < 0 || ranks_before(last_value, last, x, c)) &&
+                    (mine_at == kNone || ranks_before(x, c, mine, mine_at))) {
+                    mine = x;
                     mine_at = c;
                 }
-            const T best = row_reduce(mine, Best{});
+            }
+            const Value best = row_reduce(mine, Best{});
             const bool holds_best = mine_at != kNone && (mine == best || (is_nan(mine) && is_nan(best)));
             last = row_reduce(holds_best ? mine_at : kNone, Smaller{});
             last_value = best;
@@ -106,7 +123,7 @@ __global__ void topk_rows(T* values, int64_t* indices, const T* in, int64_t rows
 void gather_last(const View& out, const View& in, const View& idx) {
     const int64_t rows = out.shape[0], k = out.shape[1], C = in.shape[1];
     if (rows * k == 0) return;
-    dispatch(out.dtype, [&]<class T>() {
+    dispatch_any(out.dtype, [&]<class T>() {
         launch("gather_last_elements", gather_last_elements<T>, grid_covering(rows * k, kThreads), dim3(kThreads), 0,
                static_cast<T*>(out.data), static_cast<const T*>(in.data), static_cast<const int64_t*>(idx.data), rows,
                k, C, device_error());
@@ -116,7 +133,7 @@ void gather_last(const View& out, const View& in, const View& idx) {
 void scatter_add_last(const View& out, const View& idx, const View& src) {
     const int64_t rows = src.shape[0], k = src.shape[1], C = out.shape[1];
     if (rows * k == 0) return;
-    dispatch(out.dtype, [&]<class T>() {
+    dispatch_any(out.dtype, [&]<class T>() {
         launch("scatter_add_last_rows", scatter_add_last_rows<T>, grid_covering(rows, kThreads), dim3(kThreads), 0,
                static_cast<T*>(out.data), static_cast<const int64_t*>(idx.data), static_cast<const T*>(src.data), rows,
                k, C, device_error());
@@ -127,7 +144,7 @@ void topk_last(const View& values, const View& indices, const View& in, int64_t 
     const int64_t rows = in.shape[0], C = in.shape[1];
     if (rows * k == 0) return;
     const LaunchShape shape = row_launch(rows, C);
-    dispatch(in.dtype, [&]<class T>() {
+    dispatch_any(in.dtype, [&]<class T>() {
         launch("topk_rows", topk_rows<T>, shape.grid, shape.block, 0, static_cast<T*>(values.data),
                static_cast<int64_t*>(indices.data), static_cast<const T*>(in.data), rows, C, k);
     });

@@ -28,6 +28,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
 #include "cuda/packs.h"
@@ -122,18 +123,20 @@ __device__ void row_map(int64_t cols, F&& f, O* out, const T*... rows) {
 
 // The max of xr[0, cols) and Σ exp(x − max) in double, as the CPU's softmax and
 // cross-entropy compute them; every thread of the row group gets both.
+// bf16 rows give their max as a float (compute_t).
 template <class T>
 struct MaxSumExp {
-    T max;
+    compute_t<T> max;
     double sum;
 };
 template <int W, class T>
 __device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {  // xr: (cols)
-    T m = kLowest<T>;
-    row_visit<W>(cols, [&](int64_t, T x) { m = Larger{}(m, x); }, xr);
+    using C = compute_t<T>;
+    C m = kLowest<C>;
+    row_visit<W>(cols, [&](int64_t, T x) { m = Larger{}(m, C(x)); }, xr);
     m = row_reduce(m, Larger{});
     double z = 0;
-    row_visit<W>(cols, [&](int64_t, T x) { z += exp(double(x - m)); }, xr);
+    row_visit<W>(cols, [&](int64_t, T x) { z += exp(double(C(x) - m)); }, xr);
     return {m, row_reduce(z, Add{})};
 }
 

@@ -17,7 +17,8 @@
 // the tree, up to ~1e-6 relative for a vocabulary-sized row, which is the whole tolerance;
 // in double the only difference from the CPU is the order of the additions, invisible once
 // rounded to float. The cost is small: the kernel is bound by memory traffic, and an H100/H200
-// runs double arithmetic at half its float rate.
+// runs double arithmetic at half its float rate. bf16 rows are read as float (the max too) and
+// each output rounded to bf16 once; the sums are the same doubles.
 #include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
 #include "cuda/row_reduce.h"
@@ -62,7 +63,7 @@ __global__ void softmax_backward_rows(T* dx, const T* y, const T* dy, int64_t ro
 void softmax(const View& out, const View& in, int64_t rows, int64_t cols, bool log) {
     if (rows * cols == 0) return;
     const LaunchShape shape = row_launch(rows, cols);
-    dispatch_floating(in.dtype, [&]<class T>() {
+    dispatch_floating_bf16(in.dtype, [&]<class T>() {
         T* y = static_cast<T*>(out.data);
         const T* x = static_cast<const T*>(in.data);
         by_pack_width<T>(packable_rows<T>(cols, y, x), [&]<int W>() {
@@ -74,7 +75,7 @@ void softmax(const View& out, const View& in, int64_t rows, int64_t cols, bool l
 void softmax_backward(const View& dx, const View& y, const View& dy, int64_t rows, int64_t cols, bool log) {
     if (rows * cols == 0) return;
     const LaunchShape shape = row_launch(rows, cols);
-    dispatch_floating(y.dtype, [&]<class T>() {
+    dispatch_floating_bf16(y.dtype, [&]<class T>() {
         T* d = static_cast<T*>(dx.data);
         const T *yp = static_cast<const T*>(y.data), *g = static_cast<const T*>(dy.data);
         by_pack_width<T>(packable_rows<T>(cols, d, yp, g), [&]<int W>() {

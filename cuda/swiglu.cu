@@ -5,7 +5,8 @@
 //
 // One element per thread in a grid-stride loop of 256-thread blocks, in the CPU's formulas
 // and types (tensor/cpu_fused.cpp): σ(a) = 1 / (1 + exp(−a)) in T, so the emulator matches
-// the CPU bit for bit and a GPU within its maths library's few ulps.
+// the CPU bit for bit and a GPU within its maths library's few ulps. bf16 is loaded as float,
+// computed as f32 is, and rounded once when stored.
 #include <algorithm>
 #include <cmath>
 
@@ -22,17 +23,21 @@ constexpr unsigned kThreads = 256;
 // a, b, y: (n).
 template <class T>
 __global__ void swiglu_forward_elements(T* y, const T* a, const T* b, int64_t n) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-        y[i] = a[i] / (1 + std::exp(-a[i])) * b[i];
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const compute_t<T> ai = a[i], bi = b[i];
+        y[i] = T(ai / (1 + std::exp(-ai)) * bi);
+    }
 }
 
 // dy, a, b, da, db: (n).
 template <class T>
 __global__ void swiglu_backward_elements(T* da, T* db, const T* dy, const T* a, const T* b, int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        const T sig = 1 / (1 + std::exp(-a[i]));
-        da[i] = dy[i] * b[i] * sig * (1 + a[i] * (1 - sig));
-        db[i] = dy[i] * a[i] * sig;
+        using C = compute_t<T>;
+        const C ai = a[i], bi = b[i], dyi = dy[i];
+        const C sig = 1 / (1 + std::exp(-ai));
+        da[i] = T(dyi * bi * sig * (1 + ai * (1 - sig)));
+        db[i] = T(dyi * ai * sig);
     }
 }
 
@@ -41,7 +46,7 @@ __global__ void swiglu_backward_elements(T* da, T* db, const T* dy, const T* a, 
 void swiglu_forward(const View& y, const View& a, const View& b) {
     const int64_t n = a.numel();
     if (n == 0) return;
-    dispatch_floating(a.dtype, [&]<class T>() {
+    dispatch_floating_bf16(a.dtype, [&]<class T>() {
         launch("swiglu_forward_elements", swiglu_forward_elements<T>, grid_covering(n, kThreads), dim3(kThreads), 0,
                static_cast<T*>(y.data), static_cast<const T*>(a.data), static_cast<const T*>(b.data), n);
     });
@@ -50,7 +55,7 @@ void swiglu_forward(const View& y, const View& a, const View& b) {
 void swiglu_backward(const View& da, const View& db, const View& dy, const View& a, const View& b) {
     const int64_t n = a.numel();
     if (n == 0) return;
-    dispatch_floating(a.dtype, [&]<class T>() {
+    dispatch_floating_bf16(a.dtype, [&]<class T>() {
         launch("swiglu_backward_elements", swiglu_backward_elements<T>, grid_covering(n, kThreads), dim3(kThreads), 0,
                static_cast<T*>(da.data), static_cast<T*>(db.data), static_cast<const T*>(dy.data),
                static_cast<const T*>(a.data), static_cast<const T*>(b.data), n);

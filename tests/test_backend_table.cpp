@@ -20,6 +20,7 @@
 #include "cuda/cuda.h"
 #include "cuda/runtime.h"
 #include "gatedgrad.h"
+#include "tensor/bf16.h"
 
 using namespace gg;
 
@@ -460,4 +461,380 @@ TEST_CASE("table: attention forward and backward (causal, window, exclude_self, 
                 },
                 tolerance(dt) * 4);
         }
+}
+
+// ---- bfloat16 rows ----
+//
+// The device entries that take bf16 against the CPU's f32 entry on the same values: each
+// operand listed in `as_bf16` is rounded to bf16 (its whole storage) for both sides; the CPU
+// runs its f32 entry on the rounded values and its result is rounded to bf16 once, which is
+// what a bf16 entry that loads as float, computes in float and rounds once on the way out
+// should store. The device gets the bf16 bits; other operands (int64 targets, f32/f64 copy
+// sources and destinations) travel as they are.
+//
+// Tolerance, for an output element whose rounded reference is w: bf16 keeps 8 significant
+// bits, so the device's own rounding of a float result that differs from the CPU's in its last
+// f32 bits (another order of additions, another maths library) can land on the neighbouring
+// bf16 value, one ulp: at most 2⁻⁷·|w|. On top of that, the f32 table's own 2e-5·max(1, |w|)
+// for the differences before rounding. Outputs that stay f32 or f64 use the f32 tolerance.
+
+namespace {
+
+const double kBf16Ulp = std::ldexp(1.0, -7);
+
+// A device buffer that frees itself.
+struct DeviceBuffer {
+    const Backend& be;
+    void* data;
+    size_t bytes;
+    DeviceBuffer(const Backend& be, size_t bytes) : be(be), data(be.allocate(bytes)), bytes(bytes) {}
+    ~DeviceBuffer() { be.deallocate(data, bytes); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+int64_t storage_elements(const Tensor& t) {
+    return static_cast<int64_t>(t.impl()->storage->nbytes / dtype_size(t.dtype()));
+}
+
+void compare_bf16(const std::string& what, const std::vector<Tensor>& operands, const std::vector<size_t>& as_bf16,
+                  const std::vector<size_t>& outputs, const Entry& entry) {
+    const auto is_bf16 = [&](size_t k) { return std::find(as_bf16.begin(), as_bf16.end(), k) != as_bf16.end(); };
+    std::vector<Tensor> cpu;
+    std::vector<View> cpu_views;
+    std::vector<std::vector<bfloat16>> bits(operands.size());
+    for (size_t k = 0; k < operands.size(); ++k) {
+        const Tensor& t = operands[k];
+        const Tensor storage = Tensor::empty({storage_elements(t)}, t.dtype());
+        if (t.impl()->storage->nbytes)
+            std::memcpy(storage.impl()->storage->data, t.impl()->storage->data, t.impl()->storage->nbytes);
+        if (is_bf16(k)) {
+            REQUIRE(t.dtype() == DType::f32);
+            float* p = static_cast<float*>(storage.impl()->storage->data);
+            for (int64_t i = 0; i < storage_elements(t); ++i) {
+                bits[k].push_back(bfloat16(p[i]));
+                p[i] = float(bits[k].back());
+            }
+        }
+        cpu.push_back(storage.alias(t.shape(), t.strides(), t.offset()));
+        cpu_views.push_back(cpu.back().view_desc());
+    }
+    entry(backend(Device::CPU), cpu_views);
+    for (const auto& [name, be] : devices()) {
+        std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+        std::vector<View> views;
+        for (size_t k = 0; k < operands.size(); ++k) {
+            const Tensor& t = operands[k];
+            const size_t element = is_bf16(k) ? sizeof(bfloat16) : dtype_size(t.dtype());
+            const size_t bytes = size_t(storage_elements(t)) * element;
+            buffers.push_back(std::make_unique<DeviceBuffer>(*be, bytes));
+            const void* host = is_bf16(k) ? static_cast<const void*>(bits[k].data()) : t.impl()->storage->data;
+            if (bytes) be->from_host(buffers.back()->data, host, bytes);
+            View v = t.view_desc();
+            if (is_bf16(k)) v.dtype = DType::bf16;
+            v.data = static_cast<char*>(buffers.back()->data) + t.offset() * int64_t(element);
+            views.push_back(v);
+        }
+        entry(*be, views);
+        be->synchronize();
+        for (size_t k : outputs) {
+            const std::string label = what + " on " + name;
+            if (!is_bf16(k)) {
+                const Tensor got = Tensor::empty({storage_elements(cpu[k])}, cpu[k].dtype());
+                if (buffers[k]->bytes) be->to_host(got.impl()->storage->data, buffers[k]->data, buffers[k]->bytes);
+                check_close(label, got.alias(cpu[k].shape(), cpu[k].strides(), cpu[k].offset()), cpu[k], 2e-5);
+                continue;
+            }
+            std::vector<bfloat16> got(static_cast<size_t>(storage_elements(cpu[k])));
+            if (buffers[k]->bytes) be->to_host(got.data(), buffers[k]->data, buffers[k]->bytes);
+            const float* want = static_cast<const float*>(cpu[k].impl()->storage->data);
+            for (size_t i = 0; i < got.size(); ++i) {
+                const double g = float(got[i]), w = round_to_bf16(want[i]);
+                const bool ok = std::isnan(w) ? std::isnan(g)
+                                              : std::abs(g - w) <= kBf16Ulp * std::abs(w) + 2e-5 * std::max(1.0, std::abs(w));
+                if (!ok) {
+                    FAIL_CHECK(label << ": bf16 element " << i << " is " << g << ", the CPU's f32 rounded to bf16 is "
+                                     << w);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("table bf16: fill, arange, and copy between bf16 and f32, f64, int64") {
+    Generator gen(21);
+    for (const Shape& s : {Shape{0}, Shape{1}, Shape{7, 13}, Shape{2, 3, 5, 7}}) {
+        CAPTURE(shape_str(s));
+        for (double value : {2.5, 0.1, -1e30})
+            compare_bf16("fill", {zeros(s, DType::f32)}, {0}, {0},
+                         [value](const Backend& be, const std::vector<View>& v) { be.fill(v[0], value); });
+        compare_bf16("arange", {zeros({shape_numel(s)}, DType::f32)}, {0}, {0},
+                     [](const Backend& be, const std::vector<View>& v) { be.arange(v[0], -3, 0.37); });
+    }
+    const Tensor in = randn({5, 9, 4}, gen, DType::f64) * 10;
+    for (DType other : {DType::f32, DType::f64, DType::i64}) {
+        CAPTURE(dtype_name(other));
+        const Tensor source = other == DType::i64 ? (in * 100).to(other) : in.to(other);
+        // other → bf16: contiguous (packs where aligned), permuted, into a strided view
+        compare_bf16("copy to bf16", {zeros({5, 9, 4}, DType::f32), source}, {0}, {0},
+                     [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); });
+        compare_bf16("copy to bf16, permuted", {zeros({9, 4, 5}, DType::f32), source.permute({1, 2, 0})}, {0}, {0},
+                     [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); });
+        compare_bf16("copy to bf16, strided", {zeros({5, 12}, DType::f32).narrow(1, 2, 9), source.select(2, 1)}, {0},
+                     {0}, [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); });
+        // bf16 → other
+        compare_bf16("copy from bf16", {zeros({5, 9, 4}, other), in.to(DType::f32)}, {1}, {0},
+                     [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); });
+        compare_bf16("copy from bf16, permuted", {zeros({9, 4, 5}, other), in.to(DType::f32).permute({1, 2, 0})},
+                     {1}, {0}, [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); });
+    }
+    compare_bf16("copy bf16 to bf16, strided", {zeros({5, 12}, DType::f32).narrow(1, 2, 9), in.to(DType::f32).select(2, 1)},
+                 {0, 1}, {0}, [](const Backend& be, const std::vector<View>& v) { be.copy(v[0], v[1]); });
+}
+
+TEST_CASE("table bf16: f64 → bf16 rounds once, not through a float") {
+    // 1 + 2⁻⁸ + 2⁻³⁰ is just above the tie between the bf16 values 1 and 1 + 2⁻⁷; rounded to a
+    // float first it would land on the tie and go to the even 1. The right answer is 1 + 2⁻⁷.
+    const double x = 1 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
+    const Backend& be = cuda::emulated::backend_table();
+    DeviceBuffer in(be, sizeof(double)), out(be, sizeof(bfloat16));
+    be.from_host(in.data, &x, sizeof x);
+    View src = full({1}, 0.0, DType::f64).view_desc(), dst = src;
+    src.data = in.data, dst.data = out.data, dst.dtype = DType::bf16;
+    be.copy(dst, src);
+    bfloat16 got;
+    be.to_host(&got, out.data, sizeof got);
+    CHECK(float(got) == 1 + std::ldexp(1.0f, -7));
+}
+
+TEST_CASE("table bf16: unary, binary and where, contiguous, strided and broadcast") {
+    Generator gen(22);
+    const DType f32 = DType::f32;
+    for (const Shape& s : {Shape{1}, Shape{33}, Shape{6, 7, 5}}) {
+        CAPTURE(shape_str(s));
+        const Tensor positive = abs(random(s, f32, gen)) + 0.25;
+        for (UnaryOp op : {UnaryOp::neg, UnaryOp::exp, UnaryOp::log, UnaryOp::sqrt, UnaryOp::rsqrt, UnaryOp::tanh,
+                           UnaryOp::sigmoid, UnaryOp::relu, UnaryOp::silu, UnaryOp::gelu, UnaryOp::erf, UnaryOp::abs,
+                           UnaryOp::pow}) {
+            const bool needs_positive =
+                op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::rsqrt || op == UnaryOp::pow;
+            compare_bf16("unary " + std::to_string(int(op)), {zeros(s, f32), needs_positive ? positive : random(s, f32, gen)},
+                         {0, 1}, {0}, [op](const Backend& be, const std::vector<View>& v) { be.unary(op, v[0], v[1], 1.7); });
+        }
+        for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div, BinaryOp::maximum,
+                            BinaryOp::minimum, BinaryOp::eq, BinaryOp::ne, BinaryOp::lt, BinaryOp::le, BinaryOp::gt,
+                            BinaryOp::ge})
+            compare_bf16("binary " + std::to_string(int(op)), {zeros(s, f32), random(s, f32, gen), positive}, {0, 1, 2},
+                         {0}, [op](const Backend& be, const std::vector<View>& v) { be.binary(op, v[0], v[1], v[2]); });
+    }
+    const Tensor a = strided({4, 6}, f32, gen), row = random({6}, f32, gen).unsqueeze(0).expand({4, 6});
+    compare_bf16("binary (strided, broadcast)", {zeros({4, 6}, f32), a, row}, {0, 1, 2}, {0},
+                 [](const Backend& be, const std::vector<View>& v) { be.binary(BinaryOp::mul, v[0], v[1], v[2]); });
+    compare_bf16("where (broadcast condition)",
+                 {zeros({4, 6}, f32), gt(random({1, 6}, f32, gen), zeros({1, 6}, f32)).expand({4, 6}), a, row},
+                 {0, 1, 2, 3}, {0},
+                 [](const Backend& be, const std::vector<View>& v) { be.where(v[0], v[1], v[2], v[3]); });
+}
+
+TEST_CASE("table bf16: softmax, log_softmax, cross-entropy, RMSNorm, each way") {
+    Generator gen(23);
+    const DType f32 = DType::f32;
+    // 256 columns take 8-wide bf16 packs, 257 one element at a time; 1100 a block per row.
+    for (const Shape& s : {Shape{3, 7}, Shape{2, 256}, Shape{2, 257}, Shape{4, 1100}}) {
+        CAPTURE(shape_str(s));
+        for (bool log : {false, true}) {
+            const Tensor x = random(s, f32, gen) * 4.0;
+            compare_bf16("softmax", {zeros(s, f32), x}, {0, 1}, {0}, [&](const Backend& be, const std::vector<View>& v) {
+                be.softmax(v[0], v[1], s[0], s[1], log);
+            });
+            const Tensor y = log ? log_softmax(x, -1) : softmax(x, -1);
+            compare_bf16("softmax_backward", {zeros(s, f32), y, random(s, f32, gen)}, {0, 1, 2}, {0},
+                         [&](const Backend& be, const std::vector<View>& v) {
+                             be.softmax_backward(v[0], v[1], v[2], s[0], s[1], log);
+                         });
+        }
+        std::vector<int64_t> targets(static_cast<size_t>(s[0]));
+        for (int64_t i = 0; i < s[0]; ++i) targets[static_cast<size_t>(i)] = i % 3 == 1 ? -100 : gen.randint(0, s[1]);
+        const Tensor x = random(s, f32, gen) * 3.0, t = from_vector(targets, {s[0]});
+        compare_bf16("cross_entropy", {zeros({s[0]}, f32), x, t}, {0, 1}, {0},
+                     [](const Backend& be, const std::vector<View>& v) { be.cross_entropy(v[0], v[1], v[2], -100); });
+        const Tensor scale = where(eq(t, full({}, -100.0, DType::i64)), zeros({s[0]}, f32), rand({s[0]}, gen, f32));
+        compare_bf16("cross_entropy_backward", {zeros(s, f32), x, t, scale}, {0, 1, 3}, {0},
+                     [](const Backend& be, const std::vector<View>& v) {
+                         be.cross_entropy_backward(v[0], v[1], v[2], v[3]);
+                     });
+        const Tensor w = random({s[1]}, f32, gen);
+        compare_bf16("rms_norm_forward", {zeros(s, f32), zeros({s[0]}, f32), x, w}, {0, 1, 2, 3}, {0, 1},
+                     [&](const Backend& be, const std::vector<View>& v) {
+                         be.rms_norm_forward(v[0], v[1], v[2], v[3], s[0], s[1], 1e-6);
+                     });
+        const Tensor rstd = rsqrt(mean(x * x, {-1}) + 1e-6);
+        compare_bf16("rms_norm_backward", {zeros(s, f32), zeros({s[1]}, f32), random(s, f32, gen), x, w, rstd},
+                     {0, 1, 2, 3, 4, 5}, {0, 1}, [&](const Backend& be, const std::vector<View>& v) {
+                         be.rms_norm_backward(v[0], v[1], v[2], v[3], v[4], v[5], s[0], s[1]);
+                     });
+    }
+}
+
+TEST_CASE("table bf16: GEMM on the tensor cores, every transpose, batched with strides") {
+    Generator gen(24);
+    struct Case {
+        int64_t batch, M, N, K;
+        bool ta, tb;
+    };
+    for (Case c : {Case{1, 1, 1, 1, false, false}, Case{1, 7, 33, 5, false, true}, Case{3, 17, 9, 65, true, false},
+                   Case{2, 40, 31, 18, true, true}, Case{1, 5, 0, 3, false, false}, Case{1, 4, 6, 0, false, false}}) {
+        CAPTURE(c.batch);
+        CAPTURE(c.M);
+        CAPTURE(c.N);
+        CAPTURE(c.K);
+        const Shape a_shape = c.ta ? Shape{c.batch, c.K, c.M} : Shape{c.batch, c.M, c.K};
+        const Shape b_shape = c.tb ? Shape{c.batch, c.N, c.K} : Shape{c.batch, c.K, c.N};
+        const int64_t lda = std::max<int64_t>(a_shape[2], 1), ldb = std::max<int64_t>(b_shape[2], 1);
+        const int64_t ldc = std::max<int64_t>(c.N, 1);
+        for (double beta : {0.0, 0.5}) {
+            const Tensor C = beta == 0 ? full({c.batch, c.M, c.N}, NAN, DType::f32)
+                                       : random({c.batch, c.M, c.N}, DType::f32, gen);
+            compare_bf16("gemm", {random(a_shape, DType::f32, gen), random(b_shape, DType::f32, gen), C}, {0, 1, 2},
+                         {2}, [&](const Backend& be, const std::vector<View>& v) {
+                             be.gemm(v[2].dtype, c.batch, c.ta, c.tb, c.M, c.N, c.K, 1.5, v[0].data, lda,
+                                     a_shape[1] * lda, v[1].data, ldb, b_shape[1] * ldb, beta, v[2].data, ldc,
+                                     c.M * c.N);
+                         });
+        }
+    }
+}
+
+TEST_CASE("table bf16: reductions, the sum of squares, embedding rows, routing, SwiGLU and RoPE") {
+    Generator gen(25);
+    const DType f32 = DType::f32;
+    struct Block {
+        int64_t outer, R, inner;
+    };
+    for (Block b : {Block{1, 1, 1}, Block{3, 0, 2}, Block{1, 1000, 1}, Block{5, 37, 3}, Block{2, 7, 129}}) {
+        CAPTURE(b.R);
+        CAPTURE(b.inner);
+        const Tensor in = random({b.outer, b.R, b.inner}, f32, gen);
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+            if (op != ReduceOp::sum && b.R == 0) continue;
+            compare_bf16("reduce " + std::to_string(int(op)), {zeros({b.outer, b.inner}, f32), in}, {0, 1}, {0},
+                         [op, b](const Backend& be, const std::vector<View>& v) {
+                             be.reduce(op, v[0], v[1], b.outer, b.R, b.inner);
+                         });
+        }
+    }
+    // The sum of squares of bf16 values into an f64 accumulator: packs of 8 (4099 is not a
+    // multiple), and one element at a time from a view one element in.
+    for (int64_t n : {1, 1000, 4099}) {
+        compare_bf16("sum_squares", {full({}, 1.5, DType::f64), random({n}, f32, gen)}, {1}, {0},
+                     [](const Backend& be, const std::vector<View>& v) { be.sum_squares(v[0], v[1]); });
+        compare_bf16("sum_squares, misaligned", {full({}, 1.5, DType::f64), random({n + 1}, f32, gen).narrow(0, 1, n)},
+                     {1}, {0}, [](const Backend& be, const std::vector<View>& v) { be.sum_squares(v[0], v[1]); });
+    }
+    for (int64_t n : {1, 5, 1027}) {
+        const Tensor a = random({n}, f32, gen), b = random({n}, f32, gen);
+        compare_bf16("swiglu_forward", {zeros({n}, f32), a, b}, {0, 1, 2}, {0},
+                     [](const Backend& be, const std::vector<View>& v) { be.swiglu_forward(v[0], v[1], v[2]); });
+        compare_bf16("swiglu_backward", {zeros({n}, f32), zeros({n}, f32), random({n}, f32, gen), a, b},
+                     {0, 1, 2, 3, 4}, {0, 1}, [](const Backend& be, const std::vector<View>& v) {
+                         be.swiglu_backward(v[0], v[1], v[2], v[3], v[4]);
+                     });
+    }
+    // Embedding rows: a gather (copied as 2-byte words) and a scatter-add with repeated ids.
+    const Tensor table = random({11, 13}, f32, gen), ids = from_vector(std::vector<int64_t>{3, 0, 10, 3, 7, 3}, {6});
+    compare_bf16("index_select_rows", {zeros({6, 13}, f32), table, ids}, {0, 1}, {0},
+                 [](const Backend& be, const std::vector<View>& v) { be.index_select_rows(v[0], v[1], v[2]); });
+    compare_bf16("index_add_rows", {table, ids, random({6, 13}, f32, gen)}, {0, 2}, {0},
+                 [](const Backend& be, const std::vector<View>& v) { be.index_add_rows(v[0], v[1], v[2]); });
+    // Routing along the last dim: gather, scatter-add with repeated columns, top-k with ties.
+    const Tensor in = random({6, 19}, f32, gen), idx = randint(0, 19, {6, 3}, gen);
+    compare_bf16("gather_last", {zeros({6, 3}, f32), in, idx}, {0, 1}, {0},
+                 [](const Backend& be, const std::vector<View>& v) { be.gather_last(v[0], v[1], v[2]); });
+    const Tensor repeats = from_vector(std::vector<int64_t>{2, 2, 5, 2, 0, 1, 1, 7}, {2, 4});
+    compare_bf16("scatter_add_last", {random({2, 9}, f32, gen), repeats, random({2, 4}, f32, gen)}, {0, 2}, {0},
+                 [](const Backend& be, const std::vector<View>& v) { be.scatter_add_last(v[0], v[1], v[2]); });
+    for (int64_t k : {1, 4, 19}) {
+        const Tensor x = randint(0, 4, {5, 19}, gen).to(f32) * 0.3;  // ties after rounding too
+        compare_bf16("topk_last k=" + std::to_string(k), {zeros({5, k}, f32), zeros({5, k}, DType::i64), x}, {0, 2},
+                     {0, 1}, [k](const Backend& be, const std::vector<View>& v) { be.topk_last(v[0], v[1], v[2], k); });
+    }
+    for (const Shape& s : {Shape{2, 3, 5, 8}, Shape{1, 1, 1, 2}}) {
+        CAPTURE(shape_str(s));
+        const Tensor cos = random({s[2], s[3]}, f32, gen), sin = random({s[2], s[3]}, f32, gen);
+        const Tensor transposed = random({s[0], s[2], s[1], s[3]}, f32, gen).transpose(1, 2);
+        for (const Tensor& x : {random(s, f32, gen), transposed})
+            for (bool transpose : {false, true})
+                compare_bf16("rope", {zeros(s, f32), x, cos, sin}, {0, 1, 2, 3}, {0},
+                             [transpose](const Backend& be, const std::vector<View>& v) {
+                                 be.rope(v[0], v[1], v[2], v[3], transpose);
+                             });
+    }
+}
+
+TEST_CASE("table bf16: attention forward and backward (bf16 Q, K, V, O; lse in f32)") {
+    Generator gen(26);
+    const DType f32 = DType::f32;
+    struct Case {
+        int64_t B, H, Hkv, Tq, Tk, D;
+        bool causal;
+        int64_t window;
+    };
+    // D 8: 8-byte packs of 4 bf16; D 5: one value at a time; 70 rows: two tiles of 64.
+    for (Case c : {Case{2, 4, 2, 9, 9, 8, true, 0}, Case{1, 2, 1, 7, 7, 5, true, 3}, Case{1, 4, 1, 3, 11, 16, true, 0},
+                   Case{1, 1, 1, 70, 70, 32, true, 0}, Case{1, 1, 1, 5, 8, 3, false, 0}}) {
+        CAPTURE(c.Tq);
+        CAPTURE(c.D);
+        const AttentionShape s{c.B, c.H, c.Hkv, c.Tq, c.Tk, c.D, c.causal, c.window, 1 / std::sqrt(double(c.D)), false};
+        const Tensor Q = random({c.B, c.H, c.Tq, c.D}, f32, gen), K = random({c.B, c.Hkv, c.Tk, c.D}, f32, gen),
+                     V = random({c.B, c.Hkv, c.Tk, c.D}, f32, gen);
+        compare_bf16("attention_forward",
+                     {zeros({c.B, c.H, c.Tq, c.D}, f32), zeros({c.B, c.H, c.Tq}, f32),
+                      zeros({c.B, c.H, c.Tq, c.Tk}, f32), Q, K, V},
+                     {0, 2, 3, 4, 5}, {0, 1, 2}, [&](const Backend& be, const std::vector<View>& v) {
+                         be.attention_forward(s, v[0], v[1], v[2], v[3], v[4], v[5]);
+                     });
+        // The backward from the CPU's forward on the same (rounded) inputs; O rounded too.
+        const Tensor O_cpu = zeros({c.B, c.H, c.Tq, c.D}, f32), lse_cpu = zeros({c.B, c.H, c.Tq}, f32);
+        std::vector<float> rounded[3];
+        const Tensor* inputs[3] = {&Q, &K, &V};
+        std::vector<Tensor> bf16_inputs;
+        for (int i = 0; i < 3; ++i) {
+            rounded[i] = inputs[i]->to_vector<float>();
+            for (float& x : rounded[i]) x = round_to_bf16(x);
+            bf16_inputs.push_back(from_vector(rounded[i], inputs[i]->shape()));
+        }
+        backend(Device::CPU).attention_forward(s, O_cpu.view_desc(), lse_cpu.view_desc(), View{},
+                                               bf16_inputs[0].view_desc(), bf16_inputs[1].view_desc(),
+                                               bf16_inputs[2].view_desc());
+        compare_bf16("attention_backward",
+                     {zeros(Q.shape(), f32), zeros(K.shape(), f32), zeros(V.shape(), f32), random(Q.shape(), f32, gen),
+                      Q, K, V, O_cpu, lse_cpu},
+                     {0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2}, [&](const Backend& be, const std::vector<View>& v) {
+                         be.attention_backward(s, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
+                     });
+    }
+    // lse in bf16 would spoil every recomputed probability: refused, naming the dtypes.
+    const Backend& be = cuda::emulated::backend_table();
+    const AttentionShape s{1, 1, 1, 2, 2, 4, true, 0, 0.5, false};
+    DeviceBuffer buffer(be, 256);
+    View x = zeros({1, 1, 2, 4}, f32).view_desc(), lse = zeros({1, 1, 2}, f32).view_desc();
+    x.data = lse.data = buffer.data, x.dtype = lse.dtype = DType::bf16;
+    CHECK_THROWS_WITH_AS(be.attention_forward(s, x, lse, View{}, x, x, x),
+                         "attention_forward: lse is bfloat16; with bfloat16 Q, K, V it must be float32",
+                         std::invalid_argument);
+}
+
+TEST_CASE("table bf16: the optimisers refuse bf16, naming it: they update f32 master weights") {
+    const Backend& be = cuda::emulated::backend_table();
+    DeviceBuffer buffer(be, 64 * sizeof(float));
+    View v = zeros({8}, DType::f32).view_desc();
+    v.data = buffer.data, v.dtype = DType::bf16;
+    CHECK_THROWS_WITH_AS(be.adamw_step(AdamWStep{}, v, v, v, v),
+                         doctest::Contains("adamw_step: parameter bfloat16, gradient bfloat16: the optimisers take "
+                                           "f32 or f64 master weights"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(be.sgd_step(SGDStep{}, v, v, v), doctest::Contains("sgd_step"), std::invalid_argument);
 }

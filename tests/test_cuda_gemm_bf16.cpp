@@ -1,0 +1,188 @@
+// test_cuda_gemm_bf16.cpp — the bf16 tensor-core GEMM (cuda/gemm_bf16.cu, mma.sync m16n8k16
+// in the emulator) against the CPU's f32 GEMM on the same bf16 inputs, rounded once to bf16:
+// every transpose combination, sizes off the 64×64 tile and the 32-wide K slice, batches with
+// padded and broadcast operands, alpha and beta, and what BLAS promises not to read.
+//
+// Tolerance. The inputs are bf16 values, so their products are exact in f32 on both sides and
+// the two f32 sums differ only by the order of the additions: at most ~K·2⁻²⁴ of Σ|terms|,
+// covered by 1e-5 × Σ|terms| (the CPU's gemm on |A|, |B|, |C|). Each side then rounds its sum to
+// bf16, which keeps 8 significant bits: half an ulp each, 2⁻⁹ of the value, and two f32 sums
+// a hair apart can round to neighbouring bf16 values, one ulp, at most 2⁻⁷ of the value. So an
+// element may differ from the reference by 2⁻⁷·|reference| + 1e-5·Σ|terms|, and no more.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda/kernels.h"
+#include "tensor/backend.h"
+#include "tensor/bf16.h"
+
+namespace {
+
+using gg::bfloat16;
+using gg::DType;
+
+struct Gemm {
+    int64_t batch = 1;
+    bool trans_a = false, trans_b = false;
+    int64_t M = 1, N = 1, K = 1;
+    double alpha = 1, beta = 0;
+    int64_t pad_a = 0, pad_b = 0, pad_c = 0;
+    int64_t stride_a = -1, stride_b = -1, stride_c = -1;  // -1: tight; 0: broadcast
+};
+
+struct Operand {
+    int64_t rows, ld, stride, size;
+    Operand(int64_t batch, int64_t rows, int64_t cols, int64_t pad, int64_t stride_or_tight)
+        : rows(rows), ld(std::max<int64_t>(cols + pad, 1)),
+          stride(stride_or_tight < 0 ? rows * ld : stride_or_tight),
+          size(std::max<int64_t>((batch - 1) * stride + rows * ld, 1)) {}
+};
+
+struct Layout {
+    Operand a, b, c;
+    explicit Layout(const Gemm& g)
+        : a(g.batch, g.trans_a ? g.K : g.M, g.trans_a ? g.M : g.K, g.pad_a, g.stride_a),
+          b(g.batch, g.trans_b ? g.N : g.K, g.trans_b ? g.K : g.N, g.pad_b, g.stride_b),
+          c(g.batch, g.M, g.N, g.pad_c, g.stride_c) {}
+};
+
+constexpr double kOrderTol = 1e-5;              // f32 sums in another order, × Σ|terms|
+const double kRoundTol = std::ldexp(1.0, -7);  // one bf16 ulp of the result, relative
+
+std::vector<bfloat16> uniform_bf16(int64_t n, std::mt19937& rng) {
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<bfloat16> v(size_t(n), bfloat16(0.0f));
+    for (bfloat16& x : v) x = bfloat16(u(rng));
+    return v;
+}
+std::vector<float> widen(const std::vector<bfloat16>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+void cpu_sgemm(const Gemm& g, const Layout& l, const float* A, const float* B, float* C) {
+    gg::backend(gg::Device::CPU)
+        .gemm(DType::f32, g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, A, l.a.ld, l.a.stride, B, l.b.ld,
+              l.b.stride, g.beta, C, l.c.ld, l.c.stride);
+}
+
+// "" when the emulated bf16 GEMM matches the reference within the stated tolerance and leaves
+// everything outside the result bit for bit as it was; else the first difference.
+std::string mismatch(const Gemm& g, float c_fill = 2, float ab_fill = 2) {
+    const Layout l(g);
+    std::mt19937 rng(unsigned(g.M * 1000003 + g.N * 1009 + g.K + g.batch));
+    std::vector<bfloat16> A = uniform_bf16(l.a.size, rng), B = uniform_bf16(l.b.size, rng),
+                          C = uniform_bf16(l.c.size, rng);
+    if (c_fill != 2) C.assign(C.size(), bfloat16(c_fill));
+    if (ab_fill != 2) A.assign(A.size(), bfloat16(ab_fill)), B.assign(B.size(), bfloat16(ab_fill));
+
+    std::vector<float> reference = widen(C), scale(C.size());
+    cpu_sgemm(g, l, widen(A).data(), widen(B).data(), reference.data());
+    std::vector<float> absA = widen(A), absB = widen(B);
+    for (float& x : absA) x = std::abs(x);
+    for (float& x : absB) x = std::abs(x);
+    for (size_t i = 0; i < C.size(); ++i) scale[i] = std::abs(float(C[i]));
+    Gemm magnitude = g;
+    magnitude.alpha = std::abs(g.alpha), magnitude.beta = std::abs(g.beta);
+    cpu_sgemm(magnitude, l, absA.data(), absB.data(), scale.data());
+
+    std::vector<bfloat16> got = C;
+    gg::cuda::emulated::gemm(DType::bf16, g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, A.data(), l.a.ld,
+                             l.a.stride, B.data(), l.b.ld, l.b.stride, g.beta, got.data(), l.c.ld, l.c.stride);
+
+    std::vector<bool> inside(C.size(), false);
+    for (int64_t b = 0; b < g.batch; ++b)
+        for (int64_t m = 0; m < g.M; ++m)
+            for (int64_t n = 0; n < g.N; ++n) inside[size_t(b * l.c.stride + m * l.c.ld + n)] = true;
+    for (size_t i = 0; i < C.size(); ++i) {
+        const double expected = double(gg::round_to_bf16(reference[i]));
+        const bool ok =
+            inside[i]
+                ? std::abs(double(float(got[i])) - expected) <= kRoundTol * std::abs(expected) + kOrderTol * scale[i]
+                : got[i].bits == C[i].bits;
+        if (!ok)
+            return "C[" + std::to_string(i) + "] (" + (inside[i] ? "inside" : "outside") + " the result) is " +
+                   std::to_string(float(got[i])) + ", the f32 reference rounded to bf16 is " +
+                   std::to_string(expected);
+    }
+    return "";
+}
+
+std::string describe(const Gemm& g) {
+    return "batch " + std::to_string(g.batch) + " trans_a " + std::to_string(g.trans_a) + " trans_b " +
+           std::to_string(g.trans_b) + " M " + std::to_string(g.M) + " N " + std::to_string(g.N) + " K " +
+           std::to_string(g.K) + " alpha " + std::to_string(g.alpha) + " beta " + std::to_string(g.beta);
+}
+
+}  // namespace
+
+TEST_CASE("bf16 gemm matches f32 gemm on the same bf16 inputs: every transpose, sizes off the tile grid") {
+    const int64_t shapes[][3] = {{1, 1, 1}, {7, 33, 65}, {33, 65, 7}, {65, 7, 33}, {64, 64, 32}, {130, 72, 100}};
+    int variant = 0;
+    for (bool trans_a : {false, true})
+        for (bool trans_b : {false, true})
+            for (const auto& s : shapes) {
+                Gemm g{.trans_a = trans_a, .trans_b = trans_b, .M = s[0], .N = s[1], .K = s[2]};
+                if (variant++ % 2) g.alpha = -0.75, g.beta = 1.5;  // half the cases accumulate into C
+                CAPTURE(describe(g));
+                CHECK(mismatch(g) == "");
+            }
+}
+
+TEST_CASE("batched bf16 gemm: padded leading dimensions, gaps between batches, a broadcast operand") {
+    for (bool trans_a : {false, true})
+        for (bool trans_b : {false, true}) {
+            Gemm padded{.batch = 3, .trans_a = trans_a, .trans_b = trans_b, .M = 33, .N = 7, .K = 65, .alpha = 0.5,
+                        .beta = -1.25, .pad_a = 3, .pad_b = 1, .pad_c = 5};
+            const Layout tight(padded);
+            padded.stride_a = tight.a.stride + 11, padded.stride_b = tight.b.stride + 2,
+            padded.stride_c = tight.c.stride + 7;
+            const Gemm broadcast_a{.batch = 4, .trans_a = trans_a, .trans_b = trans_b, .M = 7, .N = 65, .K = 33,
+                                   .beta = 1, .stride_a = 0};
+            const Gemm broadcast_b{.batch = 2, .trans_a = trans_a, .trans_b = trans_b, .M = 65, .N = 33, .K = 7,
+                                   .alpha = 2, .stride_b = 0};
+            for (const Gemm& g : {padded, broadcast_a, broadcast_b}) {
+                CAPTURE(describe(g));
+                CHECK(mismatch(g) == "");
+            }
+        }
+}
+
+TEST_CASE("bf16 gemm: beta = 0 never reads C, alpha = 0 never reads A or B, K = 0 scales C") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const Gemm overwrite{.batch = 2, .trans_a = true, .M = 33, .N = 65, .K = 7, .alpha = 1.5, .beta = 0, .pad_c = 2};
+    CHECK(mismatch(overwrite, nan) == "");
+    const Gemm scale_only{.M = 7, .N = 33, .K = 65, .alpha = 0, .beta = -2};
+    CHECK(mismatch(scale_only, 2, nan) == "");
+    const Gemm empty_k{.M = 7, .N = 33, .K = 0, .beta = 0.5};
+    CHECK(mismatch(empty_k) == "");
+}
+
+TEST_CASE("bf16 gemm: a product exact in bf16 comes out exact, so no tolerance hides a wrong layout") {
+    // Small integers: every product and sum is exact in f32 and the results (below 256) in
+    // bf16, so any element taken from the wrong lane or register shows as an inequality.
+    const Gemm g{.M = 16, .N = 8, .K = 16};
+    const Layout l(g);
+    std::vector<bfloat16> A(size_t(l.a.size)), B(size_t(l.b.size)), C(size_t(l.c.size), bfloat16(0.0f));
+    for (size_t i = 0; i < A.size(); ++i) A[i] = bfloat16(float(int(i * 7 % 5) - 2));
+    for (size_t i = 0; i < B.size(); ++i) B[i] = bfloat16(float(int(i * 3 % 7) - 3));
+    std::vector<float> reference(C.size(), 0.0f);
+    cpu_sgemm(g, l, widen(A).data(), widen(B).data(), reference.data());
+    gg::cuda::emulated::gemm(DType::bf16, 1, false, false, 16, 8, 16, 1.0, A.data(), l.a.ld, l.a.stride, B.data(),
+                             l.b.ld, l.b.stride, 0.0, C.data(), l.c.ld, l.c.stride);
+    for (size_t i = 0; i < C.size(); ++i) {
+        CAPTURE(i);
+        CHECK(float(C[i]) == reference[i]);  // integers below 256: exact in bf16
+    }
+}
+
+TEST_CASE("bf16 gemm: leading dimensions shorter than a row are errors naming the sizes") {
+    std::vector<bfloat16> a(16), b(16), c(16);
+    CHECK_THROWS_WITH_AS(gg::cuda::emulated::gemm(DType::bf16, 1, false, false, 2, 2, 4, 1.0, a.data(), 3, 8, b.data(),
+                                                  2, 8, 0.0, c.data(), 2, 4),
+                         doctest::Contains("gemm: lda 3 is shorter than a stored row of 4"), std::invalid_argument);
+}
