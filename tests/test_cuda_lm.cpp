@@ -155,3 +155,32 @@ TEST_CASE("the trainer on the CUDA device follows the CPU's losses, and its chec
     CHECK(std::isfinite(second_half.final_val_loss));
     fs::remove_all(dir);
 }
+
+// Mixed precision through every CUDA kernel family that autocast sends bfloat16 to (the
+// mma.sync GEMM, attention, the casts) and those it keeps in float32 (RMSNorm, the loss):
+// the same run on the two devices rounds the same values to bfloat16, so their losses agree
+// far inside the 0.02 nats that bfloat16 is allowed against float32 (tests/test_bf16.cpp);
+// what is left differs only in the order of float32 sums.
+TEST_CASE("bf16 training on the CUDA device follows the CPU's bf16 run, and both track float32") {
+    const auto data = word_corpus(40);
+    TrainConfig mixed = trainer_config(""), single = trainer_config("");
+    mixed.steps = single.steps = 12, mixed.eval_every = single.eval_every = 0;
+    mixed.precision = DType::bf16;
+    Trainer cpu(mixed, data), gpu(mixed, data, Device::CUDA), reference(single, data);
+    const TrainResult on_cpu = cpu.run(true), on_gpu = gpu.run(true), in_f32 = reference.run(true);
+    REQUIRE(on_gpu.log.size() == 12);
+    double worst_devices = 0, worst_f32 = 0;
+    for (size_t i = 0; i < 12; ++i) {
+        worst_devices = std::max(worst_devices, std::abs(on_gpu.log[i].loss - on_cpu.log[i].loss));
+        worst_f32 = std::max(worst_f32, std::abs(on_gpu.log[i].loss - in_f32.log[i].loss));
+    }
+    MESSAGE("largest loss difference over 12 steps: CUDA-CPU in bf16 " << worst_devices << ", bf16-f32 " << worst_f32);
+    CHECK(worst_devices <= 0.005);
+    CHECK(worst_f32 <= 0.02);
+    CHECK(on_gpu.log.back().loss < on_gpu.log.front().loss);  // it learned
+    for (const Tensor& p : gpu.model().parameters()) {
+        CHECK(p.dtype() == DType::f32);  // master weights
+        CHECK(p.device() == Device::CUDA);
+    }
+    CHECK(std::abs(on_gpu.final_val_loss - on_cpu.final_val_loss) <= 0.005);
+}
