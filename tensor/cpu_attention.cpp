@@ -22,6 +22,7 @@
 
 #include "tensor/backend.h"
 #include "tensor/parallel.h"
+#include "tensor/vector_math.h"
 
 namespace gg {
 
@@ -102,7 +103,7 @@ void tile_probabilities(const AttentionShape& s, const Head<T>& h, int64_t i0, i
     for (int64_t r = 0; r < rows; ++r) {
         const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
         T* row = P + r * n;
-        for (int64_t j = begin; j < end; ++j) row[j] = std::exp(row[j] - lse[i0 + r]);
+        vec::exp_shifted(row + begin, row + begin, lse[i0 + r], end - begin);
         std::fill(row, row + begin, T(0));
         std::fill(row + end, row + n, T(0));
     }
@@ -164,8 +165,7 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                         continue;
                     }
                     const T rescale = std::exp(m[r] - m_new);
-                    T sum = 0;
-                    for (int64_t j = begin; j < end; ++j) sum += (row[j] = std::exp(row[j] - m_new));
+                    const T sum = vec::exp_shifted(row + begin, row + begin, m_new, end - begin);
                     std::fill(row, row + begin, T(0));  // hidden keys weigh nothing
                     std::fill(row + end, row + n, T(0));
                     z[r] = z[r] * rescale + sum;

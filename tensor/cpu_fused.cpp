@@ -2,11 +2,13 @@
 // forward and backward, SwiGLU's gating product and RoPE's rotation each way, the AdamW and
 // SGD updates, and the sum of squares for the gradient norm. Each is one pass over its data
 // where a chain of ops would make several.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "tensor/backend.h"
 #include "tensor/parallel.h"
+#include "tensor/vector_math.h"
 
 namespace gg {
 
@@ -72,13 +74,30 @@ void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, 
     });
 }
 
+namespace {
+
+// Calls f(j, σ(a_j)) for j in [begin, end): σ is taken a block at a time at the vector width
+// (tensor/vector_math.h) into a buffer that stays in L1, then f reads it.
+template <class T, class F>
+void with_sigmoid(const T* a, int64_t begin, int64_t end, F&& f) {
+    constexpr int64_t kBlock = 512;
+    T sig[kBlock];
+    for (int64_t j0 = begin; j0 < end; j0 += kBlock) {
+        const int64_t n = std::min(kBlock, end - j0);
+        vec::sigmoid(sig, a + j0, n);
+        for (int64_t i = 0; i < n; ++i) f(j0 + i, sig[i]);
+    }
+}
+
+}  // namespace
+
 // y = a σ(a) b, element by element; backward from the same σ(a).
 void cpu_swiglu_forward(const View& y, const View& a, const View& b) {
     dispatch_floating(a.dtype, [&]<class T>() {
         const T *ap = ptr<T>(a), *bp = ptr<T>(b);
         T* yp = ptr<T>(y);
         parallel_range(a.numel(), [=](int64_t begin, int64_t end) {
-            for (int64_t j = begin; j < end; ++j) yp[j] = ap[j] / (1 + std::exp(-ap[j])) * bp[j];
+            with_sigmoid(ap, begin, end, [=](int64_t j, T sig) { yp[j] = ap[j] * sig * bp[j]; });
         });
     });
 }
@@ -88,11 +107,10 @@ void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const V
         const T *ap = ptr<T>(a), *bp = ptr<T>(b), *g = ptr<T>(dy);
         T *dap = ptr<T>(da), *dbp = ptr<T>(db);
         parallel_range(a.numel(), [=](int64_t begin, int64_t end) {
-            for (int64_t j = begin; j < end; ++j) {
-                const T sig = 1 / (1 + std::exp(-ap[j]));
+            with_sigmoid(ap, begin, end, [=](int64_t j, T sig) {
                 dap[j] = g[j] * bp[j] * sig * (1 + ap[j] * (1 - sig));  // d silu/da = σ (1 + a (1 − σ))
                 dbp[j] = g[j] * ap[j] * sig;
-            }
+            });
         });
     });
 }
