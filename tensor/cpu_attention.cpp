@@ -158,7 +158,7 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                 for (int64_t r = 0; r < rows; ++r) {
                     T* row = S.data() + r * n;
                     const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
-                    const T m_new = begin < end ? std::max(m[r], *std::max_element(row + begin, row + end)) : m[r];
+                    const T m_new = begin < end ? std::max(m[r], vec::max_value(row + begin, end - begin)) : m[r];
                     // No key of this row in this tile, nor before it.
                     if (m_new == -std::numeric_limits<T>::infinity()) {
                         std::fill(row, row + n, T(0));

@@ -335,13 +335,14 @@ void cpu_softmax(const View& out, const View& in, int64_t rows, int64_t cols, bo
                 const T* xr = x + r * cols;
                 T* yr = y + r * cols;
                 // Subtracting the max keeps exp() finite; it cancels in the ratio.
-                const T m = *std::max_element(xr, xr + cols);
+                const T m = vec::max_value(xr, cols);
                 const double z = vec::exp_shifted(yr, xr, m, cols);  // yr = e^{x − m} (tensor/vector_math.h)
                 if (log) {
                     const double lz = std::log(z);
                     for (int64_t c = 0; c < cols; ++c) yr[c] = T(xr[c] - m - lz);
                 } else {
-                    for (int64_t c = 0; c < cols; ++c) yr[c] = T(yr[c] / z);
+                    const T inv_z = T(1 / z);
+                    for (int64_t c = 0; c < cols; ++c) yr[c] *= inv_z;
                 }
             }
         }, cols);
@@ -486,7 +487,7 @@ void cpu_cross_entropy(const View& loss, const View& logits, const View& targets
             for (int64_t i = b; i < e; ++i) {
                 if (t[i] == ignore_index) { l[i] = 0; continue; }
                 const T* xr = x + i * V;
-                const T m = *std::max_element(xr, xr + V);
+                const T m = vec::max_value(xr, V);
                 const double z = vec::exp_shifted(exps.data(), xr, m, V);
                 l[i] = T(m + std::log(z) - xr[t[i]]);  // logsumexp − target logit
             }
@@ -506,9 +507,10 @@ void cpu_cross_entropy_backward(const View& dlogits, const View& logits, const V
                 T* dr = d + i * V;
                 if (s[i] == T(0)) { std::fill(dr, dr + V, T(0)); continue; }  // ignored row
                 const T* xr = x + i * V;
-                const T m = *std::max_element(xr, xr + V);
+                const T m = vec::max_value(xr, V);
                 const double z = vec::exp_shifted(dr, xr, m, V);  // dr = e^{x − m} (tensor/vector_math.h)
-                for (int64_t c = 0; c < V; ++c) dr[c] = T(dr[c] / z * s[i]);
+                const T scale = T(s[i] / z);
+                for (int64_t c = 0; c < V; ++c) dr[c] *= scale;
                 dr[t[i]] -= s[i];
             }
         }, V);

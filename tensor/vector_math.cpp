@@ -3,6 +3,7 @@
 // another.
 #include "tensor/vector_math.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -27,7 +28,9 @@ void scalar_sigmoid(float* y, const float* x, int64_t n) {
     for (int64_t j = 0; j < n; ++j) y[j] = 1 / (1 + std::exp(-x[j]));
 }
 
-constexpr VectorKernels kScalarKernels = {scalar_exp_shifted, scalar_sigmoid};
+float scalar_max_value(const float* x, int64_t n) { return *std::max_element(x, x + n); }
+
+constexpr VectorKernels kScalarKernels = {scalar_exp_shifted, scalar_sigmoid, scalar_max_value};
 
 const VectorKernels& kernels_of(VectorPath path) {
     switch (path) {
@@ -107,6 +110,8 @@ float exp_shifted(float* y, const float* x, float shift, int64_t n) {
 }
 
 void sigmoid(float* y, const float* x, int64_t n) { current().kernels->sigmoid(y, x, n); }
+
+float max_value(const float* x, int64_t n) { return current().kernels->max_value(x, n); }
 
 }  // namespace vec
 

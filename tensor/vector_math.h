@@ -20,6 +20,7 @@
 // GATEDGRAD_VECTOR_PATH=scalar|avx2|avx512 picks a path at start (for timing one against
 // another); set_vector_path does it in a program (the tests run each path the CPU supports).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -40,6 +41,9 @@ namespace vec {
 float exp_shifted(float* y, const float* x, float shift, int64_t n);
 // y = σ(x) = 1 / (1 + e^{−x}) (y may be x).
 void sigmoid(float* y, const float* x, int64_t n);
+// The largest of x[0 : n], n ≥ 1: a softmax row's shift. Where x holds NaN the result may
+// be NaN or the largest of the rest; the softmax of such a row is NaN either way.
+float max_value(const float* x, int64_t n);
 
 // Other element types stay scalar: float64 serves gradient checks, where speed does not matter.
 template <class T>
@@ -52,6 +56,10 @@ template <class T>
 void sigmoid(T* y, const T* x, int64_t n) {
     for (int64_t j = 0; j < n; ++j) y[j] = T(1 / (1 + std::exp(-x[j])));
 }
+template <class T>
+T max_value(const T* x, int64_t n) {
+    return *std::max_element(x, x + n);
+}
 
 }  // namespace vec
 
@@ -59,6 +67,7 @@ void sigmoid(T* y, const T* x, int64_t n) {
 struct VectorKernels {
     float (*exp_shifted)(float* y, const float* x, float shift, int64_t n);
     void (*sigmoid)(float* y, const float* x, int64_t n);
+    float (*max_value)(const float* x, int64_t n);
 };
 
 }  // namespace gg

@@ -24,6 +24,7 @@ Floats broadcast(float x) { return _mm512_set1_ps(x); }
 Floats add(Floats a, Floats b) { return _mm512_add_ps(a, b); }
 Floats sub(Floats a, Floats b) { return _mm512_sub_ps(a, b); }
 Floats div(Floats a, Floats b) { return _mm512_div_ps(a, b); }
+Floats max(Floats a, Floats b) { return _mm512_max_ps(a, b); }
 Floats exp(Floats v) { return Sleef_expf16_u10avx512f(v); }
 #elif defined(__AVX2__)
 using Floats = __m256;
@@ -34,6 +35,7 @@ Floats broadcast(float x) { return _mm256_set1_ps(x); }
 Floats add(Floats a, Floats b) { return _mm256_add_ps(a, b); }
 Floats sub(Floats a, Floats b) { return _mm256_sub_ps(a, b); }
 Floats div(Floats a, Floats b) { return _mm256_div_ps(a, b); }
+Floats max(Floats a, Floats b) { return _mm256_max_ps(a, b); }
 Floats exp(Floats v) { return Sleef_expf8_u10avx2(v); }
 #else
 #error "vector_math_simd.cpp is compiled with -mavx2 -mfma or with -mavx512f"
@@ -74,10 +76,21 @@ void sigmoid(float* y, const float* x, int64_t n) {
     map(y, x, n, 0.0f, [&](Floats v) { return div(one, add(one, exp(sub(zero, v)))); });
 }
 
+float max_value(const float* x, int64_t n) {
+    Floats m = broadcast(-std::numeric_limits<float>::infinity());
+    int64_t j = 0;
+    for (; j + kLanes <= n; j += kLanes) m = max(m, load(x + j));
+    float lanes[kLanes];
+    store(lanes, m);
+    float result = *std::max_element(lanes, lanes + kLanes);
+    for (; j < n; ++j) result = std::max(result, x[j]);
+    return result;
+}
+
 }  // namespace
 
 #define GG_KERNELS_NAME(path) kVectorKernels_##path
 #define GG_KERNELS(path) GG_KERNELS_NAME(path)
-extern const VectorKernels GG_KERNELS(GG_VECTOR_PATH) = {exp_shifted, sigmoid};
+extern const VectorKernels GG_KERNELS(GG_VECTOR_PATH) = {exp_shifted, sigmoid, max_value};
 
 }  // namespace gg

@@ -4,6 +4,7 @@
 // each path against the same kernels on the scalar path and against float64.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -136,6 +137,23 @@ TEST_CASE("vector_math: σ(x) on every path within a relative 4e-7 of its double
             }
         }
         CHECK(worst <= 4e-7);
+    }
+}
+
+TEST_CASE("vector_math: max_value on every path equals std::max_element") {
+    Generator gen(5);
+    for (VectorPath path : supported_paths()) {
+        CAPTURE(std::string(vector_path_name(path)));
+        OnPath on(path);
+        for (int64_t n : {1, 7, 16, 17, 64, 300}) {
+            CAPTURE(n);
+            std::vector<float> x = randn({n}, gen).to_vector<float>();
+            CHECK(vec::max_value(x.data(), n) == *std::max_element(x.begin(), x.end()));
+            x[n - 1] = 1e30f;  // the largest in the partial last register
+            CHECK(vec::max_value(x.data(), n) == 1e30f);
+            std::fill(x.begin(), x.end(), -kInf);  // a row whose keys are all hidden
+            CHECK(vec::max_value(x.data(), n) == -kInf);
+        }
     }
 }
 
