@@ -1,11 +1,12 @@
-// vector_math.h — exponentials and sigmoids over arrays of floats at the CPU's vector width.
+// vector_math.h — exponentials, sigmoids and row maxima over arrays of floats at the CPU's
+// vector width.
 //
 // A training step takes e^x once per attention score and σ(x) once per gate and SwiGLU
 // channel; scalar expf was 6–7% of a 1-thread step. These loops hand the work to SLEEF's
 // vector functions (Shibata & Petrogalli, arXiv:2001.09258): 8 floats at a time with AVX2,
 // 16 with AVX-512. The library is built without -march, so each vector path is compiled
 // apart (tensor/vector_math_simd.cpp, once with -mavx2 -mfma, once with -mavx512f) and the
-// widest one this CPU runs is picked when the program starts. Where SLEEF is absent at build
+// widest one this CPU runs is picked on first use. Where SLEEF is absent at build
 // time only the scalar path (std::exp) exists.
 //
 // Accuracy: SLEEF's *_u10 functions are within 1.0 ULP of the exact e^x; against glibc's expf
@@ -17,7 +18,7 @@
 // normal float) and 0 below −88.7, where e^{−x} overflows, as in the scalar formula. Sums are
 // taken lane by lane, so they differ from the scalar loop's by rounding only.
 //
-// GATEDGRAD_VECTOR_PATH=scalar|avx2|avx512 picks a path at start (for timing one against
+// GATEDGRAD_VECTOR_PATH=scalar|avx2|avx512 picks the path instead (for timing one against
 // another); set_vector_path does it in a program (the tests run each path the CPU supports).
 #pragma once
 #include <algorithm>
