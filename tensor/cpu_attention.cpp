@@ -23,6 +23,7 @@
 #include "tensor/backend.h"
 #include "tensor/cpu_float32.h"
 #include "tensor/parallel.h"
+#include "tensor/vector_math.h"
 
 namespace gg {
 
@@ -103,7 +104,7 @@ void tile_probabilities(const AttentionShape& s, const Head<T>& h, int64_t i0, i
     for (int64_t r = 0; r < rows; ++r) {
         const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
         T* row = P + r * n;
-        for (int64_t j = begin; j < end; ++j) row[j] = std::exp(row[j] - lse[i0 + r]);
+        vec::exp_shifted(row + begin, row + begin, lse[i0 + r], end - begin);
         std::fill(row, row + begin, T(0));
         std::fill(row + end, row + n, T(0));
     }
@@ -158,15 +159,14 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                 for (int64_t r = 0; r < rows; ++r) {
                     T* row = S.data() + r * n;
                     const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
-                    const T m_new = begin < end ? std::max(m[r], *std::max_element(row + begin, row + end)) : m[r];
+                    const T m_new = begin < end ? std::max(m[r], vec::max_value(row + begin, end - begin)) : m[r];
                     // No key of this row in this tile, nor before it.
                     if (m_new == -std::numeric_limits<T>::infinity()) {
                         std::fill(row, row + n, T(0));
                         continue;
                     }
                     const T rescale = std::exp(m[r] - m_new);
-                    T sum = 0;
-                    for (int64_t j = begin; j < end; ++j) sum += (row[j] = std::exp(row[j] - m_new));
+                    const T sum = vec::exp_shifted(row + begin, row + begin, m_new, end - begin);
                     std::fill(row, row + begin, T(0));  // hidden keys weigh nothing
                     std::fill(row + end, row + n, T(0));
                     z[r] = z[r] * rescale + sum;

@@ -23,6 +23,7 @@
 #include "tensor/caching_allocator.h"
 #include "tensor/cpu_float32.h"
 #include "tensor/parallel.h"
+#include "tensor/vector_math.h"
 
 namespace gg {
 
@@ -235,7 +236,17 @@ void cpu_unary(UnaryOp op, const View& out, const View& in, double exponent) {
             case UnaryOp::sqrt: map1<T>(out, in, [](T x) { return T(std::sqrt(x)); }); break;
             case UnaryOp::rsqrt: map1<T>(out, in, [](T x) { return T(1 / std::sqrt(x)); }); break;
             case UnaryOp::tanh: map1<T>(out, in, [](T x) { return T(std::tanh(x)); }); break;
-            case UnaryOp::sigmoid: map1<T>(out, in, [](T x) { return T(1 / (1 + std::exp(-x))); }); break;
+            case UnaryOp::sigmoid:
+                if constexpr (std::is_floating_point_v<T>) {
+                    if (is_dense(in)) {  // the G1 gate's σ, at the vector width (tensor/vector_math.h)
+                        parallel_range(out.numel(), [&](int64_t b, int64_t e) {
+                            vec::sigmoid(ptr<T>(out) + b, ptr<T>(in) + b, e - b);
+                        });
+                        break;
+                    }
+                }
+                map1<T>(out, in, [](T x) { return T(1 / (1 + std::exp(-x))); });
+                break;
             case UnaryOp::relu: map1<T>(out, in, [](T x) { return x > 0 ? x : T(0); }); break;
             case UnaryOp::silu: map1<T>(out, in, [](T x) { return T(x / (1 + std::exp(-x))); }); break;
             case UnaryOp::gelu:  // exact GELU, x Φ(x), as torch's default
@@ -336,14 +347,14 @@ void cpu_softmax(const View& out, const View& in, int64_t rows, int64_t cols, bo
                 const T* xr = x + r * cols;
                 T* yr = y + r * cols;
                 // Subtracting the max keeps exp() finite; it cancels in the ratio.
-                const T m = *std::max_element(xr, xr + cols);
-                double z = 0;
-                for (int64_t c = 0; c < cols; ++c) z += std::exp(double(xr[c] - m));
+                const T m = vec::max_value(xr, cols);
+                const double z = vec::exp_shifted(yr, xr, m, cols);  // yr = e^{x − m} (tensor/vector_math.h)
                 if (log) {
                     const double lz = std::log(z);
                     for (int64_t c = 0; c < cols; ++c) yr[c] = T(xr[c] - m - lz);
                 } else {
-                    for (int64_t c = 0; c < cols; ++c) yr[c] = T(std::exp(double(xr[c] - m)) / z);
+                    const T inv_z = T(1 / z);
+                    for (int64_t c = 0; c < cols; ++c) yr[c] *= inv_z;
                 }
             }
         }, cols);
@@ -544,12 +555,12 @@ void cpu_cross_entropy(const View& loss, const View& logits, const View& targets
         const T* x = ptr<T>(logits);
         T* l = ptr<T>(loss);
         parallel_range(N, [&](int64_t b, int64_t e) {
+            std::vector<T> exps(V);  // e^{x − m} of one row (tensor/vector_math.h)
             for (int64_t i = b; i < e; ++i) {
                 if (t[i] == ignore_index) { l[i] = 0; continue; }
                 const T* xr = x + i * V;
-                const T m = *std::max_element(xr, xr + V);
-                double z = 0;
-                for (int64_t c = 0; c < V; ++c) z += std::exp(double(xr[c] - m));
+                const T m = vec::max_value(xr, V);
+                const double z = vec::exp_shifted(exps.data(), xr, m, V);
                 l[i] = T(m + std::log(z) - xr[t[i]]);  // logsumexp − target logit
             }
         }, V);
@@ -572,10 +583,10 @@ void cpu_cross_entropy_backward(const View& dlogits, const View& logits, const V
                 T* dr = d + i * V;
                 if (s[i] == T(0)) { std::fill(dr, dr + V, T(0)); continue; }  // ignored row
                 const T* xr = x + i * V;
-                const T m = *std::max_element(xr, xr + V);
-                double z = 0;
-                for (int64_t c = 0; c < V; ++c) z += std::exp(double(xr[c] - m));
-                for (int64_t c = 0; c < V; ++c) dr[c] = T(std::exp(double(xr[c] - m)) / z * s[i]);
+                const T m = vec::max_value(xr, V);
+                const double z = vec::exp_shifted(dr, xr, m, V);  // dr = e^{x − m} (tensor/vector_math.h)
+                const T scale = T(s[i] / z);
+                for (int64_t c = 0; c < V; ++c) dr[c] *= scale;
                 dr[t[i]] -= s[i];
             }
         }, V);

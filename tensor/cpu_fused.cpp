@@ -4,14 +4,17 @@
 // where a chain of ops would make several. A bfloat16 call runs the float32 kernel on float32
 // copies of its operands (tensor/cpu_float32.h); the optimiser steps take the float32 master
 // weights of mixed-precision training only.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/backend.h"
 #include "tensor/cpu_float32.h"
 #include "tensor/parallel.h"
+#include "tensor/vector_math.h"
 
 namespace gg {
 
@@ -86,6 +89,23 @@ void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, 
     });
 }
 
+namespace {
+
+// Calls f(j, σ(a_j)) for j in [begin, end): σ is taken a block at a time at the vector width
+// (tensor/vector_math.h) into a buffer that stays in L1, then f reads it.
+template <class T, class F>
+void with_sigmoid(const T* a, int64_t begin, int64_t end, F&& f) {
+    constexpr int64_t kBlock = 512;
+    T sig[kBlock];
+    for (int64_t j0 = begin; j0 < end; j0 += kBlock) {
+        const int64_t n = std::min(kBlock, end - j0);
+        vec::sigmoid(sig, a + j0, n);
+        for (int64_t i = 0; i < n; ++i) f(j0 + i, sig[i]);
+    }
+}
+
+}  // namespace
+
 // y = a σ(a) b, element by element; backward from the same σ(a).
 void cpu_swiglu_forward(const View& y, const View& a, const View& b) {
     if (any_bf16({y, a, b}))
@@ -94,7 +114,7 @@ void cpu_swiglu_forward(const View& y, const View& a, const View& b) {
         const T *ap = ptr<T>(a), *bp = ptr<T>(b);
         T* yp = ptr<T>(y);
         parallel_range(a.numel(), [=](int64_t begin, int64_t end) {
-            for (int64_t j = begin; j < end; ++j) yp[j] = ap[j] / (1 + std::exp(-ap[j])) * bp[j];
+            with_sigmoid(ap, begin, end, [=](int64_t j, T sig) { yp[j] = ap[j] * sig * bp[j]; });
         });
     });
 }
@@ -108,17 +128,17 @@ void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const V
         const T *ap = ptr<T>(a), *bp = ptr<T>(b), *g = ptr<T>(dy);
         T *dap = ptr<T>(da), *dbp = ptr<T>(db);
         parallel_range(a.numel(), [=](int64_t begin, int64_t end) {
-            for (int64_t j = begin; j < end; ++j) {
-                const T sig = 1 / (1 + std::exp(-ap[j]));
+            with_sigmoid(ap, begin, end, [=](int64_t j, T sig) {
                 dap[j] = g[j] * bp[j] * sig * (1 + ap[j] * (1 - sig));  // d silu/da = σ (1 + a (1 − σ))
                 dbp[j] = g[j] * ap[j] * sig;
-            }
+            });
         });
     });
 }
 
 // One (b, h, t) row of D channels per work item; x is read through its strides, so the
-// (B, H, T, D) view of a (B, T, H·D) projection needs no copy first.
+// (B, H, T, D) view of a (B, T, H·D) projection needs no copy first. Its channels are
+// usually contiguous: a stride of 1 known at compile time lets the compiler vectorise the row.
 void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose) {
     if (any_bf16({out, x, cos, sin}))
         return via_float32<3, 1>({x, cos, sin}, {out}, [&](auto& i, auto& o) {
@@ -129,19 +149,23 @@ void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, 
         const E sign = transpose ? E(-1) : E(1);
         const E *xp = ptr<E>(x), *cp = ptr<E>(cos), *sp = ptr<E>(sin);
         E* op = ptr<E>(out);
-        parallel_range(x.shape[0] * H * T, [&](int64_t begin, int64_t end) {
-            for (int64_t row = begin; row < end; ++row) {
-                const int64_t b = row / (H * T), h = row / T % H, t = row % T;
-                const E* xr = xp + b * x.strides[0] + h * x.strides[1] + t * x.strides[2];  // (D), stride x.strides[3]
-                const E *c = cp + t * D, *s = sp + t * D;                                    // (D) each
-                E* o = op + row * D;                                                          // (D)
-                for (int64_t i = 0; i < half; ++i) {
-                    const E x1 = xr[i * x.strides[3]], x2 = xr[(i + half) * x.strides[3]];
-                    o[i] = x1 * c[i] - sign * x2 * s[i];
-                    o[i + half] = x2 * c[i + half] + sign * x1 * s[i + half];
+        auto rotate_rows = [&](auto channel_stride) {
+            parallel_range(x.shape[0] * H * T, [&](int64_t begin, int64_t end) {
+                for (int64_t row = begin; row < end; ++row) {
+                    const int64_t b = row / (H * T), h = row / T % H, t = row % T;
+                    const E* xr = xp + b * x.strides[0] + h * x.strides[1] + t * x.strides[2];  // (D), stride channel_stride
+                    const E *c = cp + t * D, *s = sp + t * D;                                    // (D) each
+                    E* o = op + row * D;                                                          // (D)
+                    for (int64_t i = 0; i < half; ++i) {
+                        const E x1 = xr[i * channel_stride], x2 = xr[(i + half) * channel_stride];
+                        o[i] = x1 * c[i] - sign * x2 * s[i];
+                        o[i + half] = x2 * c[i + half] + sign * x1 * s[i + half];
+                    }
                 }
-            }
-        }, D);
+            }, D);
+        };
+        if (x.strides[3] == 1) rotate_rows(std::integral_constant<int64_t, 1>{});
+        else rotate_rows(x.strides[3]);
     });
 }
 
