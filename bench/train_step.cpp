@@ -1,12 +1,16 @@
 // train_step.cpp — time one training step (forward + backward + AdamW) of a preset model.
 //
 //   ./build/bench/train_step tiny [steps] [--device cpu|cuda]  → one JSON line: median ms per step, tokens/s
+//   ./build/bench/train_step medium --device cuda --precision bf16
+//                                                              → the step in mixed precision, as the trainer
+//                                                                takes it: forward under gg::Autocast(bf16)
 //   ./build/bench/train_step tiny --config                     → the model config JSON (for the PyTorch peer)
 //   ./build/bench/train_step small --layers 6 --d-model 256 --heads 8 --seq-len 256 --batch 16
 //                                                              → the preset's model with other shapes
 //
 // bench/compare_train_step.sh runs this and bench/train_step_torch.py on the same shapes;
-// tools/gpu-check runs it on the GPU and the CPU.
+// tools/gpu-check runs it on the GPU and the CPU; bench/gpu against PyTorch eager (and, in bf16, against
+// PyTorch under torch.autocast).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,8 +27,9 @@ using namespace gg::nn;
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: train_step tiny|small [steps] [--device cpu|cuda] [--layers N] [--d-model N]\n"
-                             "                  [--heads N] [--seq-len N] [--batch N] [--config]\n");
+        std::fprintf(stderr,
+                     "usage: train_step tiny|small|medium [steps] [--device cpu|cuda] [--precision f32|bf16]\n"
+                     "                  [--layers N] [--d-model N] [--heads N] [--seq-len N] [--batch N] [--config]\n");
         return 2;
     }
     try {
@@ -44,6 +49,8 @@ int main(int argc, char** argv) {
                 *flag->second = std::atoll(argv[++i]);
             } else if (std::strcmp(argv[i], "--config") == 0) {
                 print_config = true;
+            } else if (std::strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
+                config.precision = parse_precision(argv[++i]);
             } else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
                 const std::string name = argv[++i];
                 if (name != "cpu" && name != "cuda") throw std::invalid_argument("--device " + name + ": cpu or cuda");
@@ -68,9 +75,15 @@ int main(int argc, char** argv) {
         const Tensor ids = randint(0, config.model.vocab_size, {B, T}, gen).to(device);
         const Tensor targets = randint(0, config.model.vocab_size, {B, T}, gen).to(device);
         std::vector<double> ms;
+        double last_loss = 0;  // reported, so that a run that diverged (NaN) shows it
         for (int s = 0; s < steps + 3; ++s) {  // the first 3 steps warm caches and allocators
             const auto t0 = std::chrono::steady_clock::now();
-            const Tensor loss = model.forward(ids, targets).loss;
+            Tensor loss;
+            {
+                // The trainer's scope (nn/train/trainer.cpp): forward only, backward follows its dtypes.
+                const Autocast mixed_precision(config.precision);
+                loss = model.forward(ids, targets).loss;
+            }
             opt.zero_grad();
             loss.backward();
             clip_grad_norm(opt.params(), 1.0);
@@ -78,15 +91,17 @@ int main(int argc, char** argv) {
             backend(device).synchronize();  // a GPU step has ended when its kernels have
             const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             if (s >= 3) ms.push_back(dt);
+            last_loss = loss.item();  // after the clock stops
         }
         std::sort(ms.begin(), ms.end());
         const double median = ms[ms.size() / 2];
         const std::string where = device == Device::CUDA ? cuda::device_name() : "cpu";
         std::printf("{\"impl\": \"gatedgrad\", \"preset\": \"%s\", \"device\": \"%s\", \"params\": %lld, "
-                    "\"batch\": %lld, \"seq_len\": %lld, \"median_ms\": %.2f, \"tokens_per_s\": %.0f}\n",
-                    argv[1], where.c_str(), static_cast<long long>(model.num_parameters()), static_cast<long long>(B),
-                    static_cast<long long>(T), median,
-                    B * T / median * 1000);
+                    "\"precision\": \"%s\", \"batch\": %lld, \"seq_len\": %lld, \"median_ms\": %.2f, "
+                    "\"tokens_per_s\": %.0f, \"loss\": %.4f}\n",
+                    argv[1], where.c_str(), static_cast<long long>(model.num_parameters()),
+                    precision_name(config.precision), static_cast<long long>(B), static_cast<long long>(T), median,
+                    B * T / median * 1000, last_loss);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "train_step: %s\n", e.what());
         return 1;
