@@ -1,6 +1,8 @@
 // mpi.cpp — the process group over MPI: MPI_Allreduce, MPI_Bcast and MPI_Barrier on
 // MPI_COMM_WORLD. CPU tensors are passed to MPI as they are; a CUDA tensor goes through a
 // host copy (slow, but it works wherever MPI does; the nccl backend keeps it on the GPU).
+// MPI has no bfloat16: a bf16 tensor is summed in float32 (all_reduce) or sent as its 16-bit
+// patterns (broadcast).
 // The C API only: without these, mpi.h also pulls in Open MPI's deprecated C++ bindings.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -24,7 +26,10 @@ void check(int code, const char* call) {
     throw std::runtime_error(std::string(call) + ": " + std::string(text, length));
 }
 
-MPI_Datatype mpi_type(DType dtype) { return dtype == DType::f32 ? MPI_FLOAT : MPI_DOUBLE; }
+// bf16 only for moving bits (broadcast): MPI cannot add two of them.
+MPI_Datatype mpi_type(DType dtype) {
+    return dtype == DType::f32 ? MPI_FLOAT : dtype == DType::bf16 ? MPI_UINT16_T : MPI_DOUBLE;
+}
 
 // MPI counts elements in an int: a larger tensor goes in pieces of at most 2³⁰.
 template <class Call>
@@ -60,11 +65,16 @@ public:
     void all_reduce(const Tensor& x, ReduceOp op) override {
         check_reducible(x, "all_reduce");
         on_host(x, [&](const Tensor& h) {
-            in_pieces(h, [&](void* data, int count) {
-                check(MPI_Allreduce(MPI_IN_PLACE, data, count, mpi_type(h.dtype()), MPI_SUM, MPI_COMM_WORLD),
+            // MPI has no bfloat16 type, and a sum kept in bfloat16 would round at every hop of the
+            // ring (each partial sum to 8 significant bits). So a bf16 tensor is widened into a
+            // float32 buffer (exactly), summed and divided there, and rounded to bf16 once.
+            const Tensor sums = h.dtype() == DType::bf16 ? h.to(DType::f32) : h;
+            in_pieces(sums, [&](void* data, int count) {
+                check(MPI_Allreduce(MPI_IN_PLACE, data, count, mpi_type(sums.dtype()), MPI_SUM, MPI_COMM_WORLD),
                       "MPI_Allreduce");
             });
-            if (op == ReduceOp::mean) divide(h, world_);
+            if (op == ReduceOp::mean) divide(sums, world_);
+            if (sums.dtype() != h.dtype()) h.copy_(sums);
         });
     }
 

@@ -31,7 +31,12 @@ void check(ncclResult_t result, const char* call) {
     if (result != ncclSuccess) throw std::runtime_error(std::string(call) + ": " + ncclGetErrorString(result));
 }
 
-ncclDataType_t nccl_type(DType dtype) { return dtype == DType::f32 ? ncclFloat32 : ncclFloat64; }
+// ncclBfloat16 reduces bf16 on the GPU without a float32 copy. The partial sums a ring passes
+// from rank to rank are bf16 themselves, so with N ranks a sum may be rounded N−1 times, where
+// the mpi backend (dist/mpi.cpp) sums in float32 and rounds once.
+ncclDataType_t nccl_type(DType dtype) {
+    return dtype == DType::f32 ? ncclFloat32 : dtype == DType::bf16 ? ncclBfloat16 : ncclFloat64;
+}
 
 class NcclProcessGroup : public ProcessGroup {
 public:

@@ -25,9 +25,9 @@ void check_reducible(const Tensor& x, const char* op) {
     if (!x.is_contiguous())
         throw std::invalid_argument(std::string(op) + ": the tensor of shape " + shape_str(x.shape()) +
                                     " is not contiguous (reduce a contiguous copy)");
-    if (x.dtype() != DType::f32 && x.dtype() != DType::f64)
+    if (x.dtype() != DType::f32 && x.dtype() != DType::f64 && x.dtype() != DType::bf16)
         throw std::invalid_argument(std::string(op) + ": dtype " + dtype_name(x.dtype()) +
-                                    " is not one it takes (f32, f64)");
+                                    " is not one it takes (f32, f64, bf16)");
 }
 
 #if !GG_HAVE_MPI

@@ -33,8 +33,10 @@ public:
     // This rank's index among the ranks on its own machine: which GPU it takes.
     virtual int local_rank() const = 0;
     virtual std::string backend_name() const = 0;  // "mpi", "nccl"
-    // In place, on a contiguous f32 or f64 tensor; every rank passes the same shape and
-    // dtype. Throws std::invalid_argument naming the dtype or layout it cannot take.
+    // In place, on a contiguous f32, f64 or bf16 tensor; every rank passes the same shape and
+    // dtype. A bf16 tensor is summed in float32 and rounded once at the end (mpi: MPI has no
+    // bfloat16 type), or as ncclBfloat16 on the GPU (nccl). Throws std::invalid_argument naming
+    // the dtype or layout it cannot take.
     virtual void all_reduce(const Tensor& x, ReduceOp op) = 0;
     virtual void broadcast(const Tensor& x, int root) = 0;
     virtual void barrier() = 0;
@@ -60,7 +62,7 @@ bool built_with_mpi();
 std::shared_ptr<ProcessGroup> init_nccl(std::shared_ptr<ProcessGroup> mpi);
 bool built_with_nccl();
 
-// Checks that `x` is something a backend can reduce: contiguous, f32 or f64.
+// Checks that `x` is something a backend can reduce: contiguous, f32, f64 or bf16.
 void check_reducible(const Tensor& x, const char* op);
 
 }  // namespace gg::dist

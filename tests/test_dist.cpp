@@ -76,10 +76,41 @@ TEST_CASE("dist: all_reduce sums and averages odd sizes of f32 and f64 as a seri
         }
 }
 
+TEST_CASE("dist: all_reduce of bf16 sums in float32 and rounds once, within bf16's rounding of a serial sum") {
+    const auto g = world();
+    REQUIRE(g->world_size() == 2);  // the bitwise check below is the sum of two values
+    for (int64_t n : {1, 7, 1001, 65537})
+        for (dist::ReduceOp op : {dist::ReduceOp::sum, dist::ReduceOp::mean}) {
+            CAPTURE(n);
+            CAPTURE(op == dist::ReduceOp::sum ? "sum" : "mean");
+            const Tensor x = filled(g->rank(), n, DType::bf16);
+            g->all_reduce(x, op);
+            REQUIRE(x.dtype() == DType::bf16);
+            const double scale = op == dist::ReduceOp::mean ? 0.5 : 1.0;
+            // The serial sum in float64 of the bf16 values every rank gave.
+            const std::vector<double> a = filled(0, n, DType::bf16).to_vector<double>(),
+                                      b = filled(1, n, DType::bf16).to_vector<double>(),
+                                      got = x.to_vector<double>();
+            int64_t outside = 0, not_rounded_once = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                const double expected = (a[i] + b[i]) * scale;
+                // Rounding to bf16 (8 significant bits) moves a value by at most half a unit in
+                // its last place, 2^-8 of it; float32's sum adds at most 2^-24 of the larger term.
+                if (std::abs(got[i] - expected) > std::ldexp(std::abs(expected), -8) +
+                                                       std::ldexp(std::max(std::abs(a[i]), std::abs(b[i])), -23))
+                    ++outside;
+                // With two ranks the float32 sum is a[i] + b[i] in float: rounded to bf16 once, not twice.
+                if (got[i] != double(round_to_bf16((float(a[i]) + float(b[i])) * float(scale)))) ++not_rounded_once;
+            }
+            CHECK(outside == 0);
+            CHECK(not_rounded_once == 0);
+        }
+}
+
 TEST_CASE("dist: broadcast gives every rank the root's values, from either root") {
     const auto g = world();
     for (int root = 0; root < g->world_size(); ++root)
-        for (DType dtype : {DType::f32, DType::f64})
+        for (DType dtype : {DType::f32, DType::f64, DType::bf16})
             for (int64_t n : {1, 13, 4099}) {
                 const Tensor x = filled(g->rank(), n, dtype);
                 g->broadcast(x, root);
