@@ -76,7 +76,7 @@ TEST_CASE("dist: all_reduce sums and averages odd sizes of f32 and f64 as a seri
         }
 }
 
-TEST_CASE("dist: all_reduce of bf16 sums in float32 and rounds once, within bf16's rounding of a serial sum") {
+TEST_CASE("dist: all_reduce of bf16 gives the float32 sum rounded to bf16, within bf16's rounding of a serial sum") {
     const auto g = world();
     REQUIRE(g->world_size() == 2);  // the bitwise check below is the sum of two values
     for (int64_t n : {1, 7, 1001, 65537})
@@ -99,7 +99,8 @@ TEST_CASE("dist: all_reduce of bf16 sums in float32 and rounds once, within bf16
                 if (std::abs(got[i] - expected) > std::ldexp(std::abs(expected), -8) +
                                                        std::ldexp(std::max(std::abs(a[i]), std::abs(b[i])), -23))
                     ++outside;
-                // With two ranks the float32 sum is a[i] + b[i] in float: rounded to bf16 once, not twice.
+                // With two ranks the float32 sum is a[i] + b[i] in float, rounded to bf16. (One
+                // addition: two ranks cannot tell one rounding from one per hop of a ring.)
                 if (got[i] != double(round_to_bf16((float(a[i]) + float(b[i])) * float(scale)))) ++not_rounded_once;
             }
             CHECK(outside == 0);
