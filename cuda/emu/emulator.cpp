@@ -316,7 +316,9 @@ void unblock(Worker& w, Block& b) {
         const Fiber& f = *w.fibers[t];
         all_at_barrier &= f.state == State::at_barrier || f.state == State::returned;
         all_alike &= f.state == State::at_barrier && same_site(f.site, first.site);
-        passed += int(f.value);
+        // value is the barrier's predicate only for a fiber waiting at it; a returned fiber's
+        // still holds whatever its last warp collective exchanged.
+        if (f.state == State::at_barrier) passed += int(f.value);
     }
     if (!all_at_barrier || !all_alike) {
         b.error = "block " + dims(b.index) + ": " + (all_at_barrier ? "divergent __syncthreads: " : "deadlock: ") +
