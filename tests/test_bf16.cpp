@@ -180,17 +180,20 @@ TEST_CASE("bfloat16 CPU entries equal their float32 form on bfloat16 inputs, rou
     const Tensor positive = abs(normal({5, 7}, 4)) + 0.1;
     using V = const std::vector<Tensor>&;
     check_entry("fill", {}, [](V) { return std::vector<Tensor>{full({3}, 0.3, DType::bf16)}; });
-    for (auto [name, f] : std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>>{
+    // (A pair, not a structured binding: clang 14, which the sanitized build uses, cannot
+    // capture a binding in a lambda.)
+    for (const auto& op : std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>>{
              {"neg", neg}, {"exp", exp}, {"tanh", tanh}, {"sigmoid", sigmoid}, {"relu", relu}, {"silu", silu},
              {"gelu", gelu}, {"erf", erf}, {"abs", abs}})
-        check_entry(name, {a}, [f](V x) { return std::vector<Tensor>{f(x[0])}; });
-    for (auto [name, f] : std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>>{{"log", log}, {"sqrt", sqrt}, {"rsqrt", rsqrt}})
-        check_entry(name, {positive}, [f](V x) { return std::vector<Tensor>{f(x[0])}; });
+        check_entry(op.first, {a}, [f = op.second](V x) { return std::vector<Tensor>{f(x[0])}; });
+    for (const auto& op : std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>>{{"log", log}, {"sqrt", sqrt}, {"rsqrt", rsqrt}})
+        check_entry(op.first, {positive}, [f = op.second](V x) { return std::vector<Tensor>{f(x[0])}; });
     check_entry("pow", {positive}, [](V x) { return std::vector<Tensor>{pow(x[0], 1.5)}; });
-    for (auto [name, f] : std::vector<std::pair<const char*, Tensor (*)(const Tensor&, const Tensor&)>>{
+    for (const auto& op : std::vector<std::pair<const char*, Tensor (*)(const Tensor&, const Tensor&)>>{
              {"add", add}, {"sub", sub}, {"mul", mul}, {"div", div}, {"maximum", maximum}, {"minimum", minimum},
              {"lt", lt}, {"ge", ge}, {"eq", eq}})
-        check_entry(name, {a, b, row}, [f](V x) { return std::vector<Tensor>{f(x[0], x[1]), f(x[0], x[2])}; });
+        check_entry(op.first, {a, b, row},
+                    [f = op.second](V x) { return std::vector<Tensor>{f(x[0], x[1]), f(x[0], x[2])}; });
     check_entry("where", {a, b}, [](V x) { return std::vector<Tensor>{where(gt(x[0], x[1]), x[0], x[1])}; });
     check_entry("copy (strided)", {a}, [](V x) { return std::vector<Tensor>{x[0].t().contiguous()}; });
     check_entry("reduce", {normal({4, 300, 3}, 5)}, [](V x) {
@@ -332,10 +335,11 @@ TEST_CASE("bfloat16 GEMM: sbgemm's float32 sums against sgemm on the same bfloat
     // in float32, so the two differ only in the order of the float32 sums.
     const Backend& be = backend(Device::CPU);
     int cases = 0;
-    for (auto [M, N, K] : {std::array<int64_t, 3>{1, 1, 1}, {3, 5, 7}, {17, 1, 33}, {33, 65, 129}, {64, 48, 80}})
+    for (const auto& mnk : {std::array<int64_t, 3>{1, 1, 1}, {3, 5, 7}, {17, 1, 33}, {33, 65, 129}, {64, 48, 80}})
         for (bool ta : {false, true})
             for (bool tb : {false, true})
                 for (double beta : {0.0, 0.25}) {
+                    const int64_t M = mnk[0], N = mnk[1], K = mnk[2];
                     CAPTURE(M);
                     CAPTURE(N);
                     CAPTURE(K);
@@ -398,7 +402,7 @@ TEST_CASE("autocast: matmul, Linear and attention run in bfloat16; softmax, norm
     CHECK(!autocast_dtype());
     CHECK(matmul(x, w).dtype() == DType::f32);
     CHECK_THROWS_WITH_AS(h + x, doctest::Contains("dtype mismatch"), std::invalid_argument);  // no silent cast outside
-    CHECK_THROWS_WITH_AS(Autocast(DType::f64), doctest::Contains("float64"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(Autocast{DType::f64}, doctest::Contains("float64"), std::invalid_argument);
 }
 
 TEST_CASE("autocast: gradients cross the casts, so float32 parameters get float32 gradients") {
