@@ -5,11 +5,13 @@
 //   dlogits_ic = (softmax(x_i)_c − [c == t_i]) · s_i,   0 for the whole row where s_i == 0
 //
 // One warp per row (V ≤ 1024) or one block of 256 threads per row (cuda/row_reduce.h), as
-// softmax.cu: the row group finds m_i and z_i (in double, as the CPU does), then writes the
-// loss (its first thread) or every column of the gradient row (each thread its columns).
+// softmax.cu: the row group finds m_i and z_i in one online pass (row_max_sum_exp: in float
+// with expf for f32 and bf16 logits, in double for f64), then writes the loss (its first
+// thread) or every column of the gradient row (each thread its columns, multiplying by
+// s_i / z_i, computed once per row).
 // Rows are read and written in 16-byte packs when V is a multiple of the pack width and the
 // matrices are aligned (cuda/packs.h; W below). bf16 logits are read as float, the statistics
-// stay double, and the loss and each gradient element are rounded to bf16 once.
+// are float, and the loss and each gradient element are rounded to bf16 once.
 //
 // A target outside [0, V) (and not ignore_index) is reported with report_index_error and its
 // row is left unwritten, where the CPU throws before computing: never a read out of bounds.
@@ -43,7 +45,7 @@ __global__ void cross_entropy_rows(T* loss, const T* logits, const int64_t* targ
         if (!target_in_range(t, i, V, error)) continue;
         const T* xr = logits + i * V;  // (V)
         const MaxSumExp<T> s = row_max_sum_exp<W>(xr, V);
-        if (threadIdx.x == 0) loss[i] = T(s.max + log(s.sum) - xr[t]);  // logsumexp − target logit
+        if (threadIdx.x == 0) loss[i] = T((s.max - compute_t<T>(xr[t])) + row_log(s.sum));  // logsumexp − target logit
     }
 }
 
@@ -61,11 +63,13 @@ __global__ void cross_entropy_backward_rows(T* dlogits, const T* logits, const i
         const int64_t t = targets[i];
         if (!target_in_range(t, i, V, error)) continue;
         const T* xr = logits + i * V;  // (V)
+        using C = compute_t<T>;
         const MaxSumExp<T> sums = row_max_sum_exp<W>(xr, V);
+        const C scale = C(s) / sums.sum;  // s_i / z_i
         row_map<W>(
             V,
             [&](int64_t c, T x) {
-                T d = T(exp(double(x - sums.max)) / sums.sum * s);
+                T d = T(row_exp(C(x) - sums.max) * scale);
                 if (c == t) d = T(d - s);  // the one-hot, subtracted after rounding as the CPU does
                 return d;
             },

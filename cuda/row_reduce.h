@@ -76,10 +76,20 @@ __device__ inline int64_t row_step() { return int64_t(gridDim.x) * blockDim.y; }
 // Combines one value per thread of the row group and gives the result to every thread of
 // the group. Lane 0 of a warp folds the others in a tree (v0 ⊕ v16, then ⊕ (v8 ⊕ v24), ...);
 // a block then folds its warps' results in order. Every thread of the group must call it.
+// T is a number, or a struct with its own shuffle_down and shuffle_first (found by
+// argument-dependent lookup; MaxSumExp below), since a warp shuffle moves one number.
+template <class T>
+__device__ T shuffle_down(T v, unsigned delta) {
+    return __shfl_down_sync(kFullWarp, v, delta);
+}
+template <class T>
+__device__ T shuffle_first(T v) {
+    return __shfl_sync(kFullWarp, v, 0);
+}
 template <class T, class Combine>
 __device__ T row_reduce(T v, Combine combine) {
-    for (unsigned delta = kWarpSize / 2; delta > 0; delta /= 2) v = combine(v, __shfl_down_sync(kFullWarp, v, delta));
-    if (blockDim.x == kWarpSize) return __shfl_sync(kFullWarp, v, 0);
+    for (unsigned delta = kWarpSize / 2; delta > 0; delta /= 2) v = combine(v, shuffle_down(v, delta));
+    if (blockDim.x == kWarpSize) return shuffle_first(v);
     GG_SHARED(T[kRowBlockThreads / kWarpSize], warp_results);
     const unsigned lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     if (lane == 0) warp_results[warp] = v;
@@ -121,23 +131,63 @@ __device__ void row_map(int64_t cols, F&& f, O* out, const T*... rows) {
     for (int64_t c = int64_t(threadIdx.x) * W; c < cols; c += int64_t(blockDim.x) * W) map_pack<W>(c, f, out, rows...);
 }
 
-// The max of xr[0, cols) and Σ exp(x − max) in double, as the CPU's softmax and
-// cross-entropy compute them; every thread of the row group gets both.
-// bf16 rows give their max as a float (compute_t).
+// The max m of xr[0, cols) and z = Σ exp(x − m), which every thread of the row group gets,
+// in one pass over the row. The statistics are kept in the type the row computes in
+// (compute_t: float for f32 and bf16, double for f64), exp is that type's (expf for float),
+// and each thread keeps a running pair (m, z) that it updates element by element, online:
+//   x > m:  z ← z · exp(m − x) + 1,  m ← x      (rescale what was summed to the new max)
+//   else:   z ← z + exp(x − m)
+// so each element costs one exp. The pairs of the group then meet in row_reduce's order
+// with the same rule, (m, z) ⊕ (m', z') = (M, z · exp(m − M) + z' · exp(m' − M)),
+// M = max(m, m'), where a side already at M keeps its z untouched (also when M is ±∞, where
+// m − M would be NaN). A −∞ element adds nothing; a NaN makes z NaN, as on the CPU.
+// Accuracy (float): each exp is off by a few ulps, each add and rescale by half an ulp, so z
+// is within about (n + log2(group) + a few) · ε relative of the exact sum, n being the
+// elements one thread summed (cols / group): tests/test_cuda_nn.cpp checks against double.
 template <class T>
 struct MaxSumExp {
     compute_t<T> max;
-    double sum;
+    compute_t<T> sum;
+};
+template <class T>
+__device__ MaxSumExp<T> shuffle_down(MaxSumExp<T> v, unsigned delta) {
+    return {__shfl_down_sync(kFullWarp, v.max, delta), __shfl_down_sync(kFullWarp, v.sum, delta)};
+}
+template <class T>
+__device__ MaxSumExp<T> shuffle_first(MaxSumExp<T> v) {
+    return {__shfl_sync(kFullWarp, v.max, 0), __shfl_sync(kFullWarp, v.sum, 0)};
+}
+template <class C>
+__device__ inline C row_exp(C x) {
+    if constexpr (std::is_same_v<C, float>) return expf(x);
+    else return exp(x);
+}
+template <class C>
+__device__ inline C row_log(C x) {
+    if constexpr (std::is_same_v<C, float>) return logf(x);
+    else return log(x);
+}
+// (m, z) ⊕ (m', z'), as above.
+struct CombineMaxSum {
+    template <class T>
+    __device__ MaxSumExp<T> operator()(MaxSumExp<T> a, MaxSumExp<T> b) const {
+        const auto M = b.max > a.max ? b.max : a.max;
+        return {M, (a.max == M ? a.sum : a.sum * row_exp(a.max - M)) + (b.max == M ? b.sum : b.sum * row_exp(b.max - M))};
+    }
 };
 template <int W, class T>
 __device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {  // xr: (cols)
     using C = compute_t<T>;
-    C m = kLowest<C>;
-    row_visit<W>(cols, [&](int64_t, T x) { m = Larger{}(m, C(x)); }, xr);
-    m = row_reduce(m, Larger{});
-    double z = 0;
-    row_visit<W>(cols, [&](int64_t, T x) { z += exp(double(C(x) - m)); }, xr);
-    return {m, row_reduce(z, Add{})};
+    C m = kLowest<C>, z = 0;
+    row_visit<W>(
+        cols,
+        [&](int64_t, T xt) {
+            const C x = C(xt);
+            if (x > m) z = z * row_exp(m - x) + C(1), m = x;  // m = −∞ at first: z · 0 = 0
+            else if (x != kLowest<C>) z += row_exp(x - m);    // −∞ adds nothing (and −∞ − −∞ is NaN)
+        },
+        xr);
+    return row_reduce(MaxSumExp<T>{m, z}, CombineMaxSum{});
 }
 
 // Tall columns. A column-wise reduction of (R, cols) has only ⌈cols / 32⌉ blocks: RMSNorm's

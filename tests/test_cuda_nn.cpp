@@ -244,6 +244,87 @@ TEST_CASE_TEMPLATE("cross_entropy and its backward match the CPU, ignored rows i
             }
 }
 
+// The f32 row kernels compute in float with one online pass (cuda/row_reduce.h:
+// row_max_sum_exp), which the CPU, summing in double, cannot tell apart from a double
+// computation at the tolerance above for short rows of small values. These rows are wider:
+// values of ±80 (exp spans 1e±69 and underflows float), ramps up and down (a rising ramp
+// moves the running max at every element, so every element rescales the sum), −∞ entries,
+// one column, and 50 000 columns (about 200 per thread of a 256-thread row group, in packs
+// and one at a time). Against a double reference, each thread's part of the normaliser is
+// off by at most about n · ε relative (n its elements: one rounding per add or rescale, a
+// few ulps of expf each), the tree adds log2(group) more, and the output two or three; the
+// bound used is k · ε with k = n + 2 log2(group) + 16, times 1 + |log p| (x − m is rounded
+// on the scale of |x − m| ≤ |log p|, p the softmax value, so exp(x − m) is off by that many
+// ε relative): relative to p for softmax and the gradient (plus float's smallest normal for
+// results that underflow), absolute for log_softmax and the loss.
+TEST_CASE("f32 softmax, log_softmax and cross_entropy against a double reference on wide rows") {
+    constexpr double eps = std::numeric_limits<float>::epsilon(), tiny = std::numeric_limits<float>::min();
+    for (const int64_t cols : {int64_t(1), int64_t(7), int64_t(1000), int64_t(1028), int64_t(50000), int64_t(50001)})
+        for (const int which : {-1, 0}) {  // aligned, or x one element off (one column a load)
+            CAPTURE(cols); CAPTURE(which);
+            const int64_t rows = 4;
+            ShiftOne<float> place{which};
+            Array<float> x = place(random_array<float>({rows, cols}, -80, 80));
+            float* xd = x.data.data() + x.offset;
+            for (int64_t c = 0; c < cols; ++c) {
+                const float ramp = cols == 1 ? 80.f : float(-80 + 160 * double(c) / double(cols - 1));
+                xd[1 * cols + c] = ramp;   // rising: a new max at every element
+                xd[2 * cols + c] = -ramp;  // falling
+                if (c % 3 == 1) xd[3 * cols + c] = -INFINITY;  // masked entries; column 0 stays finite
+            }
+            // The double reference: max, log Σ exp(x − max).
+            std::vector<double> m(rows, -INFINITY), lse(rows);
+            for (int64_t r = 0; r < rows; ++r) {
+                for (int64_t c = 0; c < cols; ++c) m[r] = std::max(m[r], double(xd[r * cols + c]));
+                double z = 0;
+                for (int64_t c = 0; c < cols; ++c) z += std::exp(double(xd[r * cols + c]) - m[r]);
+                lse[r] = m[r] + std::log(z);
+            }
+            const int64_t group = cols <= 1024 ? 32 : 256, W = cols % 4 == 0 && which == -1 ? 4 : 1;
+            const int64_t n = (cols + group * W - 1) / (group * W) * W;  // elements one thread sums
+            const double tol = double(n + 2 * int64_t(std::log2(double(group))) + 16) * eps;
+            CAPTURE(tol);
+
+            for (const bool log : {false, true}) {
+                CAPTURE(log);
+                Array<float> y = filled<float>({rows, cols}), again = y;
+                emulated::softmax(y.view(), x.view(), rows, cols, log);
+                emulated::softmax(again.view(), x.view(), rows, cols, log);
+                CHECK(bitwise_equal(y.data, again.data));
+                int bad = 0;
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t c = 0; c < cols; ++c) {
+                        const double want_log = double(xd[r * cols + c]) - lse[r];
+                        const double got = y.data[r * cols + c], want = log ? want_log : std::exp(want_log);
+                        const bool ok = std::isinf(want_log) ? got == want
+                                        : log               ? std::abs(got - want) <= tol * (1 + std::abs(want))
+                                                            : std::abs(got - want) <= tol * (1 - want_log) * want + tiny;
+                        if (!ok && bad++ < 3) FAIL_CHECK("row " << r << " col " << c << ": " << got << " vs " << want);
+                    }
+                CHECK(bad == 0);
+            }
+
+            Array<int64_t> targets({{rows}, {0, cols / 2, cols - 1, 0}});  // column 0 is finite in row 3
+            Array<float> loss = filled<float>({rows});
+            emulated::cross_entropy(loss.view(), x.view(), targets.view(), -100);
+            for (int64_t r = 0; r < rows; ++r) {
+                const double want = lse[r] - double(xd[r * cols + targets.data[r]]);
+                CHECK_MESSAGE(std::abs(loss.data[r] - want) <= tol * (1 + std::abs(want)), "row " << r);
+            }
+            Array<float> scale({{rows}, {1.f, 1.f, 1.f, 1.f}}), dx = filled<float>({rows, cols});
+            emulated::cross_entropy_backward(dx.view(), x.view(), targets.view(), scale.view());
+            int bad = 0;
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < cols; ++c) {
+                    const double log_p = double(xd[r * cols + c]) - lse[r], p = std::exp(log_p);
+                    const double want = p - (c == targets.data[r] ? 1 : 0), got = dx.data[r * cols + c];
+                    if (!(got == want || std::abs(got - want) <= tol * ((1 - log_p) * p + std::abs(want)) + tiny) && bad++ < 3)
+                        FAIL_CHECK("dlogits row " << r << " col " << c << ": " << got << " vs " << want);
+                }
+            CHECK(bad == 0);
+        }
+}
+
 // ---- embedding ------------------------------------------------------------------------------
 
 struct TableShape {
