@@ -7,8 +7,9 @@
 //                 log_softmax  dx = dy − exp(y) Σ_c dy_c
 //
 // One warp per row (cols ≤ 1024, eight rows per block) or one block of 256 threads per row
-// (cuda/row_reduce.h): the threads stride over the row's columns, combine the max, then the
-// sum, in a fixed-order tree, and write their own columns. When cols is a multiple of 4
+// (cuda/row_reduce.h): the threads stride over the row's columns once for the max and the
+// sum together, combine their (max, sum) pairs in a fixed-order tree, then read the row again
+// to write their own columns. When cols is a multiple of 4
 // (f32; 2 for f64) and the matrices are 16-byte aligned, each access moves a 16-byte pack of
 // columns (cuda/packs.h; W below), else one column.
 //
@@ -16,11 +17,12 @@
 // the normaliser z come from one pass over the row, an online max with a rescaled sum
 // (row_max_sum_exp in cuda/row_reduce.h), with expf for float; the forward then multiplies
 // by 1 / z, computed once per row, instead of dividing each column. Against the CPU, which
-// sums in double, a float row differs by a few ulps of exp and the rounding of the sum, about
-// (cols / group + log2(group)) · ε relative (tests/test_cuda_nn.cpp checks it against a double
-// reference on rows of ±80, −∞ and 50 000 columns). The backward's dot product is summed in
-// double, and log_softmax's backward takes exp(y) in the row's compute type. bf16 rows are
-// read as float and each output rounded to bf16 once.
+// sums in double, a float row differs by a few ulps of expf (2 at most on a GPU, by CUDA's
+// documented bound) and the rounding of the sum, about (cols / group + log2(group)) · ε
+// relative (tests/test_cuda_nn.cpp checks it against a double reference on rows of ±80, −∞
+// and 50 000 columns). The backward's dot product is summed in double, and log_softmax's
+// backward takes exp(y) in the row's compute type. bf16 rows are read as float and each
+// output rounded to bf16 once.
 #include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
 #include "cuda/row_reduce.h"
