@@ -245,8 +245,8 @@ TEST_CASE_TEMPLATE("cross_entropy and its backward match the CPU, ignored rows i
 }
 
 // The f32 row kernels compute in float with one online pass (cuda/row_reduce.h:
-// row_max_sum_exp), which the CPU, summing in double, cannot tell apart from a double
-// computation at the tolerance above for short rows of small values. These rows are wider:
+// row_max_sum_exp). The comparison with the CPU above (which sums in double) uses short rows
+// of small values and a fixed tolerance, which float passes easily. These rows are wider:
 // values of ±80 (exp spans 1e±69 and underflows float), ramps up and down (a rising ramp
 // moves the running max at every element, so every element rescales the sum), −∞ entries,
 // one column, and 50 000 columns (about 200 per thread of a 256-thread row group, in packs
