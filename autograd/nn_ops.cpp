@@ -143,6 +143,25 @@ Tensor swiglu(const Tensor& a, const Tensor& b) {
     }, {ac, bc});
 }
 
+Tensor sigmoid_gate(const Tensor& s, const Tensor& a) {
+    if (autocast_mixes(s, a)) return sigmoid_gate(autocast_float32(s), autocast_float32(a));  // the promote rule
+    check_defined(s, "sigmoid_gate");
+    check_defined(a, "sigmoid_gate");
+    if (!is_floating(s.dtype()) || s.shape() != a.shape() || s.dtype() != a.dtype() || s.device() != a.device())
+        throw std::invalid_argument("sigmoid_gate: s " + describe(s) + " and a " + describe(a) +
+                                    ": need floating s and a of one shape, dtype and device");
+    const Device dev = s.device();
+    const Tensor sc = s.detach().contiguous(), ac = a.detach().contiguous();
+    Tensor y = Tensor::empty(s.shape(), s.dtype(), dev);
+    backend(dev).sigmoid_gate_forward(y.view_desc(), sc.view_desc(), ac.view_desc());
+    return record("sigmoid_gate", y, {s, a}, [=](const Tensor& g) {
+        Tensor ds = Tensor::empty(sc.shape(), sc.dtype(), dev), da = Tensor::empty(ac.shape(), ac.dtype(), dev);
+        backend(dev).sigmoid_gate_backward(ds.view_desc(), da.view_desc(), g.contiguous().view_desc(), sc.view_desc(),
+                                           ac.view_desc());
+        return std::vector<Tensor>{ds, da};
+    }, {sc, ac});
+}
+
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
     if (autocast_mixes(x, cos)) return rope(autocast_float32(x), cos, sin);  // the promote rule: the tables are float32
     check_defined(x, "rope");

@@ -92,6 +92,8 @@ Tensor z_loss(const Tensor& logits);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 // SwiGLU's product silu(a) ⊙ b = a σ(a) b, one fused kernel each way: a, b of one shape.
 Tensor swiglu(const Tensor& a, const Tensor& b);
+// σ(s) ⊙ a in one pass each way (the G1 gate): s and a of one shape, dtype and device.
+Tensor sigmoid_gate(const Tensor& s, const Tensor& a);
 // RoPE's rotation of x (B, H, T, D) by the constant (T, D) tables cos and sin (nn/rope.h):
 // each channel pair (c, c + D/2) ↦ (x_c cos − x_{c+D/2} sin, x_{c+D/2} cos + x_c sin).
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);

@@ -43,6 +43,8 @@ const Backend table{
     .rms_norm_backward = rms_norm_backward,
     .swiglu_forward = swiglu_forward,
     .swiglu_backward = swiglu_backward,
+    .sigmoid_gate_forward = sigmoid_gate_forward,
+    .sigmoid_gate_backward = sigmoid_gate_backward,
     .rope = rope,
     .adamw_step = adamw_step,
     .sgd_step = sgd_step,

@@ -9,7 +9,7 @@
 //   embedding.cu         index_select_rows, index_add_rows
 //   routing.cu           gather_last, scatter_add_last, topk_last (MoE)
 //   rms_norm.cu          rms_norm_forward, rms_norm_backward
-//   swiglu.cu            swiglu_forward, swiglu_backward
+//   swiglu.cu            swiglu_forward, swiglu_backward, sigmoid_gate_forward, sigmoid_gate_backward
 //   rope.cu              rope
 //   optim.cu             adamw_step, sgd_step
 //   attention_forward.cu, attention_backward.cu   FlashAttention-style fused attention
@@ -60,6 +60,8 @@ void rms_norm_backward(const View& dx, const View& dweight, const View& dy, cons
                        const View& rstd, int64_t rows, int64_t cols);
 void swiglu_forward(const View& y, const View& a, const View& b);
 void swiglu_backward(const View& da, const View& db, const View& dy, const View& a, const View& b);
+void sigmoid_gate_forward(const View& y, const View& s, const View& a);
+void sigmoid_gate_backward(const View& ds, const View& da, const View& dy, const View& s, const View& a);
 void rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
 
 void adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq);

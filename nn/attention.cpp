@@ -230,9 +230,21 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     Tensor probs, lse;
     Tensor heads = scaled_dot_product_attention(q, k, v, {o.causal, o.window, 0, o.exclude_self},
                                                  capture ? &probs : nullptr, capture ? &lse : nullptr);
-    if (gated && o.gate == GatePosition::sdpa_output) heads = heads * (gate = gate_values(x));  // G1
+    // G1. The element-wise σ gate is one fused op (sigmoid_gate: one pass each way) applied
+    // after the heads merge, where the gate logits x W_g already lie in their (B, T, H·dk)
+    // order: an element-wise product is the same whichever layout it runs in. Other gate
+    // functions and sharings broadcast a product with the gate values in head layout.
+    const bool fused_g1 = gated && o.gate == GatePosition::sdpa_output && o.gate_fn == GateFunction::sigmoid &&
+                          o.sharing == GateSharing::elementwise;
+    if (gated && o.gate == GatePosition::sdpa_output && !fused_g1) heads = heads * (gate = gate_values(x));
 
-    Tensor y = w_o->forward(heads.transpose(1, 2).reshape({B, T, H * dk}));  // (B, T, d)
+    Tensor merged = heads.transpose(1, 2).reshape({B, T, H * dk});  // (B, T, H·dk)
+    if (fused_g1) {
+        const Tensor logits = w_g->forward(x);  // (B, T, H·dk)
+        merged = sigmoid_gate(logits, merged);
+        if (capture) gate = to_heads(sigmoid(logits.detach()), H);
+    }
+    Tensor y = w_o->forward(merged);  // (B, T, d)
     if (gated && (o.gate == GatePosition::after_merge || o.gate == GatePosition::residual)) {
         // G5 reads the attention input norm(x); G4 the raw residual stream (gate_source).
         const Tensor& source = o.gate == GatePosition::residual && gate_source.defined() ? gate_source : x;

@@ -139,6 +139,12 @@ struct Backend {
     void (*swiglu_forward)(const View& y, const View& a, const View& b);
     void (*swiglu_backward)(const View& da, const View& db, const View& dy, const View& a, const View& b);
 
+    // The G1 gate (nn/attention.h) over contiguous s, a, y of n elements, one pass each way
+    // instead of a sigmoid and a product, each with its own backward:
+    //   y = σ(s) · a;   ds = dy · a · σ(s) (1 − σ(s)),   da = dy · σ(s)
+    void (*sigmoid_gate_forward)(const View& y, const View& s, const View& a);
+    void (*sigmoid_gate_backward)(const View& ds, const View& da, const View& dy, const View& s, const View& a);
+
     // RoPE (nn/rope.h) of x (B, H, T, D), any strides, into contiguous out, with the (T, D)
     // tables cos and sin (their columns c and c + D/2 equal): each channel pair rotates,
     //   out_c = x_c cos_c − x_{c+D/2} sin_c,   out_{c+D/2} = x_{c+D/2} cos_c + x_c sin_c   (c < D/2).

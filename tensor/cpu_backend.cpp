@@ -40,6 +40,8 @@ void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, 
                            const View& rstd, int64_t rows, int64_t cols);
 void cpu_swiglu_forward(const View& y, const View& a, const View& b);
 void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const View& a, const View& b);
+void cpu_sigmoid_gate_forward(const View& y, const View& s, const View& a);
+void cpu_sigmoid_gate_backward(const View& ds, const View& da, const View& dy, const View& s, const View& a);
 void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
 void cpu_adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
                     const View& exp_avg_sq);
@@ -623,6 +625,8 @@ const Backend cpu_backend{
     cpu_rms_norm_backward,
     cpu_swiglu_forward,
     cpu_swiglu_backward,
+    cpu_sigmoid_gate_forward,
+    cpu_sigmoid_gate_backward,
     cpu_rope,
     cpu_adamw_step,
     cpu_sgd_step,

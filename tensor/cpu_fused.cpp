@@ -136,6 +136,36 @@ void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const V
     });
 }
 
+// y = σ(s) a, element by element (the G1 gate); backward from the same σ(s).
+void cpu_sigmoid_gate_forward(const View& y, const View& s, const View& a) {
+    if (any_bf16({y, s, a}))
+        return via_float32<2, 1>({s, a}, {y}, [&](auto& i, auto& o) { cpu_sigmoid_gate_forward(o[0], i[0], i[1]); });
+    dispatch_floating(s.dtype, [&]<class T>() {
+        const T *sp = ptr<T>(s), *ap = ptr<T>(a);
+        T* yp = ptr<T>(y);
+        parallel_range(s.numel(), [=](int64_t begin, int64_t end) {
+            with_sigmoid(sp, begin, end, [=](int64_t j, T sig) { yp[j] = sig * ap[j]; });
+        });
+    });
+}
+
+void cpu_sigmoid_gate_backward(const View& ds, const View& da, const View& dy, const View& s, const View& a) {
+    if (any_bf16({ds, da, dy, s, a}))
+        return via_float32<3, 2>({dy, s, a}, {ds, da}, [&](auto& i, auto& o) {
+            cpu_sigmoid_gate_backward(o[0], o[1], i[0], i[1], i[2]);
+        });
+    dispatch_floating(s.dtype, [&]<class T>() {
+        const T *sp = ptr<T>(s), *ap = ptr<T>(a), *g = ptr<T>(dy);
+        T *dsp = ptr<T>(ds), *dap = ptr<T>(da);
+        parallel_range(s.numel(), [=](int64_t begin, int64_t end) {
+            with_sigmoid(sp, begin, end, [=](int64_t j, T sig) {
+                dsp[j] = g[j] * ap[j] * sig * (1 - sig);  // dσ/ds = σ (1 − σ)
+                dap[j] = g[j] * sig;
+            });
+        });
+    });
+}
+
 // One (b, h, t) row of D channels per work item; x is read through its strides, so the
 // (B, H, T, D) view of a (B, T, H·D) projection needs no copy first. Its channels are
 // usually contiguous: a stride of 1 known at compile time lets the compiler vectorise the row.

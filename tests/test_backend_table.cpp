@@ -332,7 +332,7 @@ TEST_CASE("table: RMSNorm forward and backward") {
         }
 }
 
-TEST_CASE("table: SwiGLU forward and backward, RoPE each way") {
+TEST_CASE("table: SwiGLU and the sigmoid gate forward and backward, RoPE each way") {
     Generator gen(11);
     for (DType dt : kFloats) {
         for (int64_t n : {0, 1, 5, 1027}) {
@@ -343,6 +343,14 @@ TEST_CASE("table: SwiGLU forward and backward, RoPE each way") {
             compare("swiglu_backward", {zeros({n}, dt), zeros({n}, dt), random({n}, dt, gen), a, b}, {0, 1},
                     [](const Backend& be, const std::vector<View>& v) {
                         be.swiglu_backward(v[0], v[1], v[2], v[3], v[4]);
+                    },
+                    tolerance(dt));
+            compare("sigmoid_gate_forward", {zeros({n}, dt), a, b}, {0},
+                    [](const Backend& be, const std::vector<View>& v) { be.sigmoid_gate_forward(v[0], v[1], v[2]); },
+                    tolerance(dt));
+            compare("sigmoid_gate_backward", {zeros({n}, dt), zeros({n}, dt), random({n}, dt, gen), a, b}, {0, 1},
+                    [](const Backend& be, const std::vector<View>& v) {
+                        be.sigmoid_gate_backward(v[0], v[1], v[2], v[3], v[4]);
                     },
                     tolerance(dt));
         }
@@ -741,6 +749,12 @@ TEST_CASE("table bf16: reductions, the sum of squares, embedding rows, routing, 
         compare_bf16("swiglu_backward", {zeros({n}, f32), zeros({n}, f32), random({n}, f32, gen), a, b},
                      {0, 1, 2, 3, 4}, {0, 1}, [](const Backend& be, const std::vector<View>& v) {
                          be.swiglu_backward(v[0], v[1], v[2], v[3], v[4]);
+                     });
+        compare_bf16("sigmoid_gate_forward", {zeros({n}, f32), a, b}, {0, 1, 2}, {0},
+                     [](const Backend& be, const std::vector<View>& v) { be.sigmoid_gate_forward(v[0], v[1], v[2]); });
+        compare_bf16("sigmoid_gate_backward", {zeros({n}, f32), zeros({n}, f32), random({n}, f32, gen), a, b},
+                     {0, 1, 2, 3, 4}, {0, 1}, [](const Backend& be, const std::vector<View>& v) {
+                         be.sigmoid_gate_backward(v[0], v[1], v[2], v[3], v[4]);
                      });
     }
     // Embedding rows: a gather (copied as 2-byte words) and a scatter-add with repeated ids.

@@ -289,6 +289,10 @@ TEST_CASE("bfloat16 fused CPU entries, forward and backward, equal their float32
     check_backend_entry("swiglu backward", {{dy}, {x}, {b}}, {{R, C}, {R, C}}, [&](Views i, Views o) {
         be.swiglu_backward(o[0], o[1], i[0], i[1], i[2]);
     });
+    check_entry("sigmoid_gate", {x, b}, [](V in) { return std::vector<Tensor>{sigmoid_gate(in[0], in[1])}; });
+    check_backend_entry("sigmoid_gate backward", {{dy}, {x}, {b}}, {{R, C}, {R, C}}, [&](Views i, Views o) {
+        be.sigmoid_gate_backward(o[0], o[1], i[0], i[1], i[2]);
+    });
 
     // RoPE's constant (T, D) tables, each angle's cos and sin written at c and c + D/2.
     const int64_t T = 5, D = 8;

@@ -207,7 +207,7 @@ TEST_CASE("gradcheck: rms_norm (fused kernel) w.r.t. x and weight") {
                    {normal({4, 3}, gen), normal({4}, gen)});
 }
 
-TEST_CASE("gradcheck: swiglu and rope (fused kernels)") {
+TEST_CASE("gradcheck: swiglu, sigmoid_gate and rope (fused kernels)") {
     gg::Generator gen(13);
     check_gradient("swiglu over (2, 3, 5) w.r.t. both inputs",
                    [](const Inputs& in) { return gg::swiglu(in[0], in[1]); },
@@ -215,6 +215,12 @@ TEST_CASE("gradcheck: swiglu and rope (fused kernels)") {
     check_gradient("swiglu of non-contiguous inputs",
                    [](const Inputs& in) { return gg::swiglu(in[0].transpose(0, 1), in[1]); },
                    {normal({4, 3}, gen), normal({3, 4}, gen)});
+    check_gradient("sigmoid_gate over (2, 3, 5) w.r.t. the logits and the gated values",
+                   [](const Inputs& in) { return gg::sigmoid_gate(in[0], in[1]); },
+                   {normal({2, 3, 5}, gen), normal({2, 3, 5}, gen)});
+    check_gradient("sigmoid_gate of non-contiguous inputs",
+                   [](const Inputs& in) { return gg::sigmoid_gate(in[0], in[1].transpose(0, 1)); },
+                   {normal({3, 4}, gen), normal({4, 3}, gen)});
     // Tables of random angles, scaled as YaRN scales them: the rotation need not be orthonormal,
     // and its columns c and c + D/2 are equal, as RoPE's are.
     std::vector<double> cos_values(3 * 4), sin_values(3 * 4);  // (T, D) = (3, 4)
