@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/launch_error.h"
 #include "cuda/launch.h"
 
 using gg::cuda::launch;
@@ -20,16 +21,7 @@ namespace {
 
 constexpr unsigned kFull = 0xffffffff;
 
-// The message launch threw, or "" when it did not throw.
-template <class F>
-std::string launch_error(F&& run) {
-    try {
-        run();
-    } catch (const std::runtime_error& e) {
-        return e.what();
-    }
-    return "";
-}
+using gg::testing::launch_error;
 
 // ---- indices ------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/launch_error.h"
 #include "cuda/launch.h"
 #include "cuda/mma.h"
 #include "tensor/bf16.h"
@@ -23,15 +24,7 @@ using gg::cuda::launch;
 
 namespace {
 
-template <class F>
-std::string launch_error(F&& run) {
-    try {
-        run();
-    } catch (const std::runtime_error& e) {
-        return e.what();
-    }
-    return "";
-}
+using gg::testing::launch_error;
 
 uint32_t pair(bfloat16 first, bfloat16 second) { return uint32_t(first.bits) | uint32_t(second.bits) << 16; }
 

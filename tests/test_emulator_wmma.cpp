@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/launch_error.h"
 #include "cuda/launch.h"
 
 using gg::cuda::launch;
@@ -17,16 +18,7 @@ using namespace nvcuda;
 
 namespace {
 
-// The message launch threw, or "" when it did not throw.
-template <class F>
-std::string launch_error(F&& run) {
-    try {
-        run();
-    } catch (const std::runtime_error& e) {
-        return e.what();
-    }
-    return "";
-}
+using gg::testing::launch_error;
 
 float bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
