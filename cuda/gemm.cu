@@ -12,8 +12,8 @@
 //
 // The kernel, gemm_warp_tiled: the teaching ladder's rung 7 (cuda/gemm_ladder/7_warp_tiling.cu)
 // made general. W is one 16-byte pack: 4 floats or 2 doubles.
-//  - Block (x, y, z) computes the block tile of C[z] at rows Tile·y, columns Tile·x; batches
-//    beyond grid.z's 65535 (and row tiles beyond grid.y's) are further launches.
+//  - Block (x, y, z) computes the Tile × Tile tile of C[z] at rows Tile·y, columns Tile·x;
+//    batches beyond grid.z's 65535 (and row tiles beyond grid.y's) are further launches.
 //  - The block tile is cut into warp tiles and each warp tile into its 32 lanes, an 8 × 4 grid
 //    of lanes, each owning IterM × IterN sub-tiles of W × W results, 8W rows and 4W columns
 //    apart:
@@ -38,10 +38,11 @@
 //    edge slices, and every slice of operands that miss that alignment, load element by
 //    element with a bounds test, zero past the edges, so edge tiles need no other case.
 //  - Why it should be fast: each value brought into shared memory is used Tile times, and each
-//    read from shared memory 4W or 8W times (once per row or column of a lane's results), so
-//    the multiply-adds rather than the memory traffic set the pace; the 128 × 128 tile does 16
-//    multiply-adds per shared-memory load instruction. The loads of the next slice hide behind
-//    the multiply of this one. C is written element by element, with its bounds test, once
+//    value a lane reads from shared memory 4 or 8 times (once per column or row of its
+//    results), so the multiply-adds rather than the memory traffic set the pace; the 128 × 128
+//    tile does 16 multiply-adds per shared-memory load instruction (the ladder's rung 5, whose
+//    threads own results 16 apart, does 4). The loads of the next slice hide behind the
+//    multiply of this one. C is written element by element, with its bounds test, once
 //    per tile rather than once per slice.
 //
 // Split-K, for products with few tiles of C and a long K. A weight's gradient, Xᵀ·dY, is
@@ -80,22 +81,23 @@ constexpr int64_t kMinSplitK = 256;
 // f32 products with at least this many 128×128 tiles (one wave), or with a K long enough to
 // split, take the large tile.
 constexpr int64_t kLargeTileBlocks = 132;
+constexpr unsigned kSumThreads = 256;  // gemm_sum_splits' block
 
-// How a block tile of C is cut (see the opening comment): Block × Block per block, warps of
+// How a block's tile of C is cut (see the opening comment): Tile × Tile per block, warps of
 // kWarpM × kWarpN, lanes of IterM × IterN sub-tiles of kSub × kSub, kSub one 16-byte pack.
 // MinBlocks: the blocks an SM must be able to hold at once, which caps the registers per thread
 // (65536 per SM): 128 for the large tile, enough for its 64 sums and the next slice's loads
 // with no spill (nvcc picks 129 uncapped, and then an SM holds one block of 8 warps).
-template <class T, int Block, int IterM, int IterN, int MinBlocks>
+template <class T, int Tile, int IterM, int IterN, int MinBlocks>
 struct Tiling {
     using Element = T;
-    static constexpr int kBlock = Block, kIterM = IterM, kIterN = IterN, kMinBlocks = MinBlocks;
+    static constexpr int kTile = Tile, kIterM = IterM, kIterN = IterN, kMinBlocks = MinBlocks;
     static constexpr int kSub = kPackWidth<T>;
     static constexpr int kStrideM = kLaneRows * kSub, kStrideN = kLaneCols * kSub;  // between a lane's sub-tiles
     static constexpr int kWarpM = kStrideM * IterM, kWarpN = kStrideN * IterN;
-    static constexpr int kWarpsAcross = Block / kWarpN;
-    static constexpr int kThreads = Block / kWarpM * kWarpsAcross * kWarpSize;
-    static_assert(Block % kWarpM == 0 && Block % kWarpN == 0, "whole warp tiles");
+    static constexpr int kWarpsAcross = Tile / kWarpN;
+    static constexpr int kThreads = Tile / kWarpM * kWarpsAcross * kWarpSize;
+    static_assert(Tile % kWarpM == 0 && Tile % kWarpN == 0, "whole warp tiles");
 };
 using LargeTiling = Tiling<float, 128, 2, 2, 2>;   // 256 threads, 64 sums each, ≤ 128 registers
 using SmallTiling = Tiling<float, 64, 1, 2, 4>;    // 128 threads, 32 sums each, ≤ 128 registers
@@ -106,23 +108,23 @@ using DoubleTiling = Tiling<double, 64, 2, 4, 3>;  // 128 threads, 32 sums each 
 // tile: when a warp writes packs down columns (k the operand's contiguous index), the f32
 // rows 132 words apart put its writes in 32 different banks, where rows of 128 would put two
 // in each; rows stay a whole number of packs, so every pack in them is 16-byte aligned.
-template <class T, int Block>
+template <class T, int Tile>
 struct alignas(16) Slices {
-    T at[2][kSliceK][Block + kPackWidth<T>];
+    T at[2][kSliceK][Tile + kPackWidth<T>];
 };
 
 // One operand's share of the block's K slices, for one thread: fetch() brings the thread's
 // packs of the current slice from global memory into registers, store() writes them into a
 // shared slice, next() moves on by kSliceK.
 //
-// The slice as stored is (Block, kSliceK) with k contiguous when KContiguous (A, or B
-// transposed: element (i, k) at X[i·ld + k]), else (kSliceK, Block) with i contiguous
+// The slice as stored is (Tile, kSliceK) with k contiguous when KContiguous (A, or B
+// transposed: element (i, k) at X[i·ld + k]), else (kSliceK, Tile) with i contiguous
 // (element (i, k) at X[k·ld + i]). Either way a thread's packs run along the stored rows, and
 // consecutive threads take consecutive packs, so each warp reads whole runs of memory.
-template <class T, int Block, int Threads, bool KContiguous, bool Vector>
+template <class T, int Tile, int Threads, bool KContiguous, bool Vector>
 class SliceLoader {
     static constexpr int W = kPackWidth<T>;
-    static constexpr int kRows = KContiguous ? Block : kSliceK, kCols = KContiguous ? kSliceK : Block;
+    static constexpr int kRows = KContiguous ? Tile : kSliceK, kCols = KContiguous ? kSliceK : Tile;
     static constexpr int kPacks = kRows * kCols / W / Threads;  // this thread's packs per slice
     static_assert(kPacks >= 1 && kRows * kCols % (W * Threads) == 0, "every thread loads whole packs");
 
@@ -147,7 +149,7 @@ class SliceLoader {
     // k_left: how much of the block's K range is left from this slice on.
     __device__ void fetch(int64_t k_left) {
         const int64_t row_limit = KContiguous ? i_left_ : k_left, col_limit = KContiguous ? k_left : i_left_;
-        if (Vector && i_left_ >= Block && k_left >= kSliceK) {  // an interior slice: no test
+        if (Vector && i_left_ >= Tile && k_left >= kSliceK) {  // an interior slice: no test
             GG_UNROLL
             for (int p = 0; p < kPacks; ++p) staged_[p] = load_pack<W>(origin_ + row_[p] * ld_ + col_[p]);
             return;
@@ -160,8 +162,8 @@ class SliceLoader {
                     row_[p] < row_limit && col_[p] + w < col_limit ? origin_[row_[p] * ld_ + col_[p] + w] : T(0);
     }
 
-    // slice (kSliceK, Block + W), k-major.
-    __device__ void store(T (&slice)[kSliceK][Block + W]) const {
+    // slice (kSliceK, Tile + W), k-major.
+    __device__ void store(T (&slice)[kSliceK][Tile + W]) const {
         GG_UNROLL
         for (int p = 0; p < kPacks; ++p) {
             if constexpr (KContiguous) {
@@ -177,7 +179,7 @@ class SliceLoader {
 };
 
 // A: op(A) (M, K), B: op(B) (K, N), each at its batch stride from the pointer; grid
-// (⌈N/Block⌉, ⌈M/Block⌉, batch · splits), block Tiling::kThreads. Block z sums k in
+// (⌈N/Tile⌉, ⌈M/Tile⌉, batch · splits), block Tiling::kThreads. Block z sums k in
 // [s·k_split, (s+1)·k_split) for s = z mod splits, of batch z / splits, into C + z·stride_c:
 // C itself when splits is 1, else the workspace (then alpha 1 and beta 0).
 template <class Tiling, bool TransA, bool TransB, bool Vector, class T = typename Tiling::Element>
@@ -185,15 +187,15 @@ __global__ void __launch_bounds__(Tiling::kThreads, Tiling::kMinBlocks)
     gemm_warp_tiled(int64_t M, int64_t N, int64_t K, int64_t splits, int64_t k_split, T alpha, const T* A,
                     int64_t lda, int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta, T* C,
                     int64_t ldc, int64_t stride_c) {
-    constexpr int kBlock = Tiling::kBlock, kSub = Tiling::kSub, kIterM = Tiling::kIterM, kIterN = Tiling::kIterN;
+    constexpr int kTile = Tiling::kTile, kSub = Tiling::kSub, kIterM = Tiling::kIterM, kIterN = Tiling::kIterN;
     constexpr int kThreads = Tiling::kThreads;
-    using OperandSlices = Slices<T, kBlock>;
-    GG_SHARED(OperandSlices, As);  // (2, 8, Block): op(A)[m0 + m, k0 + k] at As.at[s][k][m]
-    GG_SHARED(OperandSlices, Bs);  // (2, 8, Block): op(B)[k0 + k, n0 + n] at Bs.at[s][k][n]
-    const int64_t batch = blockIdx.z / splits, m0 = int64_t(blockIdx.y) * kBlock, n0 = int64_t(blockIdx.x) * kBlock;
+    using OperandSlices = Slices<T, kTile>;
+    GG_SHARED(OperandSlices, As);  // (2, 8, Tile): op(A)[m0 + m, k0 + k] at As.at[s][k][m]
+    GG_SHARED(OperandSlices, Bs);  // (2, 8, Tile): op(B)[k0 + k, n0 + n] at Bs.at[s][k][n]
+    const int64_t batch = blockIdx.z / splits, m0 = int64_t(blockIdx.y) * kTile, n0 = int64_t(blockIdx.x) * kTile;
     const int64_t k_begin = (blockIdx.z % splits) * k_split, k_end = k_begin + k_split < K ? k_begin + k_split : K;
-    SliceLoader<T, kBlock, kThreads, !TransA, Vector> a_slices(A + batch * stride_a, lda, m0, M, k_begin);
-    SliceLoader<T, kBlock, kThreads, TransB, Vector> b_slices(B + batch * stride_b, ldb, n0, N, k_begin);
+    SliceLoader<T, kTile, kThreads, !TransA, Vector> a_slices(A + batch * stride_a, lda, m0, M, k_begin);
+    SliceLoader<T, kTile, kThreads, TransB, Vector> b_slices(B + batch * stride_b, ldb, n0, N, k_begin);
     C += int64_t(blockIdx.z) * stride_c;
     // This lane's first row and column in the block tile; its sub-tiles follow kStrideM rows
     // and kStrideN columns further on.
@@ -314,10 +316,11 @@ void gemm_ours(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, 
                int64_t stride_c) {
     // BLAS reads neither A nor B when alpha is 0 (they may hold NaN): C only scales by beta.
     if (alpha == T(0)) K = 0;
-    const GemmPlan plan = gemm_plan(std::is_same_v<T, float> ? DType::f32 : DType::f64, batch, M, N, K, A, lda, stride_a, B, ldb, stride_b);
+    constexpr DType dtype = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+    const GemmPlan plan = gemm_plan(dtype, batch, M, N, K, A, lda, stride_a, B, ldb, stride_b);
     const auto run = [&]<class Tiling>() {
-        constexpr int kBlock = Tiling::kBlock;
-        const int64_t tiles_n = (N + kBlock - 1) / kBlock, tiles_m = (M + kBlock - 1) / kBlock;
+        constexpr int kTile = Tiling::kTile;
+        const int64_t tiles_n = (N + kTile - 1) / kTile, tiles_m = (M + kTile - 1) / kTile;
         by_layout(trans_a, trans_b, plan.vector_loads, [&]<bool TransA, bool TransB, bool Vector>() {
             const auto kernel = gemm_warp_tiled<Tiling, TransA, TransB, Vector>;
             const dim3 block(Tiling::kThreads);
@@ -325,7 +328,7 @@ void gemm_ours(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, 
                 // One launch per chunk of batches and row tiles that the grid's y and z can hold.
                 for (int64_t b0 = 0; b0 < batch; b0 += kMaxGridYZ)
                     for (int64_t t0 = 0; t0 < tiles_m; t0 += kMaxGridYZ) {
-                        const int64_t m0 = t0 * kBlock;
+                        const int64_t m0 = t0 * kTile;
                         const dim3 grid(unsigned(tiles_n), unsigned(std::min(tiles_m - t0, kMaxGridYZ)),
                                         unsigned(std::min(batch - b0, kMaxGridYZ)));
                         launch("gemm", kernel, grid, block, 0, M - m0, N, K, int64_t(1), K, alpha,
@@ -334,21 +337,21 @@ void gemm_ours(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, 
                     }
                 return;
             }
-            // Split-K: at most kFillBlocks / 2 blocks before the split, so tiles_m · tiles_n ·
-            // batch · splits < 2 · kFillBlocks fits one launch.
+            // Split-K: gemm_plan splits only products of at most kFillBlocks / 2 tiles, into
+            // fewer than kFillBlocks + tiles blocks, so one launch holds them.
             const size_t bytes = size_t(batch * plan.splits * M * N) * sizeof(T);
             T* W = static_cast<T*>(allocate(bytes));
             const dim3 grid(unsigned(tiles_n), unsigned(tiles_m), unsigned(batch * plan.splits));
             launch("gemm_split_k", kernel, grid, block, 0, M, N, K, plan.splits, plan.k_split, T(1), A, lda, stride_a,
                    B, ldb, stride_b, T(0), W, N, M * N);
-            launch("gemm_sum_splits", gemm_sum_splits<T>, grid_covering(batch * M * N, 256), dim3(256), 0, batch, M,
-                   N, plan.splits, static_cast<const T*>(W), alpha, beta, C, ldc, stride_c);
+            launch("gemm_sum_splits", gemm_sum_splits<T>, grid_covering(batch * M * N, kSumThreads), dim3(kSumThreads),
+                   0, batch, M, N, plan.splits, static_cast<const T*>(W), alpha, beta, C, ldc, stride_c);
             deallocate(W, bytes);  // one stream: a later kernel that reuses W runs after these two
         });
     };
     if constexpr (std::is_same_v<T, double>)
         run.template operator()<DoubleTiling>();
-    else if (plan.tile == LargeTiling::kBlock)
+    else if (plan.tile == LargeTiling::kTile)
         run.template operator()<LargeTiling>();
     else
         run.template operator()<SmallTiling>();

@@ -32,7 +32,8 @@ void gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, 
 // How the f32/f64 GEMM (cuda/gemm.cu) runs a product, decided on the host from gemm's arguments
 // (alpha already applied: K is 0 when alpha is): its block tile (128 or 64 a side), the
 // ranges K is split into (splits of k_split each, the last shorter; 1 range of K when not
-// split), and whether interior slices load A and B as 16-byte packs. Tests check the choice.
+// split), and whether interior slices load A and B as 16-byte packs. For batch, M and N above 0
+// (gemm returns before otherwise). Tests check the choice.
 namespace GG_CUDA_BUILD {
 struct GemmPlan {
     int tile;
