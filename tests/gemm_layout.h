@@ -10,7 +10,8 @@ namespace gg::testing {
 
 // One GEMM call. Each stored row is `pad` elements longer than it needs to be; a batch
 // stride of -1 means tight (the matrix's stored rows × ld), 0 broadcasts the operand; each
-// operand starts `offset` elements past the start of its buffer (16-byte aligned).
+// operand starts `offset` elements past the start of its 16-byte aligned buffer (the f32/f64
+// tests, which reach both load paths of cuda/gemm.cu this way).
 struct Gemm {
     int64_t batch = 1;
     bool trans_a = false, trans_b = false;
@@ -40,11 +41,11 @@ struct Layout {
 };
 
 inline std::string describe(const Gemm& g) {
+    const Layout l(g);
     return "batch " + std::to_string(g.batch) + " trans_a " + std::to_string(g.trans_a) + " trans_b " +
            std::to_string(g.trans_b) + " M " + std::to_string(g.M) + " N " + std::to_string(g.N) + " K " +
            std::to_string(g.K) + " alpha " + std::to_string(g.alpha) + " beta " + std::to_string(g.beta) + " lda " +
-           std::to_string(Layout(g).a.ld) + " ldb " + std::to_string(Layout(g).b.ld) + " offset " +
-           std::to_string(g.offset);
+           std::to_string(l.a.ld) + " ldb " + std::to_string(l.b.ld) + " offset " + std::to_string(g.offset);
 }
 
 }  // namespace gg::testing

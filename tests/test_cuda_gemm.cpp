@@ -9,10 +9,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <utility>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/gemm.h"
@@ -43,7 +43,7 @@ std::vector<T> uniform(int64_t n, std::mt19937& rng) {
 template <class T>
 void run(decltype(gg::Backend::gemm) gemm, const Gemm& g, const Layout& l, const T* A, const T* B, T* C) {
     gemm(dtype_of<T>, g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, A + l.a.offset, l.a.ld, l.a.stride,
-            B + l.b.offset, l.b.ld, l.b.stride, g.beta, C + l.c.offset, l.c.ld, l.c.stride);
+         B + l.b.offset, l.b.ld, l.b.stride, g.beta, C + l.c.offset, l.c.ld, l.c.stride);
 }
 
 void run_emulated(const Gemm& g, const Layout& l, DType dtype, const void* A, const void* B, void* C) {
@@ -52,7 +52,9 @@ void run_emulated(const Gemm& g, const Layout& l, DType dtype, const void* A, co
 }
 
 // The plan the emulated gemm makes for g (cuda/gemm.h) with its operands `offset` elements past
-// a 16-byte boundary.
+// a 16-byte boundary, as they are in mismatch(): std::vector's buffers come from operator new,
+// aligned to 16 bytes where the default new alignment is 16 (x86-64 and AArch64).
+static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= 16, "the packed load path needs 16-byte aligned buffers");
 template <class T>
 gg::cuda::emulated::GemmPlan plan_of(const Gemm& g) {
     alignas(16) static const T buffer[4] = {};
