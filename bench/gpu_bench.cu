@@ -202,18 +202,24 @@ void bench_gemm() {
 }
 
 // The library's GEMM on the products of one training step of the medium preset (d_model 384,
-// FFN 1024, 32 × 256 tokens), against cuBLAS FP32 on the same call: the forward x·Wᵀ, the
-// input gradient dY·W and the weight gradient dYᵀ·X, whose long K takes the split-K path.
+// 32 × 256 tokens), against cuBLAS FP32 on the same call, for each width W a weight maps 384
+// features to (384: attention's projections; 1024: the SwiGLU hidden layer; 1152 and 1536:
+// three and four projections side by side): the forward x·Wᵀ, the input gradient dY·W and
+// the weight gradient dYᵀ·X, whose long K takes the split-K path.
 void bench_gemm_training_shapes() {
     struct Shape {
-        const char* name;
+        std::string name;
         bool trans_a, trans_b;
         int64_t M, N, K;
     };
-    const int64_t tokens = 8192;
-    const Shape shapes[] = {{"x_wt_384", false, true, tokens, 384, 384},   {"dy_w_384", false, false, tokens, 384, 384},
-                            {"dyt_x_384", true, false, 384, 384, tokens},  {"x_wt_1024", false, true, tokens, 1024, 384},
-                            {"dy_w_1024", false, false, tokens, 384, 1024}, {"dyt_x_1024", true, false, 1024, 384, tokens}};
+    const int64_t tokens = 8192, d = 384;
+    std::vector<Shape> shapes;
+    for (int64_t width : {d, int64_t(1024), 3 * d, 4 * d}) {
+        const std::string w = std::to_string(width);
+        shapes.push_back({"x_wt_" + w, false, true, tokens, width, d});
+        shapes.push_back({"dy_w_" + w, false, false, tokens, d, width});
+        shapes.push_back({"dyt_x_" + w, true, false, width, d, tokens});
+    }
     const Backend& table = backend(Device::CUDA);
     for (const Shape& s : shapes) {
         Generator gen(2);
@@ -230,7 +236,7 @@ void bench_gemm_training_shapes() {
         const double err = relative_error(C, ref);
         const double theirs = median_ms([&] { run(true, ref); }), ms = median_ms([&] { run(false, C); });
         const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
-        emit("gemm", std::string("train_shape_") + s.name,
+        emit("gemm", "train_shape_" + s.name,
              {{"M", double(s.M)}, {"N", double(s.N)}, {"K", double(s.K)}, {"ms", ms}, {"tflops", flop / ms / 1e9},
               {"cublas_ms", theirs}, {"pct_of_cublas", 100 * theirs / ms}, {"rel_error", err}},
              err < 1e-5, "vs cublas_fp32");

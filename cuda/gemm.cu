@@ -10,34 +10,48 @@
 //
 // A batch stride of 0 broadcasts that operand over the batch.
 //
-// The kernel, gemm_tiled<Tile>: shared-memory tiles with 2-D register blocking, 256 threads
-// (16×16) per block, each owning a micro-tile of (Tile/16)×(Tile/16) results.
-//  - Block (x, y, z) computes the Tile×Tile tile of C[z] at rows Tile·y, columns Tile·x;
+// The kernel, gemm_warp_tiled: the teaching ladder's rung 7 (cuda/gemm_ladder/7_warp_tiling.cu)
+// made general. W is one 16-byte pack: 4 floats or 2 doubles.
+//  - Block (x, y, z) computes the Tile × Tile tile of C[z] at rows Tile·y, columns Tile·x;
 //    batches beyond grid.z's 65535 (and row tiles beyond grid.y's) are further launches.
-//  - K is walked in slices of 16. For each, the block's threads copy the (Tile, 16) slice of
-//    op(A) and the (16, Tile) slice of op(B) into shared memory, zero past the matrix edges,
-//    then each thread multiplies out of shared memory into its own micro-tile of C.
-//  - Thread (tx, ty) owns rows ty + 16·i and columns tx + 16·j (i, j < Tile/16): the 16
-//    threads of a half-warp read 16 consecutive words of the B slice (no shared-memory bank
-//    conflicts) and write 16 consecutive elements of a row of C (coalesced).
-//  - Why it should be fast: every value brought from global memory is used Tile times (once
-//    per row or column of the block tile), and every value read from shared memory Tile/16
-//    times (once per row or column of the micro-tile), so arithmetic rather than memory
-//    traffic sets the pace. The teaching ladder (cuda/gemm_ladder/) goes further, rung by rung.
-//  - Two tile sizes: 128 (8×8 results per thread) for f32 products with enough tiles to fill
-//    the GPU, half the loads per multiply-add of 64; and 64 (4×4) for the rest, f64 among them
-//    (64 double accumulators would not fit in registers).
-//  - Transposes cost nothing extra: they only change which index of the slice is the
-//    contiguous one when it is copied into shared memory, and the copy always walks memory in
-//    order, so it stays coalesced.
+//  - The block tile is cut into warp tiles and each warp tile into its 32 lanes, an 8 × 4 grid
+//    of lanes, each owning IterM × IterN sub-tiles of W × W results, 8W rows and 4W columns
+//    apart:
+//        row    = (warp's first row)    + 8W·i + W·(lane / 4) + r      i < IterM, r < W
+//        column = (warp's first column) + 4W·j + W·(lane % 4) + c      j < IterN, c < W
+//    Three tilings: f32 128 × 128 (8 warps of 64 × 32, 8 × 8 results per lane), f32 64 × 64
+//    and f64 64 × 64 (4 warps of 32 × 32, 4 × 8 per lane: 32 doubles are 64 registers).
+//  - K is walked in slices of 8. Shared memory holds each operand's slice k-major, As[k][m]
+//    and Bs[k][n], so at each k a lane reads its sub-tiles' column of op(A) and row of op(B)
+//    as IterM + IterN packs, and the lanes of a warp read neighbouring packs: no bank conflicts,
+//    one 16-byte load per W values.
+//  - Global memory is always read along the operand's contiguous index (k for A and for Bᵀ,
+//    m for Aᵀ, n for B), so every warp's read is coalesced whatever the transposes; they are
+//    template parameters, which only decide whether a thread's pack goes into shared memory
+//    as a row (contiguous along m or n) or down a column (contiguous along k).
+//  - The pipeline: while a warp multiplies slice s out of one shared buffer, the loads of slice
+//    s + 1 are already in flight into registers; they go into the other buffer after the
+//    multiply, and one barrier per slice separates the two.
+//  - Loads come in two builds, picked on the host (gemm_plan): where A and B start on 16 bytes
+//    and their leading dimensions and batch strides are multiples of W, every pack of an
+//    interior slice (inside the matrix in every direction) is one 16-byte load with no test;
+//    edge slices, and every slice of operands that miss that alignment, load element by
+//    element with a bounds test, zero past the edges, so edge tiles need no other case.
+//  - Why it should be fast: each value brought into shared memory is used Tile times, and each
+//    value a lane reads from shared memory 4 or 8 times (once per column or row of its
+//    results), so the multiply-adds rather than the memory traffic set the pace; the 128 × 128
+//    tile does 16 multiply-adds per shared-memory load instruction (the ladder's rung 5, whose
+//    threads own results 16 apart, does 4). The loads of the next slice hide behind the
+//    multiply of this one. C is written element by element, with its bounds test, once
+//    per tile rather than once per slice.
 //
 // Split-K, for products with few tiles of C and a long K. A weight's gradient, Xᵀ·dY, is
-// such a product: (384, 8192)·(8192, 384) has 36 tiles of C, so 36 blocks would each walk
-// all 8192 of K while most of a 132-SM GPU idles. Then K is cut into `splits` ranges; block
-// (x, y, z) takes tile (x, y) of batch z / splits over range z mod splits and writes its sum,
-// without alpha and beta, to its own (M, N) slab of a workspace. A second kernel, gemm_sum_splits,
-// adds each element's slabs in order 0, 1, … and applies alpha and beta: no atomics, so the
-// result is the same on every run.
+// such a product: (384, 8192)·(8192, 384) has 9 tiles of 128 × 128, so 9 blocks would each
+// walk all 8192 of K while most of a 132-SM GPU idles. Then K is cut into `splits` ranges;
+// block (x, y, z) takes tile (x, y) of batch z / splits over range z mod splits and writes its
+// sum, without alpha and beta, to its own (M, N) slab of a workspace. A second kernel,
+// gemm_sum_splits, adds each element's slabs in order 0, 1, … and applies alpha and beta: no
+// atomics, so the result is the same on every run.
 //
 // f32 accumulates in float and f64 in double, as OpenBLAS's sgemm and dgemm do. On a GPU,
 // gemm can also run cuBLAS (gemm_cublas, switched by GATEDGRAD_GEMM; cuda/gemm.h).
@@ -50,87 +64,197 @@
 
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
+#include "cuda/packs.h"
 
 namespace gg::cuda::GG_CUDA_BUILD {
 
 namespace {
 
-constexpr int kSliceK = 16;         // the K slice held in shared memory at a time
-constexpr int kThreadsPerDim = 16;  // 16×16 threads per block
-constexpr int kThreads = kThreadsPerDim * kThreadsPerDim;
-// Row padding of the shared slices. When k is the operand's contiguous index, a warp copies
-// 16 k × 2 rows i, writing slice[k][i]: in f32, with slice rows 66 (or 130) words apart, word
-// 66k + i sits in bank (2k + i) mod 32, 32 different banks, where 64-word rows would put all
-// 16 k in one bank.
-constexpr int kPad = 2;
+constexpr int kSliceK = 8;  // the K slice held in shared memory at a time
+constexpr int kWarpSize = 32;
+constexpr int kLaneRows = 8, kLaneCols = 4;  // the lanes of a warp over its warp tile
 constexpr int64_t kMaxGridYZ = 65535;
-// Split-K: when a product has fewer blocks than kFillBlocks (cuda/launch.h), K is split until
-// it has about that many, each range keeping at least kMinSplitK of K.
+// Split-K: when a product's blocks would fill at most half of kFillBlocks (cuda/launch.h), K is
+// split until it has about kFillBlocks, each range keeping at least kMinSplitK of K. Only then:
+// splitting at least doubles the busy SMs, which pays for the workspace's extra pass over C.
 constexpr int64_t kMinSplitK = 256;
-// f32 products with at least this many 128×128 tiles (one wave) take the large tile.
+// f32 products with at least this many 128×128 tiles (one wave), or with a K long enough to
+// split, take the large tile.
 constexpr int64_t kLargeTileBlocks = 132;
+constexpr unsigned kSumThreads = 256;  // gemm_sum_splits' block
 
-// One operand's K slice in shared memory, k-major: slice[k][i] with i along M (for A) or N
-// (for B), so that the inner loop reads a row of it for each k.
-template <class T, int Tile>
-using Slice = T[kSliceK][Tile + kPad];
+// How a block's tile of C is cut (see the opening comment): Tile × Tile per block, warps of
+// kWarpM × kWarpN, lanes of IterM × IterN sub-tiles of kSub × kSub, kSub one 16-byte pack.
+// MinBlocks: the blocks an SM must be able to hold at once, which caps the registers per thread
+// (65536 per SM): 128 for the large tile, enough for its 64 sums and the next slice's loads
+// with no spill (nvcc picks 129 uncapped, and then an SM holds one block of 8 warps).
+template <class T, int Tile, int IterM, int IterN, int MinBlocks>
+struct Tiling {
+    using Element = T;
+    static constexpr int kTile = Tile, kIterM = IterM, kIterN = IterN, kMinBlocks = MinBlocks;
+    static constexpr int kSub = kPackWidth<T>;
+    static constexpr int kStrideM = kLaneRows * kSub, kStrideN = kLaneCols * kSub;  // between a lane's sub-tiles
+    static constexpr int kWarpM = kStrideM * IterM, kWarpN = kStrideN * IterN;
+    static constexpr int kWarpsAcross = Tile / kWarpN;
+    static constexpr int kThreads = Tile / kWarpM * kWarpsAcross * kWarpSize;
+    static_assert(Tile % kWarpM == 0 && Tile % kWarpN == 0, "whole warp tiles");
+};
+using LargeTiling = Tiling<float, 128, 2, 2, 2>;   // 256 threads, 64 sums each, ≤ 128 registers
+using SmallTiling = Tiling<float, 64, 1, 2, 4>;    // 128 threads, 32 sums each, ≤ 128 registers
+using DoubleTiling = Tiling<double, 64, 2, 4, 3>;  // 128 threads, 32 sums each (64 registers), ≤ 168
 
-// Copies the (Tile, kSliceK) slice of an operand starting at (i0, k0) into slice[k][i],
-// with zeros where it runs past I rows or K columns, so edge tiles need no other case.
-// The operand's element (i, k) is at X[i·ld + k] when k_contiguous (A as stored, or B
-// transposed) and at X[k·ld + i] otherwise; consecutive threads take consecutive addresses
-// in either case, so every warp's read is coalesced.
+// One operand's two K slices in shared memory (one being multiplied, one being filled),
+// k-major: at[s][k][i] with i along M (for A) or N (for B). Rows are one pack longer than the
+// tile: when a warp writes packs down columns (k the operand's contiguous index), the f32
+// rows 132 words apart put its writes in 32 different banks, where rows of 128 would put two
+// in each; rows stay a whole number of packs, so every pack in them is 16-byte aligned.
 template <class T, int Tile>
-__device__ void load_slice(Slice<T, Tile>& slice, const T* X, int64_t ld, bool k_contiguous, int64_t i0, int64_t I,
-                           int64_t k0, int64_t K) {
-    const int thread = int(threadIdx.y) * kThreadsPerDim + int(threadIdx.x);
-    for (int e = thread; e < kSliceK * Tile; e += kThreads) {
-        const int i = k_contiguous ? e / kSliceK : e % Tile;
-        const int k = k_contiguous ? e % kSliceK : e / Tile;
-        const int64_t row = i0 + i, col = k0 + k;
-        slice[k][i] = row < I && col < K ? X[k_contiguous ? row * ld + col : col * ld + row] : T(0);
+struct alignas(16) Slices {
+    T at[2][kSliceK][Tile + kPackWidth<T>];
+};
+
+// One operand's share of the block's K slices, for one thread: fetch() brings the thread's
+// packs of the current slice from global memory into registers, store() writes them into a
+// shared slice, next() moves on by kSliceK.
+//
+// The slice as stored is (Tile, kSliceK) with k contiguous when KContiguous (A, or B
+// transposed: element (i, k) at X[i·ld + k]), else (kSliceK, Tile) with i contiguous
+// (element (i, k) at X[k·ld + i]). Either way a thread's packs run along the stored rows, and
+// consecutive threads take consecutive packs, so each warp reads whole runs of memory.
+template <class T, int Tile, int Threads, bool KContiguous, bool Vector>
+class SliceLoader {
+    static constexpr int W = kPackWidth<T>;
+    static constexpr int kRows = KContiguous ? Tile : kSliceK, kCols = KContiguous ? kSliceK : Tile;
+    static constexpr int kPacks = kRows * kCols / W / Threads;  // this thread's packs per slice
+    static_assert(kPacks >= 1 && kRows * kCols % (W * Threads) == 0, "every thread loads whole packs");
+
+    const T* origin_;  // the slice's element (0, 0): (i0, k0) of the operand
+    int64_t ld_;
+    int64_t i_left_;   // the operand's rows (A) or columns (B) from i0 on
+    int row_[kPacks], col_[kPacks];  // each pack's first element in the stored slice
+    Pack<T, W> staged_[kPacks];
+
+  public:
+    // X: the batch's operand; the slice begins at (i0, k0) of its I rows (A) or columns (B).
+    __device__ SliceLoader(const T* X, int64_t ld, int64_t i0, int64_t I, int64_t k0)
+        : origin_(X + (KContiguous ? i0 * ld + k0 : k0 * ld + i0)), ld_(ld), i_left_(I - i0) {
+        GG_UNROLL
+        for (int p = 0; p < kPacks; ++p) {
+            const int pack = int(threadIdx.x) + Threads * p;
+            row_[p] = pack / (kCols / W);
+            col_[p] = W * (pack % (kCols / W));
+        }
     }
-}
+
+    // k_left: how much of the block's K range is left from this slice on.
+    __device__ void fetch(int64_t k_left) {
+        const int64_t row_limit = KContiguous ? i_left_ : k_left, col_limit = KContiguous ? k_left : i_left_;
+        if (Vector && i_left_ >= Tile && k_left >= kSliceK) {  // an interior slice: no test
+            GG_UNROLL
+            for (int p = 0; p < kPacks; ++p) staged_[p] = load_pack<W>(origin_ + row_[p] * ld_ + col_[p]);
+            return;
+        }
+        GG_UNROLL
+        for (int p = 0; p < kPacks; ++p)
+            GG_UNROLL
+            for (int w = 0; w < W; ++w)
+                staged_[p].at[w] =
+                    row_[p] < row_limit && col_[p] + w < col_limit ? origin_[row_[p] * ld_ + col_[p] + w] : T(0);
+    }
+
+    // slice (kSliceK, Tile + W), k-major.
+    __device__ void store(T (&slice)[kSliceK][Tile + W]) const {
+        GG_UNROLL
+        for (int p = 0; p < kPacks; ++p) {
+            if constexpr (KContiguous) {
+                GG_UNROLL
+                for (int w = 0; w < W; ++w) slice[col_[p] + w][row_[p]] = staged_[p].at[w];
+            } else {
+                store_pack<W>(&slice[row_[p]][col_[p]], staged_[p]);
+            }
+        }
+    }
+
+    __device__ void next() { origin_ += KContiguous ? kSliceK : kSliceK * ld_; }
+};
 
 // A: op(A) (M, K), B: op(B) (K, N), each at its batch stride from the pointer; grid
-// (⌈N/Tile⌉, ⌈M/Tile⌉, batch · splits), block (16, 16). Block z sums k in [s·k_split, (s+1)·k_split)
-// for s = z mod splits, of batch z / splits, into C + z·stride_c: C itself when splits is 1,
-// else the workspace (then alpha 1 and beta 0).
-template <class T, int Tile>
-__global__ void __launch_bounds__(kThreads)
-    gemm_tiled(int64_t M, int64_t N, int64_t K, int64_t splits, int64_t k_split, T alpha, const T* A, int64_t lda,
-               int64_t stride_a, bool trans_a, const T* B, int64_t ldb, int64_t stride_b, bool trans_b, T beta, T* C,
-               int64_t ldc, int64_t stride_c) {
-    constexpr int kMicro = Tile / kThreadsPerDim;  // each thread's micro-tile: kMicro × kMicro results
-    using TileSlice = Slice<T, Tile>;
-    GG_SHARED(TileSlice, As);  // (16, Tile): op(A)[m0 + m, k0 + k] at As[k][m]
-    GG_SHARED(TileSlice, Bs);  // (16, Tile): op(B)[k0 + k, n0 + n] at Bs[k][n]
-    const int64_t batch = blockIdx.z / splits, m0 = int64_t(blockIdx.y) * Tile, n0 = int64_t(blockIdx.x) * Tile;
+// (⌈N/Tile⌉, ⌈M/Tile⌉, batch · splits), block Tiling::kThreads. Block z sums k in
+// [s·k_split, (s+1)·k_split) for s = z mod splits, of batch z / splits, into C + z·stride_c:
+// C itself when splits is 1, else the workspace (then alpha 1 and beta 0).
+template <class Tiling, bool TransA, bool TransB, bool Vector, class T = typename Tiling::Element>
+__global__ void __launch_bounds__(Tiling::kThreads, Tiling::kMinBlocks)
+    gemm_warp_tiled(int64_t M, int64_t N, int64_t K, int64_t splits, int64_t k_split, T alpha, const T* A,
+                    int64_t lda, int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta, T* C,
+                    int64_t ldc, int64_t stride_c) {
+    constexpr int kTile = Tiling::kTile, kSub = Tiling::kSub, kIterM = Tiling::kIterM, kIterN = Tiling::kIterN;
+    constexpr int kThreads = Tiling::kThreads;
+    using OperandSlices = Slices<T, kTile>;
+    GG_SHARED(OperandSlices, As);  // (2, 8, Tile): op(A)[m0 + m, k0 + k] at As.at[s][k][m]
+    GG_SHARED(OperandSlices, Bs);  // (2, 8, Tile): op(B)[k0 + k, n0 + n] at Bs.at[s][k][n]
+    const int64_t batch = blockIdx.z / splits, m0 = int64_t(blockIdx.y) * kTile, n0 = int64_t(blockIdx.x) * kTile;
     const int64_t k_begin = (blockIdx.z % splits) * k_split, k_end = k_begin + k_split < K ? k_begin + k_split : K;
-    A += batch * stride_a;
-    B += batch * stride_b;
+    SliceLoader<T, kTile, kThreads, !TransA, Vector> a_slices(A + batch * stride_a, lda, m0, M, k_begin);
+    SliceLoader<T, kTile, kThreads, TransB, Vector> b_slices(B + batch * stride_b, ldb, n0, N, k_begin);
     C += int64_t(blockIdx.z) * stride_c;
-    const int tx = int(threadIdx.x), ty = int(threadIdx.y);
+    // This lane's first row and column in the block tile; its sub-tiles follow kStrideM rows
+    // and kStrideN columns further on.
+    const int warp = int(threadIdx.x) / kWarpSize, lane = int(threadIdx.x) % kWarpSize;
+    const int row0 = Tiling::kWarpM * (warp / Tiling::kWarpsAcross) + kSub * (lane / kLaneCols);
+    const int col0 = Tiling::kWarpN * (warp % Tiling::kWarpsAcross) + kSub * (lane % kLaneCols);
 
-    T acc[kMicro][kMicro] = {};  // C[m0 + ty + 16i, n0 + tx + 16j] before alpha and beta
-    for (int64_t k0 = k_begin; k0 < k_end; k0 += kSliceK) {
-        load_slice<T, Tile>(As, A, lda, !trans_a, m0, M, k0, k_end);
-        load_slice<T, Tile>(Bs, B, ldb, trans_b, n0, N, k0, k_end);
-        __syncthreads();  // the slices are complete
-        for (int k = 0; k < kSliceK; ++k) {
-            T a[kMicro], b[kMicro];  // the micro-tile's column of op(A) and row of op(B) at k
-            for (int i = 0; i < kMicro; ++i) a[i] = As[k][ty + kThreadsPerDim * i];
-            for (int j = 0; j < kMicro; ++j) b[j] = Bs[k][tx + kThreadsPerDim * j];
-            for (int i = 0; i < kMicro; ++i)
-                for (int j = 0; j < kMicro; ++j) acc[i][j] += a[i] * b[j];
+    // C[m0 + row0 + kStrideM·i + r, n0 + col0 + kStrideN·j + c] before alpha and beta
+    T acc[kIterM][kIterN][kSub][kSub] = {};
+    const int64_t slices = (k_end - k_begin + kSliceK - 1) / kSliceK;
+    if (slices > 0) {
+        a_slices.fetch(k_end - k_begin), b_slices.fetch(k_end - k_begin);
+        a_slices.store(As.at[0]), b_slices.store(Bs.at[0]);
+        __syncthreads();  // slice 0 is complete
+    }
+    for (int64_t s = 0; s < slices; ++s) {
+        const int now = int(s % 2);
+        const bool more = s + 1 < slices;
+        if (more) {  // slice s + 1's loads, in flight while slice s is multiplied
+            const int64_t k_left = k_end - k_begin - (s + 1) * kSliceK;
+            a_slices.next(), b_slices.next();
+            a_slices.fetch(k_left), b_slices.fetch(k_left);
         }
-        __syncthreads();  // everyone is done with the slices before they are overwritten
+        GG_UNROLL
+        for (int k = 0; k < kSliceK; ++k) {
+            Pack<T, kSub> a[kIterM], b[kIterN];  // the sub-tiles' column of op(A) and row of op(B) at k
+            GG_UNROLL
+            for (int i = 0; i < kIterM; ++i) a[i] = load_pack<kSub>(&As.at[now][k][row0 + Tiling::kStrideM * i]);
+            GG_UNROLL
+            for (int j = 0; j < kIterN; ++j) b[j] = load_pack<kSub>(&Bs.at[now][k][col0 + Tiling::kStrideN * j]);
+            GG_UNROLL
+            for (int i = 0; i < kIterM; ++i)
+                GG_UNROLL
+                for (int j = 0; j < kIterN; ++j)
+                    GG_UNROLL
+                    for (int r = 0; r < kSub; ++r)
+                        GG_UNROLL
+                        for (int c = 0; c < kSub; ++c) acc[i][j][r][c] += a[i].at[r] * b[j].at[c];
+        }
+        if (more) {
+            // The other buffer was last read in slice s − 1, before the barrier that ended it.
+            a_slices.store(As.at[1 - now]), b_slices.store(Bs.at[1 - now]);
+            __syncthreads();  // slice s + 1 is complete, and everyone is done with slice s
+        }
     }
 
-    for (int i = 0; i < kMicro; ++i)
-        for (int j = 0; j < kMicro; ++j) {
-            const int64_t m = m0 + ty + kThreadsPerDim * i, n = n0 + tx + kThreadsPerDim * j;
-            if (m < M && n < N) gemm_epilogue(&C[m * ldc + n], alpha, acc[i][j], beta);
+    GG_UNROLL
+    for (int i = 0; i < kIterM; ++i)
+        GG_UNROLL
+        for (int r = 0; r < kSub; ++r) {
+            const int64_t m = m0 + row0 + Tiling::kStrideM * i + r;
+            if (m >= M) continue;
+            GG_UNROLL
+            for (int j = 0; j < kIterN; ++j)
+                GG_UNROLL
+                for (int c = 0; c < kSub; ++c) {
+                    const int64_t n = n0 + col0 + Tiling::kStrideN * j + c;
+                    if (n < N) gemm_epilogue(&C[m * ldc + n], alpha, acc[i][j][r][c], beta);
+                }
         }
 }
 
@@ -171,47 +295,66 @@ void check_gemm_arguments(const char* op, DType dtype, int64_t batch, bool trans
     check_ld("ldc", ldc, N);
 }
 
+// Runs body.template operator()<TransA, TransB, Vector>() for the run-time flags.
+template <class Body>
+void by_layout(bool trans_a, bool trans_b, bool vector_loads, Body&& body) {
+    const auto pick = [](bool flag, auto&& then) {
+        flag ? then(std::true_type{}) : then(std::false_type{});
+    };
+    pick(trans_a, [&](auto ta) {
+        pick(trans_b, [&](auto tb) {
+            pick(vector_loads, [&](auto v) {
+                body.template operator()<decltype(ta)::value, decltype(tb)::value, decltype(v)::value>();
+            });
+        });
+    });
+}
+
 template <class T>
 void gemm_ours(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                int64_t lda, int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta, T* C, int64_t ldc,
                int64_t stride_c) {
     // BLAS reads neither A nor B when alpha is 0 (they may hold NaN): C only scales by beta.
     if (alpha == T(0)) K = 0;
-    const dim3 block(kThreadsPerDim, kThreadsPerDim);
-    // One launch per chunk of batches and row tiles that the grid's y and z can hold.
-    const auto tiled = [&]<int Tile>() {
-        const int64_t tiles_n = (N + Tile - 1) / Tile, tiles_m = (M + Tile - 1) / Tile;
-        for (int64_t b0 = 0; b0 < batch; b0 += kMaxGridYZ)
-            for (int64_t t0 = 0; t0 < tiles_m; t0 += kMaxGridYZ) {
-                const int64_t m0 = t0 * Tile;
-                const dim3 grid(unsigned(tiles_n), unsigned(std::min(tiles_m - t0, kMaxGridYZ)),
-                                unsigned(std::min(batch - b0, kMaxGridYZ)));
-                launch("gemm", gemm_tiled<T, Tile>, grid, block, 0, M - m0, N, K, int64_t(1), K, alpha,
-                       A + b0 * stride_a + (trans_a ? m0 : m0 * lda), lda, stride_a, trans_a, B + b0 * stride_b, ldb,
-                       stride_b, trans_b, beta, C + b0 * stride_c + m0 * ldc, ldc, stride_c);
+    constexpr DType dtype = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+    const GemmPlan plan = gemm_plan(dtype, batch, M, N, K, A, lda, stride_a, B, ldb, stride_b);
+    const auto run = [&]<class Tiling>() {
+        constexpr int kTile = Tiling::kTile;
+        const int64_t tiles_n = (N + kTile - 1) / kTile, tiles_m = (M + kTile - 1) / kTile;
+        by_layout(trans_a, trans_b, plan.vector_loads, [&]<bool TransA, bool TransB, bool Vector>() {
+            const auto kernel = gemm_warp_tiled<Tiling, TransA, TransB, Vector>;
+            const dim3 block(Tiling::kThreads);
+            if (plan.splits == 1) {
+                // One launch per chunk of batches and row tiles that the grid's y and z can hold.
+                for (int64_t b0 = 0; b0 < batch; b0 += kMaxGridYZ)
+                    for (int64_t t0 = 0; t0 < tiles_m; t0 += kMaxGridYZ) {
+                        const int64_t m0 = t0 * kTile;
+                        const dim3 grid(unsigned(tiles_n), unsigned(std::min(tiles_m - t0, kMaxGridYZ)),
+                                        unsigned(std::min(batch - b0, kMaxGridYZ)));
+                        launch("gemm", kernel, grid, block, 0, M - m0, N, K, int64_t(1), K, alpha,
+                               A + b0 * stride_a + (TransA ? m0 : m0 * lda), lda, stride_a, B + b0 * stride_b, ldb,
+                               stride_b, beta, C + b0 * stride_c + m0 * ldc, ldc, stride_c);
+                    }
+                return;
             }
+            // Split-K: gemm_plan splits only products of at most kFillBlocks / 2 tiles, into
+            // fewer than kFillBlocks + tiles blocks, so one launch holds them.
+            const size_t bytes = size_t(batch * plan.splits * M * N) * sizeof(T);
+            T* W = static_cast<T*>(allocate(bytes));
+            const dim3 grid(unsigned(tiles_n), unsigned(tiles_m), unsigned(batch * plan.splits));
+            launch("gemm_split_k", kernel, grid, block, 0, M, N, K, plan.splits, plan.k_split, T(1), A, lda, stride_a,
+                   B, ldb, stride_b, T(0), W, N, M * N);
+            launch("gemm_sum_splits", gemm_sum_splits<T>, grid_covering(batch * M * N, kSumThreads), dim3(kSumThreads),
+                   0, batch, M, N, plan.splits, static_cast<const T*>(W), alpha, beta, C, ldc, stride_c);
+            deallocate(W, bytes);  // one stream: a later kernel that reuses W runs after these two
+        });
     };
-    if constexpr (std::is_same_v<T, float>)
-        if ((N + 127) / 128 * ((M + 127) / 128) * batch >= kLargeTileBlocks) return tiled.template operator()<128>();
-    constexpr int kTile = 64;
-    const int64_t tiles_n = (N + kTile - 1) / kTile, tiles_m = (M + kTile - 1) / kTile;
-    const int64_t blocks = tiles_n * tiles_m * batch;
-    int64_t splits = 1;
-    if (blocks < kFillBlocks && K >= 2 * kMinSplitK)
-        splits = std::min((kFillBlocks + blocks - 1) / blocks, K / kMinSplitK);
-    if (splits == 1) return tiled.template operator()<kTile>();
-    // Split-K: fewer than kFillBlocks blocks, so tiles_m · tiles_n · batch · splits < 2 · kFillBlocks
-    // fits one launch. Each range is a whole number of K slices.
-    const int64_t k_split = ((K + splits - 1) / splits + kSliceK - 1) / kSliceK * kSliceK;
-    splits = (K + k_split - 1) / k_split;
-    const size_t bytes = size_t(batch * splits * M * N) * sizeof(T);
-    T* W = static_cast<T*>(allocate(bytes));
-    const dim3 grid(unsigned(tiles_n), unsigned(tiles_m), unsigned(batch * splits));
-    launch("gemm_split_k", gemm_tiled<T, kTile>, grid, block, 0, M, N, K, splits, k_split, T(1), A, lda, stride_a, trans_a, B,
-           ldb, stride_b, trans_b, T(0), W, N, M * N);
-    launch("gemm_sum_splits", gemm_sum_splits<T>, grid_covering(batch * M * N, kThreads), dim3(kThreads), 0, batch, M,
-           N, splits, static_cast<const T*>(W), alpha, beta, C, ldc, stride_c);
-    deallocate(W, bytes);  // one stream: a later kernel that reuses W runs after these two
+    if constexpr (std::is_same_v<T, double>)
+        run.template operator()<DoubleTiling>();
+    else if (plan.tile == LargeTiling::kTile)
+        run.template operator()<LargeTiling>();
+    else
+        run.template operator()<SmallTiling>();
 }
 
 #ifdef __CUDACC__
@@ -239,6 +382,27 @@ int as_int(int64_t value, const char* name) {
 #endif
 
 }  // namespace
+
+GemmPlan gemm_plan(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
+                   int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b) {
+    GemmPlan plan;
+    const int64_t width = 16 / int64_t(dtype_size(dtype));  // elements per 16-byte pack
+    plan.vector_loads = aligned16(A, B) && lda % width == 0 && ldb % width == 0 && stride_a % width == 0 &&
+                        stride_b % width == 0;
+    const auto blocks = [&](int64_t tile) { return (M + tile - 1) / tile * ((N + tile - 1) / tile) * batch; };
+    const bool long_k = K >= 2 * kMinSplitK;
+    plan.tile = dtype == DType::f32 && (blocks(128) >= kLargeTileBlocks || long_k) ? 128 : 64;
+    const int64_t tiles = blocks(plan.tile);
+    if (2 * tiles <= kFillBlocks && long_k) {
+        const int64_t splits = std::min((kFillBlocks + tiles - 1) / tiles, K / kMinSplitK);
+        // Each range is a whole number of K slices, so that interior ranges stay interior.
+        plan.k_split = ((K + splits - 1) / splits + kSliceK - 1) / kSliceK * kSliceK;
+        plan.splits = (K + plan.k_split - 1) / plan.k_split;
+    } else {
+        plan.splits = 1, plan.k_split = K;
+    }
+    return plan;
+}
 
 #ifdef __CUDACC__
 GemmKernel gemm_kernel() { return selected_kernel().load(); }

@@ -29,6 +29,21 @@ void gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, 
                float beta, bfloat16* C, int64_t ldc, int64_t stride_c);
 }
 
+// How the f32/f64 GEMM (cuda/gemm.cu) runs a product, decided on the host from gemm's arguments
+// (alpha already applied: K is 0 when alpha is): its block tile (128 or 64 a side), the
+// ranges K is split into (splits of k_split each, the last shorter; 1 range of K when not
+// split), and whether interior slices load A and B as 16-byte packs. For batch, M and N above 0
+// (gemm returns before otherwise). Tests check the choice.
+namespace GG_CUDA_BUILD {
+struct GemmPlan {
+    int tile;
+    int64_t splits, k_split;
+    bool vector_loads;
+};
+GemmPlan gemm_plan(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
+                   int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b);
+}
+
 // Which kernel gg::cuda::gpu::gemm runs. The emulated build has no cuBLAS and always runs ours.
 enum class GemmKernel { ours, cublas };
 

@@ -13,7 +13,7 @@
 //   rope.cu              rope
 //   optim.cu             adamw_step, sgd_step
 //   attention_forward.cu, attention_backward.cu   FlashAttention-style fused attention
-//   gemm.cu              gemm: our shared-memory tiled kernel (cuBLAS is an option, gpu only);
+//   gemm.cu              gemm: our warp-tiled kernel (cuBLAS is an option, gpu only);
 //                        bf16 goes to the tensor-core kernel of gemm_bf16.cu
 //   memory.cu            allocate, deallocate, to_host, from_host, synchronize
 //
