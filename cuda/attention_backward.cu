@@ -27,6 +27,7 @@
 // in registers instead of two: the f64 kernels need that room.
 #include <algorithm>
 
+#include "cuda/attention_mma.cuh"
 #include "cuda/attention_tiles.cuh"
 #include "cuda/kernels.h"
 
@@ -219,6 +220,8 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
 void attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
                         const View& Q, const View& K, const View& V, const View& O, const View& lse) {
     attention::check_lse_dtype("attention_backward", Q.dtype, lse);
+    if (attention::mma::mma_fits(Q.dtype, s.D, {dQ, dK, dV, dO, Q, K, V, O}))
+        return attention_backward_mma(s, dQ, dK, dV, dO, Q, K, V, O, lse);
     attention::dispatch("attention_backward", Q.dtype, s.D,
                         [&]<class S, int kD>() { backward<S, kD>(s, dQ, dK, dV, dO, Q, K, V, O, lse); });
 }

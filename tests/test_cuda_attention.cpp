@@ -196,6 +196,180 @@ TEST_CASE("cuda attention: a head size beyond the kernels' registers is a clear 
     }
 }
 
+// ---- bf16 on the tensor cores (cuda/attention_forward_mma.cu, cuda/attention_backward_mma.cu) ----
+
+namespace {
+
+// Attention in double on the values bf16 inputs hold, by the CPU's rule of which keys a query
+// sees, with each output element's sum of its terms' magnitudes (O_mag_i = Σ_j P_ij |v_j|,
+// dV_mag_j = Σ_i P_ij |dO_i|, dQ_mag_i = scale Σ_j |dS_ij| |k_j|, dK_mag_j = scale Σ_i |dS_ij| |q_i|):
+// the tensor-core kernels round P and dS to bf16, a relative 2⁻⁹ on every term, so their error
+// is bounded by 2⁻⁹ of that sum, plus 2⁻⁹ of the result for its own rounding to bf16. The
+// backward takes O rounded to bf16, as the kernels get it.
+struct Exact {
+    std::vector<double> O, lse, O_mag, dQ, dK, dV, dQ_mag, dK_mag, dV_mag;
+};
+Exact exact_attention(const Inputs& in) {
+    const AttentionShape& s = in.shape;
+    const std::vector<double> Q = in.Q.to_vector<double>(), K = in.K.to_vector<double>(),
+                              V = in.V.to_vector<double>(), dO = in.dO.to_vector<double>();
+    const int64_t D = s.D;
+    Exact e;
+    for (auto* x : {&e.O, &e.O_mag, &e.dQ, &e.dQ_mag}) x->assign(Q.size(), 0.0);
+    for (auto* x : {&e.dK, &e.dV, &e.dK_mag, &e.dV_mag}) x->assign(K.size(), 0.0);
+    e.lse.assign(size_t(s.B * s.H * s.Tq), 0.0);
+    for (int64_t bh = 0; bh < s.B * s.H; ++bh) {
+        const int64_t bhk = bh / s.H * s.Hkv + bh % s.H / (s.H / s.Hkv);
+        for (int64_t i = 0; i < s.Tq; ++i) {
+            const int64_t pos = s.Tk - s.Tq + i, row = (bh * s.Tq + i) * D;
+            int64_t last = s.causal ? std::min(pos, s.Tk - 1) : s.Tk - 1;
+            if (s.exclude_self && pos > 0) last = pos - 1;
+            const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+            std::vector<double> p(size_t(std::max<int64_t>(last - first + 1, 0)));
+            double m = -INFINITY, l = 0;
+            for (int64_t j = first; j <= last; ++j) {
+                double dot = 0;
+                for (int64_t d = 0; d < D; ++d) dot += Q[row + d] * K[(bhk * s.Tk + j) * D + d];
+                m = std::max(m, p[j - first] = dot * s.scale);
+            }
+            for (double& x : p) l += x = std::exp(x - m);
+            e.lse[bh * s.Tq + i] = p.empty() ? -INFINITY : m + std::log(l);
+            std::vector<double> O_rounded(D);
+            for (int64_t d = 0; d < D; ++d) {
+                for (int64_t j = first; j <= last; ++j) {
+                    const double v = V[(bhk * s.Tk + j) * D + d], w = p[j - first] / l;
+                    e.O[row + d] += w * v;
+                    e.O_mag[row + d] += w * std::abs(v);
+                }
+                O_rounded[d] = round_to_bf16(float(e.O[row + d]));
+            }
+            double delta = 0;
+            for (int64_t d = 0; d < D; ++d) delta += dO[row + d] * O_rounded[d];
+            for (int64_t j = first; j <= last; ++j) {
+                const int64_t key = (bhk * s.Tk + j) * D;
+                const double w = p[j - first] / l;
+                double dp = 0;
+                for (int64_t d = 0; d < D; ++d) dp += dO[row + d] * V[key + d];
+                const double ds = w * (dp - delta) * s.scale;
+                for (int64_t d = 0; d < D; ++d) {
+                    e.dV[key + d] += w * dO[row + d];
+                    e.dV_mag[key + d] += w * std::abs(dO[row + d]);
+                    e.dQ[row + d] += ds * K[key + d];
+                    e.dQ_mag[row + d] += std::abs(ds * K[key + d]);
+                    e.dK[key + d] += ds * Q[row + d];
+                    e.dK_mag[key + d] += std::abs(ds * Q[row + d]);
+                }
+            }
+        }
+    }
+    return e;
+}
+
+// "" when every element of got is want's (infinities included) or within bound(k) of it; else
+// the first that is not.
+template <class Bound>
+std::string mismatch_within(const Tensor& got, const std::vector<double>& want, const Bound& bound) {
+    const std::vector<double> g = got.to_vector<double>();
+    for (size_t k = 0; k < want.size(); ++k)
+        if (!(g[k] == want[k] || std::abs(g[k] - want[k]) <= bound(k)))
+            return "element " + std::to_string(k) + ": " + std::to_string(g[k]) + ", want " + std::to_string(want[k]) +
+                   " ± " + std::to_string(bound(k));
+    return "";
+}
+// The bound of a bf16 output: 2⁻⁸ (mag + |want|) + 10⁻⁵, twice that of one bf16 rounding of
+// every term and of the result (see Exact), 10⁻⁵ for the f32 sums.
+std::string bf16_mismatch(const Tensor& got, const std::vector<double>& want, const std::vector<double>& mag) {
+    return mismatch_within(got, want, [&](size_t k) { return std::ldexp(mag[k] + std::abs(want[k]), -8) + 1e-5; });
+}
+
+// A bf16 tensor of the given values, rounded.
+Tensor bf16_tensor(const std::vector<double>& values, const Shape& shape) {
+    std::vector<bfloat16> bits(values.begin(), values.end());
+    return from_vector(bits, shape);
+}
+
+// The tensor-core kernels against Exact: O and lse from the forward; dQ, dK, dV from the
+// backward given Exact's O (rounded to bf16) and lse, so that each direction is checked alone.
+void check_bf16_case(const Case& c) {
+    INFO("B ", c.B, ", H ", c.H, ", Hkv ", c.Hkv, ", Tq ", c.Tq, ", Tk ", c.Tk, ", D ", c.D, ", causal ", c.causal,
+         ", window ", c.window, ", exclude_self ", c.exclude_self);
+    const Inputs in = make_inputs(c, DType::bf16, 29);
+    const Exact want = exact_attention(in);
+    const AttentionShape& s = in.shape;
+    Forward f{Tensor::empty({s.B, s.H, s.Tq, s.D}, DType::bf16), Tensor::empty({s.B, s.H, s.Tq}, DType::f32), Tensor()};
+    cuda::emulated::attention_forward(s, f.O.view_desc(), f.lse.view_desc(), View{nullptr, DType::bf16},
+                                      in.Q.view_desc(), in.K.view_desc(), in.V.view_desc());
+    CHECK(bf16_mismatch(f.O, want.O, want.O_mag) == "");
+    // lse stays f32: its scores are exact products of bf16 summed in f32.
+    CHECK(mismatch_within(f.lse, want.lse, [&](size_t k) { return 1e-5 * std::max(1.0, std::abs(want.lse[k])); }) == "");
+    const Forward exact{bf16_tensor(want.O, {s.B, s.H, s.Tq, s.D}),
+                        from_vector(std::vector<float>(want.lse.begin(), want.lse.end()), {s.B, s.H, s.Tq}), Tensor()};
+    const Backward g = run_backward(cuda::emulated::attention_backward, in, exact);
+    CHECK(bf16_mismatch(g.dQ, want.dQ, want.dQ_mag) == "");
+    CHECK(bf16_mismatch(g.dK, want.dK, want.dK_mag) == "");
+    CHECK(bf16_mismatch(g.dV, want.dV, want.dV_mag) == "");
+}
+
+}  // namespace
+
+// Head sizes 16, 32, 64, 128 take the tensor-core kernels; 64-row tiles: 70 and 75 rows cross
+// into a second tile that ends early.
+TEST_CASE("cuda attention bf16 on the tensor cores: causal, full, windows, against double") {
+    for (const Case& c : std::vector<Case>{
+             {1, 2, 2, 70, 70, 64, true},
+             {1, 2, 1, 33, 33, 32, false},          // GQA, no mask at all
+             {1, 1, 1, 70, 70, 16, true, 20},        // the band leaves key tile 0 behind from query 84 on
+             {2, 4, 2, 9, 9, 16, false, 4},          // a window both ways
+             {1, 2, 2, 17, 17, 16, true, 3, true},   // exclude_self
+             {1, 2, 2, 40, 75, 128, true},           // Tq < Tk: a KV cache, every lane's most columns
+             {1, 4, 1, 1, 70, 32, true},             // decoding one token, MQA
+             {1, 1, 1, 70, 40, 32, true},            // Tq > Tk: the first 30 queries see no key
+             {1, 2, 1, 0, 6, 16, true},              // no query: dK = dV = 0
+         })
+        check_bf16_case(c);
+}
+
+TEST_CASE("cuda attention bf16: other head sizes and misaligned views fall back to the f32 kernels") {
+    // The SIMT kernels compute bf16 in f32 and round once: exactly the f32 kernels' result on
+    // the same values, rounded. The tensor-core kernels round P first, so they differ from it.
+    const auto check = [](const Case& c, bool misaligned, bool want_same) {
+        INFO("D ", c.D, ", misaligned ", misaligned);
+        const Inputs in = make_inputs(c, DType::bf16, 31);
+        const Inputs in32{in.shape, in.Q.to(DType::f32), in.K.to(DType::f32), in.V.to(DType::f32),
+                          in.dO.to(DType::f32)};
+        const Forward f32 = run_forward(cuda::emulated::attention_forward, in32, false);
+        const Tensor O32_rounded = f32.O.to(DType::bf16);
+        // Q one bf16 past a 16-byte boundary: the same values, a pointer the mma path refuses.
+        const Tensor shifted = Tensor::empty({in.Q.numel() + 1}, DType::bf16);
+        View q = in.Q.view_desc();
+        if (misaligned) {
+            q.data = static_cast<bfloat16*>(shifted.view_desc().data) + 1;
+            std::memcpy(q.data, in.Q.view_desc().data, size_t(in.Q.numel()) * sizeof(bfloat16));
+        }
+        const AttentionShape& s = in.shape;
+        const Forward f{Tensor::empty(in.Q.shape(), DType::bf16), Tensor::empty({s.B, s.H, s.Tq}, DType::f32), Tensor()};
+        cuda::emulated::attention_forward(s, f.O.view_desc(), f.lse.view_desc(), View{nullptr, DType::bf16}, q,
+                                          in.K.view_desc(), in.V.view_desc());
+        CHECK(same_bits(f.O, O32_rounded) == want_same);
+        CHECK((!want_same || same_bits(f.lse, f32.lse)));
+        // Both backwards from the f32 forward's O, rounded, and lse, so that they read the same.
+        const Backward g32 = run_backward(cuda::emulated::attention_backward, in32,
+                                          Forward{O32_rounded.to(DType::f32), f32.lse, Tensor()});
+        const Backward g{Tensor::empty(in.Q.shape(), DType::bf16), Tensor::empty(in.K.shape(), DType::bf16),
+                         Tensor::empty(in.V.shape(), DType::bf16)};
+        cuda::emulated::attention_backward(s, g.dQ.view_desc(), g.dK.view_desc(), g.dV.view_desc(),
+                                           in.dO.view_desc(), q, in.K.view_desc(), in.V.view_desc(),
+                                           O32_rounded.view_desc(), f32.lse.view_desc());
+        CHECK(same_bits(g.dQ, g32.dQ.to(DType::bf16)) == want_same);
+        CHECK(same_bits(g.dK, g32.dK.to(DType::bf16)) == want_same);
+        CHECK(same_bits(g.dV, g32.dV.to(DType::bf16)) == want_same);
+    };
+    check({1, 2, 1, 40, 40, 48, true}, false, true);  // D = 48: not a head size of the mma kernels
+    check({1, 2, 1, 40, 40, 8, true}, false, true);   // D = 8
+    check({1, 2, 1, 40, 40, 64, true}, true, true);   // D = 64, Q misaligned
+    check({1, 2, 1, 40, 40, 64, true}, false, false); // D = 64: the tensor cores, which differ
+}
+
 TEST_CASE("bench: T = 128, D = 64, GQA, forward and backward against the CPU" * doctest::skip()) {
     const auto start = std::chrono::steady_clock::now();
     check_cases({{1, 4, 2, 128, 128, 64, true}});
