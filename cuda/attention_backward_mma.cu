@@ -25,10 +25,14 @@
 // never leave the registers. Δ of a query tile is summed in f32 from dO and O as the tile is
 // loaded (load_row_stats, two threads a row): O(64·D) work against the products' O(64·64·D).
 //
-// Numerics: S and dP are exact products of bf16 summed in f32, P is f32; P and dS are rounded
-// to bf16 as A fragments (relative 2⁻⁹ per term of dV, dK, dQ), and each gradient once more
-// when it is stored. Why it should be fast: the products run on the tensor cores, nothing
-// round-trips through shared memory but the tiles. Speed not measured on a GPU.
+// Numerics: S and dP are exact products of bf16 summed in f32. P is computed in f32 and rounded
+// to bf16 once, as the A fragments of dV's product; dS is computed from that bf16 P, which keeps
+// a warp's live registers to the accumulators, one f32 tile of scores and P's half-size bf16
+// tile (in f32 the dK/dV kernel for D = 128 spills), and dS is rounded to bf16 in turn. So each
+// term of dV carries one bf16 rounding (at most 2⁻⁸ of it, bf16 having 8 significant bits),
+// each term of dK and dQ two, and each gradient one more when it is stored.
+// Why it should be fast: the products run on the tensor cores, and nothing but the tiles goes
+// through shared memory. Speed not measured on a GPU.
 #include <cmath>
 
 #include "cuda/attention_mma.cuh"
@@ -45,61 +49,56 @@ struct RowStats {
     __device__ float delta_of(int row) const { return delta[row][0] + delta[row][1]; }
 };
 
-// The streamed stage of the dK/dV kernel: a query tile and its statistics.
+// The streamed stage of the dK/dV kernel: a query tile, its statistics, and the keys of the
+// block's tile that each of its queries sees.
 template <int kD>
 struct QueryStage {
     bfloat16 Q[kTile * Tiles<kD>::ld];   // (64, ld)
     bfloat16 dO[kTile * Tiles<kD>::ld];  // (64, ld)
     RowStats stats;
+    TileColumns keys[kTile];
 };
 
-// p ← exp(p·scale − lse) where visible(row, col), else 0: the probabilities from the scores,
-// lse_of(row, col) the lse of the pair's query, all in base 2 (c = scale·log2(e)).
-template <class Visible, class Lse>
-__device__ void probabilities(Scores& p, float c, const MmaLane& lane, const Visible& visible, const Lse& lse_of) {
+// p ← exp(p·scale − lse) where the mask keeps the score, else 0: the probabilities from the
+// scores, in base 2 (c = scale·log2(e)). Tiles inside the band take no mask; on its edge
+// visible(e, col) says whether element e of column col is kept. lse_of(e, col) is the lse of
+// that score's query.
+template <int N, class Visible, class Lse>
+__device__ void probabilities(Scores<N>& p, const AttentionShape& s, TileMask mask, const MmaLane& lane,
+                              const Visible& visible, const Lse& lse_of) {
+    const float c = float(s.scale) * kLog2e;
     GG_UNROLL
-    for (int n = 0; n < kScoreTiles; ++n) {
+    for (int n = 0; n < N; ++n) {
         GG_UNROLL
         for (int e = 0; e < 4; ++e) {
-            const int row = lane.row(e), col = lane.col(n, e);
-            p[n][e] = visible(row, col) ? exp2f(p[n][e] * c - lse_of(row, col) * kLog2e) : 0.0f;
+            const int col = lane.col(n, e);
+            const bool kept = mask == TileMask::full || visible(e, col);
+            p[n][e] = kept ? exp2f(p[n][e] * c - lse_of(e, col) * kLog2e) : 0.0f;
         }
     }
 }
 
-// dS = P ⊙ (dP − Δ) in place of dP, delta_of(row, col) the Δ of the pair's query.
-template <class Delta>
-__device__ void score_gradients(Scores& dp, const Scores& p, const MmaLane& lane, const Delta& delta_of) {
+// dS = P ⊙ (dP − Δ) in place of dP, with P in bf16 as dV's product took it; delta_of(e, col)
+// the Δ of the score's query.
+template <int N, class Delta>
+__device__ void score_gradients(Scores<N>& dp, const Weights<N>& p, const MmaLane& lane, const Delta& delta_of) {
     GG_UNROLL
-    for (int n = 0; n < kScoreTiles; ++n) {
+    for (int n = 0; n < N; ++n) {
         GG_UNROLL
-        for (int e = 0; e < 4; ++e) dp[n][e] = p[n][e] * (dp[n][e] - delta_of(lane.row(e), lane.col(n, e)));
+        for (int e = 0; e < 4; ++e) dp[n][e] = weight(p, n, e) * (dp[n][e] - delta_of(e, lane.col(n, e)));
     }
-}
-
-// Runs probabilities(p, ...) with the mask the tile needs: none inside the band, sees() on its
-// edge. own_queries: the rows are queries (dQ), else keys (dK/dV); own0, col0 where they start.
-template <class Lse>
-__device__ void band_probabilities(Scores& p, const AttentionShape& s, TileMask mask, bool own_queries, int64_t own0,
-                                   int64_t col0, const MmaLane& lane, const Lse& lse_of) {
-    const float c = float(s.scale) * kLog2e;
-    if (mask == TileMask::full) return probabilities(p, c, lane, [](int, int) { return true; }, lse_of);
-    probabilities(
-        p, c, lane,
-        [&](int row, int col) {
-            const int64_t own = own0 + row, other = col0 + col;
-            return own_queries ? sees(s, own, other) : sees(s, other, own);
-        },
-        lse_of);
 }
 
 // dK, dV (B, Hkv, Tk, kD) ← dO, Q, O (B, H, Tq, kD), K, V (B, Hkv, Tk, kD), all bf16; lse (B, H, Tq) f32.
 // grid (B·Hkv, ⌈Tk / 64⌉), block kThreads, shared 2 tiles + 2 QueryStage<kD>.
 template <int kD>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     attention_dkdv_mma_kernel(AttentionShape s, bfloat16* dK, bfloat16* dV, const bfloat16* dO, const bfloat16* Q,
                               const bfloat16* K, const bfloat16* V, const bfloat16* O, const float* lse) {
     using L = Tiles<kD>;
+    // A warp holds dK and dV (2 × kD / 2 f32 a lane) for the whole loop; at D = 128 that leaves
+    // too few registers for the scores and dP of 64 queries at once, so it takes 32 at a time.
+    constexpr int kCols = kD == 128 ? 32 : kTile, kN = kCols / kMmaCols;
     const int64_t bhk = blockIdx.x, b = bhk / s.Hkv, hk = bhk % s.Hkv, group = s.H / s.Hkv;
     const int64_t j0 = int64_t(blockIdx.y) * kTile, j_end = ::min(j0 + kTile, s.Tk);
     const MmaLane lane = this_mma_lane();
@@ -120,6 +119,7 @@ __global__ void __launch_bounds__(kThreads)
         load_tile<kD>(stage.dO, dO + bh * s.Tq * kD, i0, s.Tq);
         load_row_stats<float, kD>(stage.stats.lse, stage.stats.delta, lse + bh * s.Tq, dO + bh * s.Tq * kD,
                                   O + bh * s.Tq * kD, i0, s.Tq, kD, true);
+        if (threadIdx.x < kTile) stage.keys[threadIdx.x] = visible_columns(s, i0 + threadIdx.x, j0);
     };
     load_tile<kD>(Ks, K + bhk * s.Tk * kD, j0, s.Tk);
     load_tile<kD>(Vs, V + bhk * s.Tk * kD, j0, s.Tk);
@@ -139,15 +139,29 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t i0 = t % query_tiles * kTile;
         const TileMask mask = classify(s, i0, ::min(i0 + kTile, s.Tq), j0, j_end);
 
-        Scores p;  // Sᵀ, then Pᵀ: the warp's 16 keys × 64 queries
-        tile_scores<kD>(p, own_k, in.Q, lane);
-        band_probabilities(p, s, mask, false, j0 + lane.warp * kMmaRows, i0, lane,
-                           [&](int, int col) { return in.stats.lse[col]; });
-        tile_accumulate<kD>(dv, p, in.dO, lane);
-        Scores ds;  // dPᵀ, then dSᵀ
-        tile_scores<kD>(ds, own_v, in.dO, lane);
-        score_gradients(ds, p, lane, [&](int, int col) { return in.stats.delta_of(col); });
-        tile_accumulate<kD>(dk, ds, in.Q, lane);
+        // The warp's 16 keys against kCols queries at a time: see kCols above.
+        GG_UNROLL
+        for (int c0 = 0; c0 < kTile; c0 += kCols) {
+            const bfloat16* q = in.Q + c0 * L::ld;    // (kCols, ld)
+            const bfloat16* d_o = in.dO + c0 * L::ld;  // (kCols, ld)
+            Weights<kN> p;  // Pᵀ in bf16: 16 keys × kCols queries
+            {
+                Scores<kN> s_t;  // Sᵀ, then Pᵀ in f32
+                tile_scores<kD>(s_t, own_k, q, lane);
+                probabilities(
+                    s_t, s, mask, lane,
+                    [&](int e, int col) { return in.keys[c0 + col].contains(lane.warp * kMmaRows + lane.row(e)); },
+                    [&](int, int col) { return in.stats.lse[c0 + col]; });
+                round_weights(p, s_t);
+            }
+            tile_accumulate<kD>(dv, p, d_o, lane);
+            Scores<kN> ds;  // dPᵀ, then dSᵀ
+            tile_scores<kD>(ds, own_v, d_o, lane);
+            score_gradients(ds, p, lane, [&](int, int col) { return in.stats.delta_of(c0 + col); });
+            Weights<kN> ds_w;
+            round_weights(ds_w, ds);
+            tile_accumulate<kD>(dk, ds_w, q, lane);
+        }
         __syncthreads();  // every warp is done with this stage; the next one is complete
         t = next;
     }
@@ -160,7 +174,7 @@ __global__ void __launch_bounds__(kThreads)
 // dQ (B, H, Tq, kD) ← dO, Q, O (B, H, Tq, kD), K, V (B, Hkv, Tk, kD), all bf16; lse (B, H, Tq) f32.
 // grid (B·H, ⌈Tq / 64⌉), block kThreads, shared 6 tiles + RowStats.
 template <int kD>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     attention_dq_mma_kernel(AttentionShape s, bfloat16* dQ, const bfloat16* dO, const bfloat16* Q, const bfloat16* K,
                             const bfloat16* V, const bfloat16* O, const float* lse) {
     using L = Tiles<kD>;
@@ -205,13 +219,23 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t j0 = tile * kTile;
         const TileMask mask = classify(s, i0, i_end, j0, ::min(j0 + kTile, s.Tk));
 
-        Scores p;  // S, then P: the warp's 16 queries × 64 keys
-        tile_scores<kD>(p, Qs + own * L::ld, Ks, lane);
-        band_probabilities(p, s, mask, true, i0 + own, j0, lane, [&](int row, int) { return lse_r[row / 8]; });
-        Scores ds;  // dP, then dS
+        Weights<kScoreTiles> p;  // P in bf16: the warp's 16 queries × 64 keys
+        {
+            Scores<kScoreTiles> s_t;  // S, then P in f32
+            tile_scores<kD>(s_t, Qs + own * L::ld, Ks, lane);
+            const int64_t i = i0 + own + lane.g;
+            const TileColumns keys[2] = {visible_columns(s, i, j0), visible_columns(s, i + 8, j0)};  // rows g, g + 8
+            probabilities(
+                s_t, s, mask, lane, [&](int e, int col) { return keys[e / 2].contains(col); },
+                [&](int e, int) { return lse_r[e / 2]; });
+            round_weights(p, s_t);
+        }
+        Scores<kScoreTiles> ds;  // dP, then dS
         tile_scores<kD>(ds, dOs + own * L::ld, Vs, lane);
-        score_gradients(ds, p, lane, [&](int row, int) { return delta_r[row / 8]; });
-        tile_accumulate<kD>(dq, ds, Ks, lane);
+        score_gradients(ds, p, lane, [&](int e, int) { return delta_r[e / 2]; });
+        Weights<kScoreTiles> ds_w;
+        round_weights(ds_w, ds);
+        tile_accumulate<kD>(dq, ds_w, Ks, lane);
         __syncthreads();  // every warp is done with this stage; the next one is complete
         tile = next;
     }

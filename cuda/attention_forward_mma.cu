@@ -26,8 +26,8 @@
 // moves P through shared memory; here the two products, nearly all of the work, run on the
 // tensor cores, and P stays in registers. Speed not measured on a GPU.
 // Numerics: the scores are exact products of bf16 inputs summed in f32, as in the f32 kernel
-// on the same values; P is rounded to bf16 for P V (relative 2⁻⁹ per term, the sum l keeps the
-// f32 P), and O once more when it is stored.
+// on the same values; P is rounded to bf16 for P V (at most 2⁻⁸ of each term; the sum l keeps
+// the f32 P), and O once more when it is stored.
 // Not done: cp.async for the next tile's loads (plain loads here wait at the next barrier),
 // a swizzled layout instead of padding.
 #include <cmath>
@@ -43,9 +43,10 @@ namespace {
 // the scores q · k on entry and P = 2^(s·c − m') on return (0 where hidden), c = scale·log2(e);
 // m' is the rows' new running maximum in that base-2 scale; l (this lane's part of the sum) and
 // o are rescaled from m to m'. A row that has seen no key yet keeps m = −∞ and takes 0 as its
-// reference, so that no −∞ − (−∞) appears. Visible(row, col) says which pairs the mask keeps.
+// reference, so that no −∞ − (−∞) appears. visible(e, col) says whether the mask keeps element e
+// of column col.
 template <int kD, class Visible>
-__device__ void online_softmax(Scores& s, float (&m)[2], float (&l)[2], Accumulator<kD>& o, float c,
+__device__ void online_softmax(Scores<kScoreTiles>& s, float (&m)[2], float (&l)[2], Accumulator<kD>& o, float c,
                                const MmaLane& lane, const Visible& visible) {
     GG_UNROLL
     for (int h = 0; h < 2; ++h) {
@@ -54,7 +55,7 @@ __device__ void online_softmax(Scores& s, float (&m)[2], float (&l)[2], Accumula
         for (int n = 0; n < kScoreTiles; ++n) {
             GG_UNROLL
             for (int e = 2 * h; e < 2 * h + 2; ++e) {
-                s[n][e] = visible(lane.row(e), lane.col(n, e)) ? s[n][e] * c : -INFINITY;
+                s[n][e] = visible(e, lane.col(n, e)) ? s[n][e] * c : -INFINITY;
                 tile_max = ::max(tile_max, s[n][e]);
             }
         }
@@ -78,7 +79,7 @@ __device__ void online_softmax(Scores& s, float (&m)[2], float (&l)[2], Accumula
 // O (B, H, Tq, kD) bf16, lse (B, H, Tq) f32 ← Q (B, H, Tq, kD), K, V (B, Hkv, Tk, kD) bf16.
 // grid (B·H, ⌈Tq / 64⌉), block kThreads, 5 tiles of shared memory (Tiles<kD>::tile bf16 each).
 template <int kD>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     attention_forward_mma_kernel(AttentionShape s, bfloat16* O, float* lse, const bfloat16* Q, const bfloat16* K,
                                  const bfloat16* V) {
     using L = Tiles<kD>;
@@ -120,17 +121,20 @@ __global__ void __launch_bounds__(kThreads)
         const bfloat16* Vs = Ks + L::tile;                  // (64, ld)
         const int64_t j0 = tile * kTile;
 
-        Scores p;
+        Scores<kScoreTiles> p;  // the warp's 16 queries × 64 keys
         clear(p);
         GG_UNROLL
         for (int step = 0; step < L::steps; ++step) scores_step<kD>(p, q[step], Ks, kMmaK * step, lane);
-        const int64_t warp_i0 = i0 + lane.warp * kMmaRows;
-        if (classify(s, i0, i_end, j0, ::min(j0 + kTile, s.Tk)) == TileMask::full)
+        if (classify(s, i0, i_end, j0, ::min(j0 + kTile, s.Tk)) == TileMask::full) {
             online_softmax<kD>(p, m, l, o, c, lane, [](int, int) { return true; });
-        else
-            online_softmax<kD>(p, m, l, o, c, lane,
-                               [&](int row, int col) { return sees(s, warp_i0 + row, j0 + col); });
-        tile_accumulate<kD>(o, p, Vs, lane);
+        } else {
+            const int64_t i = i0 + lane.warp * kMmaRows + lane.g;
+            const TileColumns keys[2] = {visible_columns(s, i, j0), visible_columns(s, i + 8, j0)};  // rows g, g + 8
+            online_softmax<kD>(p, m, l, o, c, lane, [&](int e, int col) { return keys[e / 2].contains(col); });
+        }
+        Weights<kScoreTiles> w;
+        round_weights(w, p);
+        tile_accumulate<kD>(o, w, Vs, lane);
         __syncthreads();  // every warp is done with this stage; the next one is complete
         tile = next;
     }

@@ -27,7 +27,8 @@
 //               a3 = s[2k+1][2..3]), so W never leaves the registers; Y is read through
 //               ldmatrix.x4.trans, which turns its rows (k) into the columns B wants.
 // Each product of two bf16 is exact in f32 and the sums stay in f32; what bf16 costs is the
-// rounding of the inputs (the caller's) and of W to bf16, a relative 2⁻⁹ on each term of acc.
+// rounding of the inputs (the caller's) and of W to bf16: at most 2⁻⁸ (bf16 has 8 significant
+// bits) of each term of acc.
 //
 // Limits. D is 16, 32, 64 or 128, a template parameter (kD) so that every fragment array is
 // indexed by constants and stays in registers, and every pointer is 16-byte aligned (rows are
@@ -51,14 +52,24 @@ constexpr int kScoreTiles = kTile / kMmaCols;  // 8 mma tiles across a warp's 64
 constexpr int kPad = 8;                      // bf16 after each row of a tile in shared memory
 constexpr int kRowPack = 8;                  // bf16 in 16 bytes
 constexpr float kLog2e = 1.4426950408889634f;
+// The blocks per SM the kernels ask registers for (__launch_bounds__): 2 blocks of 128 threads
+// leave up to 255 registers a thread, which a warp's accumulators (up to 2 × 64 for dK and dV at
+// D = 128) and its tiles of scores need; left to itself, ptxas held the D = 64 forward to 128
+// and spilled.
+constexpr int kMinBlocks = 2;
 static_assert(kWarps * kMmaRows == kTile, "each warp owns one 16-row block of the tile");
 
-// A warp's 16 × 64 scores or weights: s[n][e] is row g + 8·(e / 2), column 8n + 2q + e mod 2.
-using Scores = float[kScoreTiles][4];
+// A warp's scores or weights against N mma tiles of 8 columns (N = kScoreTiles: a whole tile of
+// 64): s[n][e] is row g + 8·(e / 2), column 8n + 2q + e mod 2.
+template <int N>
+using Scores = float[N][4];
 // A warp's 16 × kD accumulator, the same layout over the columns of D.
 template <int kD>
 using Accumulator = float[kD / kMmaCols][4];
 using Fragment = uint32_t[4];  // an A fragment: a 16 × 16 tile of bf16
+// Scores<N> rounded to bf16, as the A fragments of its N / 2 tiles of 16 × 16: half the registers.
+template <int N>
+using Weights = Fragment[N / 2];
 
 // Strides and sizes, in bf16 values, for head size kD.
 template <int kD>
@@ -136,24 +147,34 @@ __device__ inline uint32_t pack_bf16(float first, float second) {
     return uint32_t(bfloat16(first).bits) | uint32_t(bfloat16(second).bits) << 16;
 }
 
-// a ← columns 16k .. 16k + 15 of a warp's scores s, rounded to bf16: see "accumulate" above.
-__device__ inline void weights_fragment(Fragment& a, const Scores& s, int k) {
-    a[0] = pack_bf16(s[2 * k][0], s[2 * k][1]);
-    a[1] = pack_bf16(s[2 * k][2], s[2 * k][3]);
-    a[2] = pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]);
-    a[3] = pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3]);
+// w ← a warp's scores s rounded to bf16: columns 16k .. 16k + 15 are w[k], with a0 = s[2k][0..1],
+// a1 = s[2k][2..3], a2 = s[2k+1][0..1], a3 = s[2k+1][2..3] (see "accumulate" above).
+template <int N>
+__device__ void round_weights(Weights<N>& w, const Scores<N>& s) {
+    GG_UNROLL
+    for (int k = 0; k < N / 2; ++k) {
+        w[k][0] = pack_bf16(s[2 * k][0], s[2 * k][1]);
+        w[k][1] = pack_bf16(s[2 * k][2], s[2 * k][3]);
+        w[k][2] = pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]);
+        w[k][3] = pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3]);
+    }
+}
+// The value of w at element e of mma tile n of the scores it was rounded from.
+template <int K>
+__device__ float weight(const Fragment (&w)[K], int n, int e) {
+    return float(bfloat16::from_bits(uint16_t(w[n / 2][2 * (n % 2) + e / 2] >> (16 * (e % 2)))));
 }
 
 // ---- the two products ------------------------------------------------------------------------
 
 // s += X[:, d0 .. d0 + 16) · Y[:, d0 .. d0 + 16)ᵀ: a, the A fragment of the warp's rows X at
-// those columns, against the tile Y (64, ld). Mma tiles n and n + 1 take their B fragments from
+// those columns, against 8N rows Y (8N, ld). Mma tiles n and n + 1 take their B fragments from
 // one ldmatrix.x4: lane l names Y's row 8n + 8·(l / 16) + l mod 8 at column d0 + 8·(l / 8 mod 2),
 // so matrices 0..3 are (tile n, d0 + 0..7), (n, d0 + 8..15), (n + 1, ..), (n + 1, ..).
-template <int kD>
-__device__ void scores_step(Scores& s, const Fragment& a, const bfloat16* y, int d0, const MmaLane& lane) {
+template <int kD, int N>
+__device__ void scores_step(Scores<N>& s, const Fragment& a, const bfloat16* y, int d0, const MmaLane& lane) {
     GG_UNROLL
-    for (int n = 0; n < kScoreTiles; n += 2) {
+    for (int n = 0; n < N; n += 2) {
         uint32_t b[4];
         ldmatrix<4>(b, y + (kMmaCols * n + 8 * (lane.lane / 16) + lane.lane % 8) * Tiles<kD>::ld + d0 +
                            8 * (lane.lane / 8 % 2));
@@ -163,9 +184,10 @@ __device__ void scores_step(Scores& s, const Fragment& a, const bfloat16* y, int
     }
 }
 
-// s = X Yᵀ (16, 64): X the warp's 16 rows of a tile, Y a tile (64, ld), both in shared memory.
-template <int kD>
-__device__ void tile_scores(Scores& s, const bfloat16* x, const bfloat16* y, const MmaLane& lane) {
+// s = X Yᵀ (16, 8N): X the warp's 16 rows of a tile, Y 8N rows of a tile (8N, ld), both in
+// shared memory.
+template <int kD, int N>
+__device__ void tile_scores(Scores<N>& s, const bfloat16* x, const bfloat16* y, const MmaLane& lane) {
     clear(s);
     GG_UNROLL
     for (int step = 0; step < Tiles<kD>::steps; ++step) {
@@ -175,17 +197,16 @@ __device__ void tile_scores(Scores& s, const bfloat16* x, const bfloat16* y, con
     }
 }
 
-// acc += W Z (16, kD): W the warp's 16 × 64 weights (rounded to bf16 on the way), Z a tile
-// (64, ld) in shared memory. Per 16 rows k0 of Z, mma tiles n and n + 1 of D take their B
+// acc += W Z (16, kD): W the warp's 16 × 16K weights in bf16, Z 16K rows of a tile (16K, ld) in
+// shared memory. Per 16 rows k0 of Z, mma tiles n and n + 1 of D take their B
 // fragments from one ldmatrix.x4.trans: lane l names Z's row k0 + 8·(l / 8 mod 2) + l mod 8 at
 // column 8n + 8·(l / 16), so matrices 0..3 are (rows k0 + 0..7, tile n), (k0 + 8..15, n),
 // (k0 + 0..7, n + 1), (k0 + 8..15, n + 1), each transposed into B's k-pairs.
-template <int kD>
-__device__ void tile_accumulate(Accumulator<kD>& acc, const Scores& w, const bfloat16* z, const MmaLane& lane) {
+template <int kD, int K>
+__device__ void tile_accumulate(Accumulator<kD>& acc, const Fragment (&w)[K], const bfloat16* z,
+                                const MmaLane& lane) {
     GG_UNROLL
-    for (int k = 0; k < kTile / kMmaK; ++k) {
-        Fragment a;
-        weights_fragment(a, w, k);
+    for (int k = 0; k < K; ++k) {
         const int k0 = kMmaK * k;
         GG_UNROLL
         for (int n = 0; n < kD / kMmaCols; n += 2) {
@@ -193,17 +214,25 @@ __device__ void tile_accumulate(Accumulator<kD>& acc, const Scores& w, const bfl
             ldmatrix<4, true>(b, z + (k0 + 8 * (lane.lane / 8 % 2) + lane.lane % 8) * Tiles<kD>::ld +
                                      kMmaCols * n + 8 * (lane.lane / 16));
             const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-            mma_m16n8k16_bf16(acc[n], a, b0, acc[n]);
-            mma_m16n8k16_bf16(acc[n + 1], a, b1, acc[n + 1]);
+            mma_m16n8k16_bf16(acc[n], w[k], b0, acc[n]);
+            mma_m16n8k16_bf16(acc[n + 1], w[k], b1, acc[n + 1]);
         }
     }
 }
 
-// Whether query i sees key j, both inside their sequences (visible_keys, attention_tiles.cuh).
-__device__ inline bool sees(const AttentionShape& s, int64_t i, int64_t j) {
-    if (i >= s.Tq || j >= s.Tk) return false;
+// The keys query i sees (visible_keys, attention_tiles.cuh) as columns of the key tile from j0:
+// [lo, hi], none when lo > hi, none for a query past Tq. Offsets within the tile make the test of
+// a score two int compares: tested in 64-bit for every score, the mask of the band's edge took
+// more registers than the rest of the forward kernel together.
+struct TileColumns {
+    int lo, hi;
+    __device__ bool contains(int col) const { return col >= lo && col <= hi; }
+};
+__device__ inline TileColumns visible_columns(const AttentionShape& s, int64_t i, int64_t j0) {
+    if (i >= s.Tq) return {0, -1};
     const KeyRange keys = visible_keys(s, i);
-    return j >= keys.first && j <= keys.last;
+    return {int(::min(::max(keys.first - j0, int64_t(0)), int64_t(kTile))),
+            int(::max(::min(keys.last - j0, int64_t(kTile - 1)), int64_t(-1)))};
 }
 
 // out[row0 + the warp's row of e][columns] ← acc · factor[e / 2] in bf16, rows below `rows`;
