@@ -7,8 +7,9 @@
 // head and streams tiles of 64 rows of the other operand; warp w owns rows 16w .. 16w + 15,
 // one mma row block. A tile sits in shared memory in bf16, row after row, at a stride of
 // ld = D + 8 values: every row starts on 16 bytes (ldmatrix reads a row of 8 values at once)
-// and consecutive rows start 4 banks apart, so the 8 rows of one 8×8 matrix hit 8 different
-// groups of 4 banks and an ldmatrix takes no conflict. Rows past the end of the sequence are
+// and the stride is an odd number of 16-byte units (D / 8 + 1), so the 8 rows of one 8×8 matrix
+// start in 8 different 16-byte slots of the 128 bytes the 32 banks cover: an ldmatrix takes no
+// bank conflict. Rows past the end of the sequence are
 // zeros: the products then read only defined values, and masked probabilities (0) times a
 // padding value (0) add nothing, where NaN left in shared memory would poison every sum.
 //
@@ -142,21 +143,16 @@ __device__ void load_fragment(Fragment& a, const bfloat16* rows, int d0, const M
     ldmatrix<4>(a, rows + (lane.lane % 16) * Tiles<kD>::ld + d0 + 8 * (lane.lane / 16));
 }
 
-// Two f32 as one register of two bf16, the first in the low half (cuda/mma.h).
-__device__ inline uint32_t pack_bf16(float first, float second) {
-    return uint32_t(bfloat16(first).bits) | uint32_t(bfloat16(second).bits) << 16;
-}
-
 // w ← a warp's scores s rounded to bf16: columns 16k .. 16k + 15 are w[k], with a0 = s[2k][0..1],
 // a1 = s[2k][2..3], a2 = s[2k+1][0..1], a3 = s[2k+1][2..3] (see "accumulate" above).
 template <int N>
 __device__ void round_weights(Weights<N>& w, const Scores<N>& s) {
     GG_UNROLL
     for (int k = 0; k < N / 2; ++k) {
-        w[k][0] = pack_bf16(s[2 * k][0], s[2 * k][1]);
-        w[k][1] = pack_bf16(s[2 * k][2], s[2 * k][3]);
-        w[k][2] = pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]);
-        w[k][3] = pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3]);
+        w[k][0] = pack_bf16x2(s[2 * k][0], s[2 * k][1]);
+        w[k][1] = pack_bf16x2(s[2 * k][2], s[2 * k][3]);
+        w[k][2] = pack_bf16x2(s[2 * k + 1][0], s[2 * k + 1][1]);
+        w[k][3] = pack_bf16x2(s[2 * k + 1][2], s[2 * k + 1][3]);
     }
 }
 // The value of w at element e of mma tile n of the scores it was rounded from.
