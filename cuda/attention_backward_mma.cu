@@ -26,9 +26,10 @@
 // loaded (load_row_stats, two threads a row): O(64·D) work against the products' O(64·64·D).
 //
 // Numerics: S and dP are exact products of bf16 summed in f32. P is computed in f32 and rounded
-// to bf16 once, as the A fragments of dV's product; dS is computed from that bf16 P, which keeps
-// a warp's live registers to the accumulators, one f32 tile of scores and P's half-size bf16
-// tile (in f32 the dK/dV kernel for D = 128 spills), and dS is rounded to bf16 in turn. So each
+// to bf16 once, as the A fragments of dV's product; dS is computed from that bf16 P rather than
+// the f32 one, so that P holds half the registers while dP is computed (the dK/dV kernel at
+// D = 128 is at the limit of 255) and both kernels get the same dS; dS is rounded to bf16 in
+// turn. So each
 // term of dV carries one bf16 rounding (at most 2⁻⁸ of it, bf16 having 8 significant bits),
 // each term of dK and dQ two, and each gradient one more when it is stored.
 // Why it should be fast: the products run on the tensor cores, and nothing but the tiles goes
@@ -57,6 +58,33 @@ struct QueryStage {
     bfloat16 dO[kTile * Tiles<kD>::ld];  // (64, ld)
     RowStats stats;
     TileColumns keys[kTile];
+};
+
+// The query tiles that a block of keys [j0, j_end) streams (start_stream, attention_mma.cuh):
+// tile t is query tile t mod tiles_per_head of query head hk·group + t / tiles_per_head of
+// batch b, every head of the kv head's group in turn.
+template <int kD>
+struct QueryStream {
+    const AttentionShape& s;
+    int64_t b, hk, j0, j_end;
+    const bfloat16 *Q, *dO, *O;  // (B, H, Tq, kD)
+    const float* lse;            // (B, H, Tq)
+    QueryStage<kD>* stages;      // two
+
+    __device__ int64_t tiles_per_head() const { return (s.Tq + kTile - 1) / kTile; }
+    __device__ int64_t end() const { return s.H / s.Hkv * tiles_per_head(); }
+    __device__ int64_t i0(int64_t t) const { return t % tiles_per_head() * kTile; }
+    __device__ TileMask mask(int64_t t) const { return classify(s, i0(t), ::min(i0(t) + kTile, s.Tq), j0, j_end); }
+    __device__ bool empty(int64_t t) const { return mask(t) == TileMask::empty; }
+    __device__ void load(int64_t t, int stage) const {
+        const int64_t bh = b * s.H + hk * (s.H / s.Hkv) + t / tiles_per_head(), i = i0(t);
+        QueryStage<kD>& to = stages[stage];
+        load_tile<kD>(to.Q, Q + bh * s.Tq * kD, i, s.Tq);
+        load_tile<kD>(to.dO, dO + bh * s.Tq * kD, i, s.Tq);
+        load_row_stats<float, kD>(to.stats.lse, to.stats.delta, lse + bh * s.Tq, dO + bh * s.Tq * kD,
+                                  O + bh * s.Tq * kD, i, s.Tq, kD, true);
+        if (threadIdx.x < kTile) to.keys[threadIdx.x] = visible_columns(s, i + threadIdx.x, j0);
+    }
 };
 
 // p ← exp(p·scale − lse) where the mask keeps the score, else 0: the probabilities from the
@@ -99,32 +127,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     // A warp holds dK and dV (2 × kD / 2 f32 a lane) for the whole loop; at D = 128 that leaves
     // too few registers for the scores and dP of 64 queries at once, so it takes 32 at a time.
     constexpr int kCols = kD == 128 ? 32 : kTile, kN = kCols / kMmaCols;
-    const int64_t bhk = blockIdx.x, b = bhk / s.Hkv, hk = bhk % s.Hkv, group = s.H / s.Hkv;
+    const int64_t bhk = blockIdx.x;
     const int64_t j0 = int64_t(blockIdx.y) * kTile, j_end = ::min(j0 + kTile, s.Tk);
     const MmaLane lane = this_mma_lane();
 
     GG_DYNAMIC_SHARED(bfloat16, smem);
-    bfloat16* Ks = smem;             // (64, ld) this block's keys
-    bfloat16* Vs = Ks + L::tile;     // (64, ld) and values
-    QueryStage<kD>* stages = reinterpret_cast<QueryStage<kD>*>(Vs + L::tile);  // two
-    const int64_t query_tiles = (s.Tq + kTile - 1) / kTile, tiles = group * query_tiles;
-    // Tile t is query tile t mod query_tiles of query head hk·group + t / query_tiles.
-    const auto empty = [&](int64_t t) {
-        const int64_t i0 = t % query_tiles * kTile;
-        return classify(s, i0, ::min(i0 + kTile, s.Tq), j0, j_end) == TileMask::empty;
-    };
-    const auto load_stage = [&](int64_t t, QueryStage<kD>& stage) {
-        const int64_t bh = b * s.H + hk * group + t / query_tiles, i0 = t % query_tiles * kTile;
-        load_tile<kD>(stage.Q, Q + bh * s.Tq * kD, i0, s.Tq);
-        load_tile<kD>(stage.dO, dO + bh * s.Tq * kD, i0, s.Tq);
-        load_row_stats<float, kD>(stage.stats.lse, stage.stats.delta, lse + bh * s.Tq, dO + bh * s.Tq * kD,
-                                  O + bh * s.Tq * kD, i0, s.Tq, kD, true);
-        if (threadIdx.x < kTile) stage.keys[threadIdx.x] = visible_columns(s, i0 + threadIdx.x, j0);
-    };
+    bfloat16* Ks = smem;          // (64, ld) this block's keys
+    bfloat16* Vs = Ks + L::tile;  // (64, ld) and values
+    const QueryStream<kD> queries{s, bhk / s.Hkv, bhk % s.Hkv, j0, j_end, Q, dO, O, lse,
+                                  reinterpret_cast<QueryStage<kD>*>(Vs + L::tile)};
+    const int64_t first = start_stream(queries);
     load_tile<kD>(Ks, K + bhk * s.Tk * kD, j0, s.Tk);
     load_tile<kD>(Vs, V + bhk * s.Tk * kD, j0, s.Tk);
-    int64_t t = next_tile(0, tiles, empty);
-    if (t < tiles) load_stage(t, stages[0]);
     __syncthreads();
 
     const bfloat16* own_k = Ks + lane.warp * kMmaRows * L::ld;  // (16, ld) the warp's keys
@@ -132,13 +146,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     Accumulator<kD> dk, dv;                                      // the warp's 16 keys × kD
     clear(dk);
     clear(dv);
-    for (int stage = 0; t < tiles; stage ^= 1) {
-        const int64_t next = next_tile(t + 1, tiles, empty);
-        if (next < tiles) load_stage(next, stages[stage ^ 1]);  // its last readers passed the previous barrier
-        const QueryStage<kD>& in = stages[stage];
-        const int64_t i0 = t % query_tiles * kTile;
-        const TileMask mask = classify(s, i0, ::min(i0 + kTile, s.Tq), j0, j_end);
-
+    run_stream(queries, first, [&](int64_t t, int stage) {
+        const QueryStage<kD>& in = queries.stages[stage];
+        const TileMask mask = queries.mask(t);
         // The warp's 16 keys against kCols queries at a time: see kCols above.
         GG_UNROLL
         for (int c0 = 0; c0 < kTile; c0 += kCols) {
@@ -162,9 +172,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
             round_weights(ds_w, ds);
             tile_accumulate<kD>(dk, ds_w, q, lane);
         }
-        __syncthreads();  // every warp is done with this stage; the next one is complete
-        t = next;
-    }
+    });
 
     const float dk_factor[2] = {float(s.scale), float(s.scale)}, dv_factor[2] = {1, 1};
     store_rows<kD>(dK + bhk * s.Tk * kD, j0 + lane.warp * kMmaRows, j_end, dk, dk_factor, lane);
@@ -172,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 }
 
 // dQ (B, H, Tq, kD) ← dO, Q, O (B, H, Tq, kD), K, V (B, Hkv, Tk, kD), all bf16; lse (B, H, Tq) f32.
-// grid (B·H, ⌈Tq / 64⌉), block kThreads, shared 6 tiles + RowStats.
+// grid (B·H, ⌈Tq / 64⌉), block kThreads, shared 2 tiles + RowStats + 4 tiles.
 template <int kD>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     attention_dq_mma_kernel(AttentionShape s, bfloat16* dQ, const bfloat16* dO, const bfloat16* Q, const bfloat16* K,
@@ -181,29 +189,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
     const int64_t i0 = heavy_first_tile() * kTile, i_end = ::min(i0 + kTile, s.Tq);
     const MmaLane lane = this_mma_lane();
-    const bfloat16* k = K + bhk * s.Tk * kD;  // (Tk, kD)
-    const bfloat16* v = V + bhk * s.Tk * kD;  // (Tk, kD)
 
     GG_DYNAMIC_SHARED(bfloat16, smem);
-    bfloat16* Qs = smem;              // (64, ld) this block's queries
-    bfloat16* dOs = Qs + L::tile;     // (64, ld)
-    bfloat16* stages = dOs + L::tile;  // two stages of (K (64, ld), V (64, ld))
-    RowStats& stats = *reinterpret_cast<RowStats*>(stages + 4 * L::tile);
-    const auto empty = [&](int64_t tile) {
-        const int64_t j0 = tile * kTile;
-        return classify(s, i0, i_end, j0, ::min(j0 + kTile, s.Tk)) == TileMask::empty;
-    };
-    const auto load_stage = [&](int64_t tile, int stage) {
-        load_tile<kD>(stages + 2 * stage * L::tile, k, tile * kTile, s.Tk);
-        load_tile<kD>(stages + (2 * stage + 1) * L::tile, v, tile * kTile, s.Tk);
-    };
-    const int64_t tiles = (s.Tk + kTile - 1) / kTile;
-    int64_t tile = next_tile(0, tiles, empty);
+    bfloat16* Qs = smem;           // (64, ld) this block's queries
+    bfloat16* dOs = Qs + L::tile;  // (64, ld)
+    RowStats& stats = *reinterpret_cast<RowStats*>(dOs + L::tile);
+    const KeyValueStream<kD> kv{s, i0, i_end, K + bhk * s.Tk * kD, V + bhk * s.Tk * kD,
+                                reinterpret_cast<bfloat16*>(&stats + 1)};
+    const int64_t first = start_stream(kv);
     load_tile<kD>(Qs, Q + bh * s.Tq * kD, i0, s.Tq);
     load_tile<kD>(dOs, dO + bh * s.Tq * kD, i0, s.Tq);
     load_row_stats<float, kD>(stats.lse, stats.delta, lse + bh * s.Tq, dO + bh * s.Tq * kD, O + bh * s.Tq * kD, i0,
                               s.Tq, kD, true);
-    if (tile < tiles) load_stage(tile, 0);
     __syncthreads();
 
     const int own = lane.warp * kMmaRows;  // the warp's first row of the tile
@@ -211,34 +208,26 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const float delta_r[2] = {stats.delta_of(own + lane.row(0)), stats.delta_of(own + lane.row(2))};
     Accumulator<kD> dq;  // the warp's 16 queries × kD
     clear(dq);
-    for (int stage = 0; tile < tiles; stage ^= 1) {
-        const int64_t next = next_tile(tile + 1, tiles, empty);
-        if (next < tiles) load_stage(next, stage ^ 1);  // its last readers passed the previous barrier
-        const bfloat16* Ks = stages + 2 * stage * L::tile;  // (64, ld)
-        const bfloat16* Vs = Ks + L::tile;                  // (64, ld)
+    run_stream(kv, first, [&](int64_t tile, int stage) {
         const int64_t j0 = tile * kTile;
-        const TileMask mask = classify(s, i0, i_end, j0, ::min(j0 + kTile, s.Tk));
-
         Weights<kScoreTiles> p;  // P in bf16: the warp's 16 queries × 64 keys
         {
             Scores<kScoreTiles> s_t;  // S, then P in f32
-            tile_scores<kD>(s_t, Qs + own * L::ld, Ks, lane);
+            tile_scores<kD>(s_t, Qs + own * L::ld, kv.keys(stage), lane);
             const int64_t i = i0 + own + lane.g;
             const TileColumns keys[2] = {visible_columns(s, i, j0), visible_columns(s, i + 8, j0)};  // rows g, g + 8
             probabilities(
-                s_t, s, mask, lane, [&](int e, int col) { return keys[e / 2].contains(col); },
+                s_t, s, kv.mask(tile), lane, [&](int e, int col) { return keys[e / 2].contains(col); },
                 [&](int e, int) { return lse_r[e / 2]; });
             round_weights(p, s_t);
         }
         Scores<kScoreTiles> ds;  // dP, then dS
-        tile_scores<kD>(ds, dOs + own * L::ld, Vs, lane);
+        tile_scores<kD>(ds, dOs + own * L::ld, kv.values(stage), lane);
         score_gradients(ds, p, lane, [&](int e, int) { return delta_r[e / 2]; });
         Weights<kScoreTiles> ds_w;
         round_weights(ds_w, ds);
-        tile_accumulate<kD>(dq, ds_w, Ks, lane);
-        __syncthreads();  // every warp is done with this stage; the next one is complete
-        tile = next;
-    }
+        tile_accumulate<kD>(dq, ds_w, kv.keys(stage), lane);
+    });
 
     const float factor[2] = {float(s.scale), float(s.scale)};
     store_rows<kD>(dQ + bh * s.Tq * kD, i0 + own, i_end, dq, factor, lane);

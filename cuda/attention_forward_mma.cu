@@ -86,24 +86,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
     const int64_t i0 = heavy_first_tile() * kTile, i_end = ::min(i0 + kTile, s.Tq);
     const MmaLane lane = this_mma_lane();
-    const bfloat16* k = K + bhk * s.Tk * kD;  // (Tk, kD)
-    const bfloat16* v = V + bhk * s.Tk * kD;  // (Tk, kD)
 
     GG_DYNAMIC_SHARED(bfloat16, smem);
-    bfloat16* Qs = smem;            // (64, ld) this block's queries, until they are in registers
-    bfloat16* stages = Qs + L::tile;  // two stages of (K (64, ld), V (64, ld))
-    const auto empty = [&](int64_t tile) {
-        const int64_t j0 = tile * kTile;
-        return classify(s, i0, i_end, j0, ::min(j0 + kTile, s.Tk)) == TileMask::empty;
-    };
-    const auto load_stage = [&](int64_t tile, int stage) {
-        load_tile<kD>(stages + 2 * stage * L::tile, k, tile * kTile, s.Tk);
-        load_tile<kD>(stages + (2 * stage + 1) * L::tile, v, tile * kTile, s.Tk);
-    };
-    const int64_t tiles = (s.Tk + kTile - 1) / kTile;
-    int64_t tile = next_tile(0, tiles, empty);
+    bfloat16* Qs = smem;  // (64, ld) this block's queries, until they are in registers
+    const KeyValueStream<kD> kv{s, i0, i_end, K + bhk * s.Tk * kD, V + bhk * s.Tk * kD, Qs + L::tile};
+    const int64_t first = start_stream(kv);
     load_tile<kD>(Qs, Q + bh * s.Tq * kD, i0, s.Tq);
-    if (tile < tiles) load_stage(tile, 0);
     __syncthreads();
     Fragment q[L::steps];  // the warp's 16 queries, 16 columns of D each
     GG_UNROLL
@@ -114,18 +102,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // rows g, g + 8: running max, this lane's part of the sum
     Accumulator<kD> o;                                   // Σ_j 2^(s_ij·c − m_i) v_j of the same rows
     clear(o);
-    for (int stage = 0; tile < tiles; stage ^= 1) {
-        const int64_t next = next_tile(tile + 1, tiles, empty);
-        if (next < tiles) load_stage(next, stage ^ 1);  // its last readers passed the previous barrier
-        const bfloat16* Ks = stages + 2 * stage * L::tile;  // (64, ld)
-        const bfloat16* Vs = Ks + L::tile;                  // (64, ld)
+    run_stream(kv, first, [&](int64_t tile, int stage) {
         const int64_t j0 = tile * kTile;
-
         Scores<kScoreTiles> p;  // the warp's 16 queries × 64 keys
         clear(p);
         GG_UNROLL
-        for (int step = 0; step < L::steps; ++step) scores_step<kD>(p, q[step], Ks, kMmaK * step, lane);
-        if (classify(s, i0, i_end, j0, ::min(j0 + kTile, s.Tk)) == TileMask::full) {
+        for (int step = 0; step < L::steps; ++step) scores_step<kD>(p, q[step], kv.keys(stage), kMmaK * step, lane);
+        if (kv.mask(tile) == TileMask::full) {
             online_softmax<kD>(p, m, l, o, c, lane, [](int, int) { return true; });
         } else {
             const int64_t i = i0 + lane.warp * kMmaRows + lane.g;
@@ -134,10 +117,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
         Weights<kScoreTiles> w;
         round_weights(w, p);
-        tile_accumulate<kD>(o, w, Vs, lane);
-        __syncthreads();  // every warp is done with this stage; the next one is complete
-        tile = next;
-    }
+        tile_accumulate<kD>(o, w, kv.values(stage), lane);
+    });
 
     float factor[2];
     GG_UNROLL

@@ -126,13 +126,56 @@ __device__ void load_tile(bfloat16* tile, const bfloat16* src, int64_t row0, int
     }
 }
 
-// The first tile t ≥ from, t < end, that is not empty(t), else end: how the kernels walk the
-// tiles of the causal/window band and skip the rest.
-template <class Empty>
-__device__ int64_t next_tile(int64_t from, int64_t end, const Empty& empty) {
-    while (from < end && empty(from)) ++from;
-    return from;
+// ---- streaming tiles through two stages ---------------------------------------------------
+
+// A stream of tiles through two stages of shared memory: `stream` knows end() (tiles 0 .. end),
+// empty(t) (a tile outside the causal/window band, skipped) and load(t, stage) (by the whole
+// block). While the warps work on the tile of one stage, the next tile of the band is already
+// loading into the other, so a tile costs one barrier.
+
+// The first tile of the band, loaded into stage 0 (end() when there is none). The caller's
+// next barrier completes it, with whatever else the block loaded before.
+template <class Stream>
+__device__ int64_t start_stream(const Stream& stream) {
+    int64_t t = 0;
+    while (t < stream.end() && stream.empty(t)) ++t;
+    if (t < stream.end()) stream.load(t, 0);
+    return t;
 }
+
+// body(t, stage) for every tile t of the band from `first` (start_stream's), in order.
+template <class Stream, class Body>
+__device__ void run_stream(const Stream& stream, int64_t first, const Body& body) {
+    int stage = 0;
+    for (int64_t t = first; t < stream.end(); stage ^= 1) {
+        int64_t next = t + 1;
+        while (next < stream.end() && stream.empty(next)) ++next;
+        if (next < stream.end()) stream.load(next, stage ^ 1);  // its last readers passed the barrier below
+        body(t, stage);
+        __syncthreads();  // every warp is done with this stage, and the next one is complete
+        t = next;
+    }
+}
+
+// The key and value tiles that a block of queries [i0, i_end) of one head streams, from K and V
+// (Tk, kD) of its kv head; stages holds two of (K (64, ld), V (64, ld)).
+template <int kD>
+struct KeyValueStream {
+    const AttentionShape& s;
+    int64_t i0, i_end;
+    const bfloat16 *k, *v;
+    bfloat16* stages;
+
+    __device__ int64_t end() const { return (s.Tk + kTile - 1) / kTile; }
+    __device__ TileMask mask(int64_t t) const { return classify(s, i0, i_end, t * kTile, ::min((t + 1) * kTile, s.Tk)); }
+    __device__ bool empty(int64_t t) const { return mask(t) == TileMask::empty; }
+    __device__ bfloat16* keys(int stage) const { return stages + 2 * stage * Tiles<kD>::tile; }
+    __device__ bfloat16* values(int stage) const { return keys(stage) + Tiles<kD>::tile; }
+    __device__ void load(int64_t t, int stage) const {
+        load_tile<kD>(keys(stage), k, t * kTile, s.Tk);
+        load_tile<kD>(values(stage), v, t * kTile, s.Tk);
+    }
+};
 
 // ---- fragments -------------------------------------------------------------------------------
 
