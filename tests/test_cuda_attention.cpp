@@ -330,7 +330,8 @@ TEST_CASE("cuda attention bf16 on the tensor cores: causal, full, windows, again
     for (const Case& c : std::vector<Case>{
              {1, 2, 2, 70, 70, 64, true},
              {1, 2, 1, 33, 33, 32, false},          // GQA, no mask at all
-             {1, 1, 1, 70, 70, 16, true, 20},        // the band leaves key tile 0 behind from query 84 on
+             {1, 1, 1, 70, 70, 16, true, 20},        // queries 64..69 see keys 45..69: two edge tiles
+             {1, 2, 1, 200, 200, 16, true, 20},      // from query 83 on the band leaves key tile 0 behind
              {2, 4, 2, 9, 9, 16, false, 4},          // a window both ways
              {1, 2, 2, 17, 17, 16, true, 3, true},   // exclude_self
              {1, 2, 2, 40, 75, 128, true},           // Tq < Tk: a KV cache, every lane's most columns
