@@ -167,7 +167,9 @@ struct KeyValueStream {
     bfloat16* stages;
 
     __device__ int64_t end() const { return (s.Tk + kTile - 1) / kTile; }
-    __device__ TileMask mask(int64_t t) const { return classify(s, i0, i_end, t * kTile, ::min((t + 1) * kTile, s.Tk)); }
+    __device__ TileMask mask(int64_t t) const {
+        return classify(s, i0, i_end, t * kTile, ::min((t + 1) * kTile, s.Tk));
+    }
     __device__ bool empty(int64_t t) const { return mask(t) == TileMask::empty; }
     __device__ bfloat16* keys(int stage) const { return stages + 2 * stage * Tiles<kD>::tile; }
     __device__ bfloat16* values(int stage) const { return keys(stage) + Tiles<kD>::tile; }
@@ -302,7 +304,8 @@ inline bool mma_fits(DType dtype, int64_t D, std::initializer_list<View> tensors
     for (const View& x : tensors) {
         fit = fit && reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
         int64_t stride = 1;
-        for (int d = x.ndim - 1; d >= 0; stride *= x.shape[d--]) fit = fit && (x.shape[d] == 1 || x.strides[d] == stride);
+        for (int d = x.ndim - 1; d >= 0; stride *= x.shape[d--])
+            fit = fit && (x.shape[d] == 1 || x.strides[d] == stride);
     }
     return fit;
 }

@@ -313,7 +313,8 @@ void check_bf16_case(const Case& c) {
     const Forward f = run_bf16_forward(in);
     CHECK(bf16_mismatch(f.O, want.O, want.O_mag, 1) == "");
     // lse stays f32: its scores are exact products of bf16 summed in f32.
-    CHECK(mismatch_within(f.lse, want.lse, [&](size_t k) { return 1e-5 * std::max(1.0, std::abs(want.lse[k])); }) == "");
+    const auto lse_bound = [&](size_t k) { return 1e-5 * std::max(1.0, std::abs(want.lse[k])); };
+    CHECK(mismatch_within(f.lse, want.lse, lse_bound) == "");
     const Forward exact{bf16_tensor(want.O, {s.B, s.H, s.Tq, s.D}),
                         from_vector(std::vector<float>(want.lse.begin(), want.lse.end()), {s.B, s.H, s.Tq}), Tensor()};
     const Backward g = run_backward(cuda::emulated::attention_backward, in, exact);
@@ -372,7 +373,8 @@ TEST_CASE("cuda attention bf16: other head sizes and misaligned views fall back 
             std::memcpy(q.data, in.Q.view_desc().data, size_t(in.Q.numel()) * sizeof(bfloat16));
         }
         const AttentionShape& s = in.shape;
-        const Forward f{Tensor::empty(in.Q.shape(), DType::bf16), Tensor::empty({s.B, s.H, s.Tq}, DType::f32), Tensor()};
+        const Forward f{Tensor::empty(in.Q.shape(), DType::bf16), Tensor::empty({s.B, s.H, s.Tq}, DType::f32),
+                        Tensor()};
         cuda::emulated::attention_forward(s, f.O.view_desc(), f.lse.view_desc(), View{nullptr, DType::bf16}, q,
                                           in.K.view_desc(), in.V.view_desc());
         CHECK(same_bits(f.O, O32_rounded) == want_same);
