@@ -54,8 +54,8 @@ struct Forward {
 };
 Forward run_forward(ForwardEntry entry, const Inputs& in, bool with_probs) {
     const AttentionShape& s = in.shape;
-    const DType dtype = in.Q.dtype();
-    Forward f{Tensor::empty({s.B, s.H, s.Tq, s.D}, dtype), Tensor::empty({s.B, s.H, s.Tq}, dtype), Tensor()};
+    const DType dtype = in.Q.dtype(), lse_dtype = dtype == DType::bf16 ? DType::f32 : dtype;
+    Forward f{Tensor::empty({s.B, s.H, s.Tq, s.D}, dtype), Tensor::empty({s.B, s.H, s.Tq}, lse_dtype), Tensor()};
     View probs{nullptr, dtype};
     if (with_probs) {
         f.probs = Tensor::empty({s.B, s.H, s.Tq, s.Tk}, dtype);
@@ -165,7 +165,7 @@ TEST_CASE("cuda attention: empty dims launch nothing and leave dK, dV zero where
 }
 
 TEST_CASE("cuda attention: two runs give the same bits") {
-    for (DType dtype : {DType::f32, DType::f64}) {
+    for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {  // bf16: the tensor-core kernels
         const Inputs in = make_inputs({2, 4, 2, 33, 40, 16, true, 9}, dtype, 3);
         const Forward a = run_forward(cuda::emulated::attention_forward, in, true);
         const Forward b = run_forward(cuda::emulated::attention_forward, in, true);
@@ -293,15 +293,6 @@ Tensor bf16_tensor(const std::vector<double>& values, const Shape& shape) {
     return from_vector(bits, shape);
 }
 
-// O in bf16, lse in f32 from bf16 Q, K, V; no probs.
-Forward run_bf16_forward(const Inputs& in) {
-    const AttentionShape& s = in.shape;
-    Forward f{Tensor::empty({s.B, s.H, s.Tq, s.D}, DType::bf16), Tensor::empty({s.B, s.H, s.Tq}, DType::f32), Tensor()};
-    cuda::emulated::attention_forward(s, f.O.view_desc(), f.lse.view_desc(), View{nullptr, DType::bf16},
-                                      in.Q.view_desc(), in.K.view_desc(), in.V.view_desc());
-    return f;
-}
-
 // The tensor-core kernels against Exact: O and lse from the forward; dQ, dK, dV from the
 // backward given Exact's O (rounded to bf16) and lse, so that each direction is checked alone.
 void check_bf16_case(const Case& c) {
@@ -310,7 +301,7 @@ void check_bf16_case(const Case& c) {
     const Inputs in = make_inputs(c, DType::bf16, 29);
     const Exact want = exact_attention(in);
     const AttentionShape& s = in.shape;
-    const Forward f = run_bf16_forward(in);
+    const Forward f = run_forward(cuda::emulated::attention_forward, in, false);
     CHECK(bf16_mismatch(f.O, want.O, want.O_mag, 1) == "");
     // lse stays f32: its scores are exact products of bf16 summed in f32.
     const auto lse_bound = [&](size_t k) { return 1e-5 * std::max(1.0, std::abs(want.lse[k])); };
@@ -341,18 +332,6 @@ TEST_CASE("cuda attention bf16 on the tensor cores: causal, full, windows, again
              {1, 2, 1, 0, 6, 16, true},              // no query: dK = dV = 0
          })
         check_bf16_case(c);
-}
-
-TEST_CASE("cuda attention bf16 on the tensor cores: two runs give the same bits") {
-    const Inputs in = make_inputs({2, 4, 2, 33, 70, 32, true, 40}, DType::bf16, 5);
-    const Forward a = run_bf16_forward(in), b = run_bf16_forward(in);
-    CHECK(same_bits(a.O, b.O));
-    CHECK(same_bits(a.lse, b.lse));
-    const Backward ga = run_backward(cuda::emulated::attention_backward, in, a);
-    const Backward gb = run_backward(cuda::emulated::attention_backward, in, a);
-    CHECK(same_bits(ga.dQ, gb.dQ));
-    CHECK(same_bits(ga.dK, gb.dK));
-    CHECK(same_bits(ga.dV, gb.dV));
 }
 
 TEST_CASE("cuda attention bf16: other head sizes and misaligned views fall back to the f32 kernels") {
