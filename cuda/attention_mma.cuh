@@ -32,9 +32,9 @@
 // bits) of each term of acc.
 //
 // Limits. D is 16, 32, 64 or 128, a template parameter (kD) so that every fragment array is
-// indexed by constants and stays in registers, and every pointer is 16-byte aligned (rows are
-// read 16 bytes at a time). Anything else goes to the SIMT kernels, which the entries choose on
-// the host (mma_fits).
+// indexed by constants and stays in registers, and every tensor is contiguous and 16-byte
+// aligned (rows are read 16 bytes at a time). Anything else goes to the SIMT kernels, which the
+// entries choose on the host (mma_fits).
 #pragma once
 #include <cmath>
 #include <cstdint>
