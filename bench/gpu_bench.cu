@@ -10,7 +10,9 @@
 //              then the library's GEMM on the products of a medium-preset training step.
 //   attention  the fused FlashAttention-style kernels (cuda/attention_*.cu), forward and
 //              forward + backward, B 8, H 8, D 64, causal, T 1024/2048/4096, against the
-//              materialised baseline: S = Q Kᵀ by cuBLAS, mask, our softmax, O = P V by cuBLAS.
+//              materialised baseline: S = Q Kᵀ by cuBLAS, mask, our softmax, O = P V by cuBLAS;
+//              then the bf16 tensor-core kernels (cuda/attention_*_mma.cu) on the same inputs
+//              rounded to bf16, against the f32 fused ones.
 //   memory     the memory-bound kernels on 64 MiB operands in GB/s, against the device's own
 //              device-to-device copy (cudaMemcpy), measured in the same run.
 //
@@ -344,6 +346,34 @@ void bench_attention() {
         emit("attention", "materialised_forward_backward",
              {{"T", double(T)}, {"ms", base_all}, {"tflops", (fwd_flop + bwd_flop) / base_all / 1e9},
               {"memory_mib", base_bytes * mib}});
+
+        // bf16 on the tensor cores (cuda/attention_forward_mma.cu, attention_backward_mma.cu): the
+        // same inputs rounded to bf16, lse in f32; checked against the f32 fused results above,
+        // which differ by the rounding of the inputs, P and dS (a few 2⁻⁸ of the largest value).
+        const Tensor Qh = Q.to(DType::bf16), Kh = K.to(DType::bf16), Vh = V.to(DType::bf16), dOh = dO.to(DType::bf16);
+        const Tensor Oh = zeros_like(Qh), dQh = zeros_like(Qh), dKh = zeros_like(Kh), dVh = zeros_like(Vh);
+        const auto bf16_forward = [&] {
+            table.attention_forward(s, Oh.view_desc(), lse.view_desc(), none, Qh.view_desc(), Kh.view_desc(),
+                                    Vh.view_desc());
+        };
+        const auto bf16_backward = [&] {
+            table.attention_backward(s, dQh.view_desc(), dKh.view_desc(), dVh.view_desc(), dOh.view_desc(),
+                                     Qh.view_desc(), Kh.view_desc(), Vh.view_desc(), Oh.view_desc(), lse.view_desc());
+        };
+        bf16_forward();
+        bf16_backward();
+        const double bf16_err =
+            std::max({relative_error(Oh.to(DType::f32), O), relative_error(dQh.to(DType::f32), dQ),
+                      relative_error(dKh.to(DType::f32), dK), relative_error(dVh.to(DType::f32), dV)});
+        const bool bf16_ok = bf16_err < 3e-2;
+        const double bf16_fwd = median_ms(bf16_forward);
+        const double bf16_all = median_ms([&] { bf16_forward(); bf16_backward(); });
+        emit("attention", "fused_bf16_forward",
+             {{"T", double(T)}, {"ms", bf16_fwd}, {"tflops", fwd_flop / bf16_fwd / 1e9}}, bf16_ok);
+        emit("attention", "fused_bf16_forward_backward",
+             {{"T", double(T)}, {"ms", bf16_all}, {"tflops", (fwd_flop + bwd_flop) / bf16_all / 1e9},
+              {"speedup_vs_f32_fused", fused_all / bf16_all}, {"rel_error_vs_f32_fused", bf16_err}},
+             bf16_ok);
     }
 }
 

@@ -1,6 +1,7 @@
 """PyTorch's fused attention on the GPU, the peer of `gpu_bench attention` (bench/gpu_bench.cu):
-torch.nn.functional.scaled_dot_product_attention at the same shapes (B 8, H 8, D 64, causal,
-float32), forward and forward + backward, median of CUDA-event timings, one JSON line each.
+torch.nn.functional.scaled_dot_product_attention at the same shapes (B 8, H 8, D 64, causal),
+in float32 and in bfloat16 (names with bf16_), forward and forward + backward, median of
+CUDA-event timings, one JSON line each.
 
     python3 bench/gpu_torch_attention.py [--quick]
 
@@ -40,25 +41,26 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 products, as ours
     lengths = [1024] if "--quick" in sys.argv else [1024, 2048, 4096]
     for T in lengths:
-        B, H, D = 8, 8, 64
-        q, k, v = (torch.randn(B, H, T, D, device="cuda", requires_grad=True) for _ in range(3))
-        do = torch.randn(B, H, T, D, device="cuda")
+        for dtype, kind in [(torch.float32, ""), (torch.bfloat16, "bf16_")]:
+            B, H, D = 8, 8, 64
+            q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+            do = torch.randn(B, H, T, D, device="cuda", dtype=dtype)
 
-        def forward():
-            with torch.no_grad():
-                F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            def forward():
+                with torch.no_grad():
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-        def forward_backward():
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            o.backward(do)
+            def forward_backward():
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                o.backward(do)
 
-        fwd_flop = 4.0 * B * H * T * T * D / 2
-        for name, fn, flop in [("torch_sdpa_forward", forward, fwd_flop),
-                               ("torch_sdpa_forward_backward", forward_backward, 3.5 * fwd_flop)]:
-            ms = median_ms(fn)
-            print(json.dumps({"section": "attention", "name": name, "T": T, "ms": round(ms, 4),
-                              "tflops": round(flop / ms / 1e9, 3), "ok": True, "note": f"torch {torch.__version__}"}),
-                  flush=True)
+            fwd_flop = 4.0 * B * H * T * T * D / 2
+            for name, fn, flop in [(f"torch_sdpa_{kind}forward", forward, fwd_flop),
+                                   (f"torch_sdpa_{kind}forward_backward", forward_backward, 3.5 * fwd_flop)]:
+                ms = median_ms(fn)
+                print(json.dumps({"section": "attention", "name": name, "T": T, "ms": round(ms, 4),
+                                  "tflops": round(flop / ms / 1e9, 3), "ok": True,
+                                  "note": f"torch {torch.__version__}"}), flush=True)
 
 
 main()

@@ -25,8 +25,12 @@
 //            dP = dO Vᵀ (parked in the warp's buffer) → S = Q Kᵀ → dS → dQ += dS K.
 // Parking P or dP in the weight buffer while the next product runs keeps one 4 × 8 micro-tile
 // in registers instead of two: the f64 kernels need that room.
+// bf16 tensors with D = 16, 32, 64 or 128 (aligned, contiguous) go to the tensor-core kernels of
+// attention_backward_mma.cu instead, the same two kernels in five mma products per pair of tiles;
+// the choice is made here, on the host (attention_mma.cuh).
 #include <algorithm>
 
+#include "cuda/attention_mma.cuh"
 #include "cuda/attention_tiles.cuh"
 #include "cuda/kernels.h"
 
@@ -219,6 +223,8 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
 void attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
                         const View& Q, const View& K, const View& V, const View& O, const View& lse) {
     attention::check_lse_dtype("attention_backward", Q.dtype, lse);
+    if (attention::mma::mma_fits(Q.dtype, s.D, {dQ, dK, dV, dO, Q, K, V, O}))
+        return attention_backward_mma(s, dQ, dK, dV, dO, Q, K, V, O, lse);
     attention::dispatch("attention_backward", Q.dtype, s.D,
                         [&]<class S, int kD>() { backward<S, kD>(s, dQ, dK, dV, dO, Q, K, V, O, lse); });
 }

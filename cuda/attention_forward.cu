@@ -22,10 +22,14 @@
 // its edge look up which pairs are visible. l stays split over the 8 lanes of a row until the
 // end, where one butterfly adds it up.
 //
+// bf16 tensors with D = 16, 32, 64 or 128 (aligned, contiguous) go to the tensor-core kernel of
+// attention_forward_mma.cu instead; the choice is made here, on the host (attention_mma.cuh).
+//
 // When probs is asked for (analysis only), a second, plain kernel writes
 // P_ij = exp(s_ij − lse_i), 0 where key j is hidden: one thread per element of (B, H, Tq, Tk).
 #include <algorithm>
 
+#include "cuda/attention_mma.cuh"
 #include "cuda/attention_tiles.cuh"
 #include "cuda/kernels.h"
 
@@ -139,8 +143,7 @@ __global__ void attention_probs_kernel(AttentionShape s, S* probs, const S* Q, c
 }
 
 template <class S, int kD>
-void forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
-             const View& K, const View& V) {
+void forward(const AttentionShape& s, const View& O, const View& lse, const View& Q, const View& K, const View& V) {
     using T = compute_t<S>;
     if (s.B * s.H * s.Tq == 0) return;
     const bool vector = vectors_fit<T>(s.D, {O.data, Q.data, K.data, V.data});
@@ -148,7 +151,13 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
            dim3(kThreads), Layout<T, kD>::shared_bytes(2, 0), s, vector, static_cast<S*>(O.data),
            static_cast<T*>(lse.data), static_cast<const S*>(Q.data), static_cast<const S*>(K.data),
            static_cast<const S*>(V.data));
-    if (probs.data == nullptr) return;
+}
+
+// probs from the lse that either forward kernel wrote, when asked for.
+template <class S>
+void write_probs(const AttentionShape& s, const View& probs, const View& Q, const View& K, const View& lse) {
+    using T = compute_t<S>;
+    if (probs.data == nullptr || probs.numel() == 0) return;
     const int64_t blocks = std::min<int64_t>((probs.numel() + 255) / 256, 65536);
     launch("attention_probs", attention_probs_kernel<S>, dim3(unsigned(blocks)), dim3(256), 0, s,
            static_cast<S*>(probs.data), static_cast<const S*>(Q.data), static_cast<const S*>(K.data),
@@ -160,8 +169,14 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
 void attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
                        const View& K, const View& V) {
     attention::check_lse_dtype("attention_forward", Q.dtype, lse);
-    attention::dispatch("attention_forward", Q.dtype, s.D,
-                        [&]<class S, int kD>() { forward<S, kD>(s, O, lse, probs, Q, K, V); });
+    if (attention::mma::mma_fits(Q.dtype, s.D, {O, Q, K, V})) {
+        attention_forward_mma(s, O, lse, Q, K, V);
+        return write_probs<bfloat16>(s, probs, Q, K, lse);
+    }
+    attention::dispatch("attention_forward", Q.dtype, s.D, [&]<class S, int kD>() {
+        forward<S, kD>(s, O, lse, Q, K, V);
+        write_probs<S>(s, probs, Q, K, lse);
+    });
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD

@@ -12,7 +12,9 @@
 //   swiglu.cu            swiglu_forward, swiglu_backward, sigmoid_gate_forward, sigmoid_gate_backward
 //   rope.cu              rope
 //   optim.cu             adamw_step, sgd_step
-//   attention_forward.cu, attention_backward.cu   FlashAttention-style fused attention
+//   attention_forward.cu, attention_backward.cu   FlashAttention-style fused attention;
+//                        bf16 with D 16, 32, 64 or 128 goes to the tensor-core kernels of
+//                        attention_forward_mma.cu, attention_backward_mma.cu
 //   gemm.cu              gemm: our warp-tiled kernel (cuBLAS is an option, gpu only);
 //                        bf16 goes to the tensor-core kernel of gemm_bf16.cu
 //   memory.cu            allocate, deallocate, to_host, from_host, synchronize

@@ -1,5 +1,6 @@
-// mma.h — the two tensor-core instructions the bf16 GEMM (cuda/gemm_bf16.cu) is built from,
-// one name for both builds: inline PTX under nvcc, the emulator's model (cuda/emu/mma.h),
+// mma.h — the two tensor-core instructions the bf16 GEMM (cuda/gemm_bf16.cu) and the bf16
+// attention (cuda/attention_mma.cuh) are built from, and the conversion that packs floats into
+// their operands, one name for both builds: inline PTX under nvcc, the emulator's model (cuda/emu/mma.h),
 // which holds the same registers in the same lanes, under g++.
 //
 //   mma_m16n8k16_bf16(d, a, b, c)   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32:
@@ -7,6 +8,8 @@
 //                                   in f32; one warp, every lane at the same call
 //   ldmatrix<X, Trans>(r, row)      ldmatrix.sync.aligned.m8n8.xX{.trans}.shared.b16: X 8×8
 //                                   b16 matrices from shared memory into X registers a lane
+//   pack_bf16x2(first, second)      cvt.rn.bf16x2.f32: two floats rounded into one register of
+//                                   an A or B fragment (the attention kernels build P's so)
 //
 // Where each element lives (PTX ISA, "Matrix fragments for mma.m16n8k16"), for lane l with
 // g = l / 4 and q = l mod 4; each 32-bit register holds two bf16, the first in its low half:
@@ -27,10 +30,20 @@
 #include <cstdint>
 
 #include "cuda/launch.h"
+#include "tensor/bf16.h"
 
 namespace gg::cuda {
 
 #ifdef __CUDACC__
+
+// Two floats rounded to bf16 (to nearest, ties to even) in one register, `first` in the low half,
+// as the fragments above hold them: cvt.rn.bf16x2.f32, one instruction, whose first operand goes
+// to the high half.
+__device__ __forceinline__ uint32_t pack_bf16x2(float first, float second) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(second), "f"(first));
+    return r;
+}
 
 __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
                                                   const float (&c)[4]) {
@@ -69,6 +82,10 @@ __device__ __forceinline__ void ldmatrix(uint32_t (&r)[X], const void* row_addre
 }
 
 #else
+
+inline uint32_t pack_bf16x2(float first, float second) {
+    return uint32_t(bf16_bits_from_float(first)) | uint32_t(bf16_bits_from_float(second)) << 16;
+}
 
 using emu::ldmatrix;
 using emu::mma_m16n8k16_bf16;

@@ -54,8 +54,8 @@ struct Forward {
 };
 Forward run_forward(ForwardEntry entry, const Inputs& in, bool with_probs) {
     const AttentionShape& s = in.shape;
-    const DType dtype = in.Q.dtype();
-    Forward f{Tensor::empty({s.B, s.H, s.Tq, s.D}, dtype), Tensor::empty({s.B, s.H, s.Tq}, dtype), Tensor()};
+    const DType dtype = in.Q.dtype(), lse_dtype = dtype == DType::bf16 ? DType::f32 : dtype;
+    Forward f{Tensor::empty({s.B, s.H, s.Tq, s.D}, dtype), Tensor::empty({s.B, s.H, s.Tq}, lse_dtype), Tensor()};
     View probs{nullptr, dtype};
     if (with_probs) {
         f.probs = Tensor::empty({s.B, s.H, s.Tq, s.Tk}, dtype);
@@ -165,7 +165,7 @@ TEST_CASE("cuda attention: empty dims launch nothing and leave dK, dV zero where
 }
 
 TEST_CASE("cuda attention: two runs give the same bits") {
-    for (DType dtype : {DType::f32, DType::f64}) {
+    for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {  // bf16: the tensor-core kernels
         const Inputs in = make_inputs({2, 4, 2, 33, 40, 16, true, 9}, dtype, 3);
         const Forward a = run_forward(cuda::emulated::attention_forward, in, true);
         const Forward b = run_forward(cuda::emulated::attention_forward, in, true);
@@ -194,6 +194,186 @@ TEST_CASE("cuda attention: a head size beyond the kernels' registers is a clear 
         CHECK_THROWS_WITH_AS(run_backward(cuda::emulated::attention_backward, in, f),
                              doctest::Contains(backward_error.c_str()), std::invalid_argument);
     }
+}
+
+// ---- bf16 on the tensor cores (cuda/attention_forward_mma.cu, cuda/attention_backward_mma.cu) ----
+
+namespace {
+
+// Attention in double on the values bf16 inputs hold, by the CPU's rule of which keys a query
+// sees, with each output element's sum of its terms' magnitudes (O_mag_i = Σ_j P_ij |v_j|,
+// dV_mag_j = Σ_i P_ij |dO_i|, dQ_mag_i = scale Σ_j |dS_ij| |k_j|, dK_mag_j = scale Σ_i |dS_ij| |q_i|).
+// The tensor-core kernels round every term to bf16 on its way into the tensor cores — P for O
+// and dV, P and then dS for dQ and dK — and each rounding moves it by at most u = 2⁻⁸ of itself
+// (bf16 has 8 significant bits), so their error is at most that many u of the sum, plus u of
+// the result for its own rounding. The backward takes O rounded to bf16, as the kernels get it.
+struct Exact {
+    std::vector<double> O, lse, O_mag, dQ, dK, dV, dQ_mag, dK_mag, dV_mag;
+};
+Exact exact_attention(const Inputs& in) {
+    const AttentionShape& s = in.shape;
+    const std::vector<double> Q = in.Q.to_vector<double>(), K = in.K.to_vector<double>(),
+                              V = in.V.to_vector<double>(), dO = in.dO.to_vector<double>();
+    const int64_t D = s.D;
+    Exact e;
+    for (auto* x : {&e.O, &e.O_mag, &e.dQ, &e.dQ_mag}) x->assign(Q.size(), 0.0);
+    for (auto* x : {&e.dK, &e.dV, &e.dK_mag, &e.dV_mag}) x->assign(K.size(), 0.0);
+    e.lse.assign(size_t(s.B * s.H * s.Tq), 0.0);
+    for (int64_t bh = 0; bh < s.B * s.H; ++bh) {
+        const int64_t bhk = bh / s.H * s.Hkv + bh % s.H / (s.H / s.Hkv);
+        for (int64_t i = 0; i < s.Tq; ++i) {
+            const int64_t pos = s.Tk - s.Tq + i, row = (bh * s.Tq + i) * D;
+            int64_t last = s.causal ? std::min(pos, s.Tk - 1) : s.Tk - 1;
+            if (s.exclude_self && pos > 0) last = pos - 1;
+            const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+            std::vector<double> p(size_t(std::max<int64_t>(last - first + 1, 0)));
+            double m = -INFINITY, l = 0;
+            for (int64_t j = first; j <= last; ++j) {
+                double dot = 0;
+                for (int64_t d = 0; d < D; ++d) dot += Q[row + d] * K[(bhk * s.Tk + j) * D + d];
+                m = std::max(m, p[j - first] = dot * s.scale);
+            }
+            for (double& x : p) l += x = std::exp(x - m);
+            e.lse[bh * s.Tq + i] = p.empty() ? -INFINITY : m + std::log(l);
+            std::vector<double> O_rounded(D);
+            for (int64_t d = 0; d < D; ++d) {
+                for (int64_t j = first; j <= last; ++j) {
+                    const double v = V[(bhk * s.Tk + j) * D + d], w = p[j - first] / l;
+                    e.O[row + d] += w * v;
+                    e.O_mag[row + d] += w * std::abs(v);
+                }
+                O_rounded[d] = round_to_bf16(float(e.O[row + d]));
+            }
+            double delta = 0;
+            for (int64_t d = 0; d < D; ++d) delta += dO[row + d] * O_rounded[d];
+            for (int64_t j = first; j <= last; ++j) {
+                const int64_t key = (bhk * s.Tk + j) * D;
+                const double w = p[j - first] / l;
+                double dp = 0;
+                for (int64_t d = 0; d < D; ++d) dp += dO[row + d] * V[key + d];
+                const double ds = w * (dp - delta) * s.scale;
+                for (int64_t d = 0; d < D; ++d) {
+                    e.dV[key + d] += w * dO[row + d];
+                    e.dV_mag[key + d] += w * std::abs(dO[row + d]);
+                    e.dQ[row + d] += ds * K[key + d];
+                    e.dQ_mag[row + d] += std::abs(ds * K[key + d]);
+                    e.dK[key + d] += ds * Q[row + d];
+                    e.dK_mag[key + d] += std::abs(ds * Q[row + d]);
+                }
+            }
+        }
+    }
+    return e;
+}
+
+// "" when every element of got is want's (infinities included) or within bound(k) of it; else
+// the first that is not.
+template <class Bound>
+std::string mismatch_within(const Tensor& got, const std::vector<double>& want, const Bound& bound) {
+    const std::vector<double> g = got.to_vector<double>();
+    for (size_t k = 0; k < want.size(); ++k)
+        if (!(g[k] == want[k] || std::abs(g[k] - want[k]) <= bound(k)))
+            return "element " + std::to_string(k) + ": " + std::to_string(g[k]) + ", want " + std::to_string(want[k]) +
+                   " ± " + std::to_string(bound(k));
+    return "";
+}
+// The bound of a bf16 output whose terms went through `roundings` bf16 roundings (see Exact):
+// (roundings + 1) u mag + u |want| + 10⁻⁵, one u of mag and 10⁻⁵ more than the worst case, for
+// the f32 sums and exponentials.
+std::string bf16_mismatch(const Tensor& got, const std::vector<double>& want, const std::vector<double>& mag,
+                          int roundings) {
+    return mismatch_within(got, want, [&](size_t k) {
+        return std::ldexp((roundings + 1) * mag[k] + std::abs(want[k]), -8) + 1e-5;
+    });
+}
+
+// A bf16 tensor of the given values, rounded.
+Tensor bf16_tensor(const std::vector<double>& values, const Shape& shape) {
+    std::vector<bfloat16> bits(values.begin(), values.end());
+    return from_vector(bits, shape);
+}
+
+// The tensor-core kernels against Exact: O and lse from the forward; dQ, dK, dV from the
+// backward given Exact's O (rounded to bf16) and lse, so that each direction is checked alone.
+void check_bf16_case(const Case& c) {
+    INFO("B ", c.B, ", H ", c.H, ", Hkv ", c.Hkv, ", Tq ", c.Tq, ", Tk ", c.Tk, ", D ", c.D, ", causal ", c.causal,
+         ", window ", c.window, ", exclude_self ", c.exclude_self);
+    const Inputs in = make_inputs(c, DType::bf16, 29);
+    const Exact want = exact_attention(in);
+    const AttentionShape& s = in.shape;
+    const Forward f = run_forward(cuda::emulated::attention_forward, in, false);
+    CHECK(bf16_mismatch(f.O, want.O, want.O_mag, 1) == "");
+    // lse stays f32: its scores are exact products of bf16 summed in f32.
+    const auto lse_bound = [&](size_t k) { return 1e-5 * std::max(1.0, std::abs(want.lse[k])); };
+    CHECK(mismatch_within(f.lse, want.lse, lse_bound) == "");
+    const Forward exact{bf16_tensor(want.O, {s.B, s.H, s.Tq, s.D}),
+                        from_vector(std::vector<float>(want.lse.begin(), want.lse.end()), {s.B, s.H, s.Tq}), Tensor()};
+    const Backward g = run_backward(cuda::emulated::attention_backward, in, exact);
+    CHECK(bf16_mismatch(g.dQ, want.dQ, want.dQ_mag, 2) == "");
+    CHECK(bf16_mismatch(g.dK, want.dK, want.dK_mag, 2) == "");
+    CHECK(bf16_mismatch(g.dV, want.dV, want.dV_mag, 1) == "");
+}
+
+}  // namespace
+
+// Head sizes 16, 32, 64, 128 take the tensor-core kernels; 64-row tiles: 70 and 75 rows cross
+// into a second tile that ends early.
+TEST_CASE("cuda attention bf16 on the tensor cores: causal, full, windows, against double") {
+    for (const Case& c : std::vector<Case>{
+             {1, 2, 2, 70, 70, 64, true},
+             {1, 2, 1, 33, 33, 32, false},          // GQA, no mask at all
+             {1, 1, 1, 70, 70, 16, true, 20},        // queries 64..69 see keys 45..69: two edge tiles
+             {1, 2, 1, 200, 200, 16, true, 20},      // from query 83 on the band leaves key tile 0 behind
+             {2, 4, 2, 9, 9, 16, false, 4},          // a window both ways
+             {1, 2, 2, 17, 17, 16, true, 3, true},   // exclude_self
+             {1, 2, 2, 40, 75, 128, true},           // Tq < Tk: a KV cache, every lane's most columns
+             {1, 4, 1, 1, 70, 32, true},             // decoding one token, MQA
+             {1, 1, 1, 70, 40, 32, true},            // Tq > Tk: the first 30 queries see no key
+             {1, 2, 1, 0, 6, 16, true},              // no query: dK = dV = 0
+         })
+        check_bf16_case(c);
+}
+
+TEST_CASE("cuda attention bf16: other head sizes and misaligned views fall back to the f32 kernels") {
+    // The SIMT kernels compute bf16 in f32 and round once: exactly the f32 kernels' result on
+    // the same values, rounded. The tensor-core kernels round P first, so they differ from it.
+    const auto check = [](const Case& c, bool misaligned, bool want_same) {
+        INFO("D ", c.D, ", misaligned ", misaligned);
+        const Inputs in = make_inputs(c, DType::bf16, 31);
+        const Inputs in32{in.shape, in.Q.to(DType::f32), in.K.to(DType::f32), in.V.to(DType::f32),
+                          in.dO.to(DType::f32)};
+        const Forward f32 = run_forward(cuda::emulated::attention_forward, in32, false);
+        const Tensor O32_rounded = f32.O.to(DType::bf16);
+        // Q one bf16 past a 16-byte boundary: the same values, a pointer the mma path refuses.
+        const Tensor shifted = Tensor::empty({in.Q.numel() + 1}, DType::bf16);
+        View q = in.Q.view_desc();
+        if (misaligned) {
+            q.data = static_cast<bfloat16*>(shifted.view_desc().data) + 1;
+            std::memcpy(q.data, in.Q.view_desc().data, size_t(in.Q.numel()) * sizeof(bfloat16));
+        }
+        const AttentionShape& s = in.shape;
+        const Forward f{Tensor::empty(in.Q.shape(), DType::bf16), Tensor::empty({s.B, s.H, s.Tq}, DType::f32),
+                        Tensor()};
+        cuda::emulated::attention_forward(s, f.O.view_desc(), f.lse.view_desc(), View{nullptr, DType::bf16}, q,
+                                          in.K.view_desc(), in.V.view_desc());
+        CHECK(same_bits(f.O, O32_rounded) == want_same);
+        CHECK((!want_same || same_bits(f.lse, f32.lse)));
+        // Both backwards from the f32 forward's O, rounded, and lse, so that they read the same.
+        const Backward g32 = run_backward(cuda::emulated::attention_backward, in32,
+                                          Forward{O32_rounded.to(DType::f32), f32.lse, Tensor()});
+        const Backward g{Tensor::empty(in.Q.shape(), DType::bf16), Tensor::empty(in.K.shape(), DType::bf16),
+                         Tensor::empty(in.V.shape(), DType::bf16)};
+        cuda::emulated::attention_backward(s, g.dQ.view_desc(), g.dK.view_desc(), g.dV.view_desc(),
+                                           in.dO.view_desc(), q, in.K.view_desc(), in.V.view_desc(),
+                                           O32_rounded.view_desc(), f32.lse.view_desc());
+        CHECK(same_bits(g.dQ, g32.dQ.to(DType::bf16)) == want_same);
+        CHECK(same_bits(g.dK, g32.dK.to(DType::bf16)) == want_same);
+        CHECK(same_bits(g.dV, g32.dV.to(DType::bf16)) == want_same);
+    };
+    check({1, 2, 1, 40, 40, 48, true}, false, true);  // D = 48: not a head size of the mma kernels
+    check({1, 2, 1, 40, 40, 8, true}, false, true);   // D = 8
+    check({1, 2, 1, 40, 40, 64, true}, true, true);   // D = 64, Q misaligned
+    check({1, 2, 1, 40, 40, 64, true}, false, false); // D = 64: the tensor cores, which differ
 }
 
 TEST_CASE("bench: T = 128, D = 64, GQA, forward and backward against the CPU" * doctest::skip()) {

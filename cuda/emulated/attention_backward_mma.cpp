@@ -1,0 +1,2 @@
+// The emulator build of cuda/attention_backward_mma.cu (g++ against cuda/emu/emulator.h).
+#include "cuda/attention_backward_mma.cu"
