@@ -15,6 +15,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -106,6 +107,15 @@ struct Fiber : ThreadState {
     unsigned mask = 0;
     int source = 0;  // shuffles: the lane whose value this lane receives
     uint64_t value = 0, result = 0;
+    // cp.async copies in flight (async_copy.h): the bytes read at issue, where they go, and
+    // the group they belong to (== committed: not yet in a group).
+    struct AsyncCopy {
+        void* dst;
+        std::array<std::byte, 16> bytes;
+        int group;
+    };
+    std::vector<AsyncCopy> copies;
+    int committed = 0;  // groups committed so far
 };
 
 // Shared memory is plain heap memory, one allocation per array, so that AddressSanitizer
@@ -354,6 +364,8 @@ std::string run_block(Worker& w, const std::function<void()>& body, uint3 index,
         f.grid_dim = grid;
         f.state = State::ready;
         f.value = 0;
+        f.copies.clear();
+        f.committed = 0;
     }
     bool finished = false;
     while (!finished && b.error.empty()) {
@@ -447,6 +459,34 @@ void check_aligned(const void* address, size_t bytes) {
     if (past != 0)
         throw std::runtime_error("misaligned address: a " + std::to_string(bytes) + "-byte access " +
                                  std::to_string(past) + " B past a multiple of " + std::to_string(bytes));
+}
+
+void async_copy(void* shared_dst, const void* global_src, int src_bytes, const SourceLocation& site) {
+    const auto refuse = [&](const std::string& what) {
+        throw std::runtime_error("cp.async (" + where(site) + "): " + what);
+    };
+    const auto check_aligned = [&](const char* space, const void* address) {
+        if (const size_t past = reinterpret_cast<uintptr_t>(address) % 16; past != 0)
+            refuse(std::string(space) + " address " + std::to_string(past) +
+                   " B past a multiple of 16; a 16-byte copy needs both addresses aligned");
+    };
+    check_aligned("shared", shared_dst);
+    check_aligned("global", global_src);
+    if (src_bytes < 0 || src_bytes > 16) refuse("src_bytes " + std::to_string(src_bytes) + " is not from 0 to 16");
+    Fiber& f = *worker.running;
+    Fiber::AsyncCopy copy{shared_dst, {}, f.committed};  // zeros past src_bytes
+    std::memcpy(copy.bytes.data(), global_src, size_t(src_bytes));
+    f.copies.push_back(copy);
+}
+
+void async_commit() { ++worker.running->committed; }
+
+void async_wait(int pending) {
+    Fiber& f = *worker.running;
+    const auto landed = [&](const Fiber::AsyncCopy& copy) { return copy.group < f.committed - pending; };
+    for (const Fiber::AsyncCopy& copy : f.copies)
+        if (landed(copy)) std::memcpy(copy.dst, copy.bytes.data(), copy.bytes.size());
+    std::erase_if(f.copies, landed);
 }
 
 int block_barrier(const char* op, int predicate, const SourceLocation& site) {

@@ -303,3 +303,5 @@ inline double2 make_double2(double x, double y) { return {x, y}; }
 #include "cuda/emu/wmma.h"
 // Tensor cores at the PTX level (mma.sync, ldmatrix), for cuda/mma.h.
 #include "cuda/emu/mma.h"
+// Asynchronous copies into shared memory (cp.async), for cuda/async_copy.h.
+#include "cuda/emu/async_copy.h"
