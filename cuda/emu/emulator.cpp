@@ -174,10 +174,9 @@ int source_lane(WarpOp op, int lane, int arg, int width) {
 }
 
 const char* op_name(WarpOp op) {
-    static const char* const names[] = {"__syncwarp", "__activemask", "__ballot_sync", "__all_sync",
-                                        "__any_sync", "wmma::load_matrix_sync", "wmma::mma_sync",
-                                        "wmma::store_matrix_sync", "mma.sync", "ldmatrix", "__shfl_sync", "__shfl_up_sync",
-                                        "__shfl_down_sync", "__shfl_xor_sync"};
+    static const char* const names[] = {"__syncwarp",  "__activemask", "__ballot_sync",  "__all_sync",
+                                        "__any_sync",  "mma.sync",     "ldmatrix",       "__shfl_sync",
+                                        "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync"};
     return names[int(op)];
 }
 
@@ -548,9 +547,6 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg,
             case WarpOp::ballot: f.result = votes; break;
             case WarpOp::all: f.result = votes == group; break;
             case WarpOp::any: f.result = votes != 0; break;
-            case WarpOp::wmma_load:
-            case WarpOp::wmma_mma:
-            case WarpOp::wmma_store:
             case WarpOp::mma:
             case WarpOp::ldmatrix: f.result = w.fibers[first]->value; break;
             default: f.result = w.fibers[first + f.source]->value;
