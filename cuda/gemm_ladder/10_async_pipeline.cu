@@ -34,9 +34,7 @@ namespace {
 
 constexpr int kStages = 4;
 using Stage = MmaStage<SwizzledRows>;
-static_assert(tiling(Rung::async_pipeline) ==
-                  Tiling{kMmaThreads, kMmaTile, kMmaTile, kMmaSliceK, kMmaWarpM, kMmaWarpN, kChunk, kStages},
-              "ladder.h");
+static_assert(tiling(Rung::async_pipeline) == mma_tiling(kStages), "ladder.h");
 
 // Starts the copy of one chunk to dst: cp.async, zero-filled past the edge (kAsync), or
 // through registers.
@@ -89,7 +87,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 }  // namespace
 
 void async_pipeline(int M, int N, int K, float alpha, const bfloat16* A, const bfloat16* B, float beta, float* C) {
-    launch_mma_tiles("gemm_async_pipeline", [](auto fits) { return gemm_async_pipeline<fits()>; }, kStages * sizeof(Stage), M, N, K, alpha, A, B, beta, C);
+    launch_mma_tiles("gemm_async_pipeline", [](auto fits) { return gemm_async_pipeline<fits()>; },
+                     kStages * sizeof(Stage), M, N, K, alpha, A, B, beta, C);
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD::ladder

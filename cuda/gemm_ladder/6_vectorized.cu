@@ -21,7 +21,8 @@ namespace gg::cuda::GG_CUDA_BUILD::ladder {
 namespace {
 
 constexpr int kTM = 8, kTN = 8;  // each thread's results: 8 × 8
-static_assert(tiling(Rung::vectorized) == Tiling{kVecThreads, kVecTile, kVecTile, kVecSliceK, kTM, kTN, 4, 1}, "ladder.h");
+static_assert(tiling(Rung::vectorized) == Tiling{kVecThreads, kVecTile, kVecTile, kVecSliceK, kTM, kTN, 4, 1},
+              "ladder.h");
 
 // A (M, K), B (K, N), C (M, N).
 template <bool kVector>

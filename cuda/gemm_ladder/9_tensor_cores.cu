@@ -28,9 +28,7 @@ namespace {
 
 constexpr int kStages = 2;
 using Stage = MmaStage<PaddedRows>;
-static_assert(tiling(Rung::tensor_cores) ==
-                  Tiling{kMmaThreads, kMmaTile, kMmaTile, kMmaSliceK, kMmaWarpM, kMmaWarpN, kChunk, kStages},
-              "ladder.h");
+static_assert(tiling(Rung::tensor_cores) == mma_tiling(kStages), "ladder.h");
 
 // This thread's chunks of a slice in transit, global memory → registers → shared memory.
 struct ChunkShare {
@@ -82,7 +80,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 }  // namespace
 
 void tensor_cores(int M, int N, int K, float alpha, const bfloat16* A, const bfloat16* B, float beta, float* C) {
-    launch_mma_tiles("gemm_tensor_cores", [](auto fits) { return gemm_tensor_cores<fits()>; }, 0, M, N, K, alpha, A, B, beta, C);
+    launch_mma_tiles("gemm_tensor_cores", [](auto fits) { return gemm_tensor_cores<fits()>; }, 0, M, N, K, alpha, A,
+                     B, beta, C);
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD::ladder

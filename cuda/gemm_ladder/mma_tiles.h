@@ -36,6 +36,12 @@ constexpr int kChunk = 8;                           // bf16 in 16 bytes
 constexpr int kChunksPerThread = kMmaTile * kMmaSliceK / kChunk / kMmaThreads;  // 2 of each slice
 static_assert((kMmaTile / kMmaWarpM) * kMmaWarpsAcross * kWarpSize == kMmaThreads, "one warp per warp tile");
 
+// The tiling (ladder.h) of a rung built from these constants, with `stages` slices in shared
+// memory; a register tile is one warp's, a load moves 8 bf16.
+constexpr Tiling mma_tiling(int stages) {
+    return {kMmaThreads, kMmaTile, kMmaTile, kMmaSliceK, kMmaWarpM, kMmaWarpN, kChunk, stages};
+}
+
 // A slice in shared memory is an array of 16-byte chunks, and a layout says which chunk holds
 // elements col .. col + 8 of row r (col a multiple of 8) of a (kRows, kCols) bf16 slice. Two
 // layouts follow. ldmatrix reads 8 rows of 16 bytes at once, one chunk from each of 8
@@ -69,7 +75,9 @@ struct SwizzledRows {
     static constexpr int kChunks = kRows * kRowChunks;
     static constexpr int kRowsPerLine = kRowChunks >= 8 ? 1 : 8 / kRowChunks;
     static constexpr int kMask = (kRowChunks >= 8 ? 8 : kRowChunks) - 1;
-    __device__ static int chunk(int row, int col) { return row * kRowChunks + (col / kChunk ^ (row / kRowsPerLine & kMask)); }
+    __device__ static int chunk(int row, int col) {
+        return row * kRowChunks + (col / kChunk ^ (row / kRowsPerLine & kMask));
+    }
 };
 
 // One K slice of A and one of B, each in `Layout`: 16-byte chunks of 8 bf16.
