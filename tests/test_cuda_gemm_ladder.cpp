@@ -233,7 +233,7 @@ bool one_to_one() {
 
 }  // namespace
 
-TEST_CASE("the shared-memory layouts of rungs 9-10: ldmatrix without bank conflicts; the swizzle's copies too") {
+TEST_CASE("the shared-memory layouts of rungs 9-10 and the bf16 GEMM: ldmatrix without bank conflicts; the swizzle's copies too") {
     using namespace gg::cuda::emulated::ladder;
     using PaddedA = PaddedRows<128, 32>;  // A's slice (128, 32) and B's (32, 128), in each layout
     using PaddedB = PaddedRows<32, 128>;
@@ -250,6 +250,14 @@ TEST_CASE("the shared-memory layouts of rungs 9-10: ldmatrix without bank confli
     CHECK(distinct_groups(copy_writes<SwizzledA, 128, 32>()));
     CHECK(distinct_groups(copy_writes<SwizzledB, 32, 128>()));
     CHECK(distinct_groups(copy_writes<PaddedB, 32, 128>()));
+    // The same swizzle (cuda/swizzle.h) on the bf16 GEMM's slices of 64 rows of 4 chunks and 32
+    // rows of 8.
+    CHECK(one_to_one<SwizzledRows<64, 32>, 64, 32>());
+    CHECK(one_to_one<SwizzledRows<32, 64>, 32, 64>());
+    CHECK(distinct_groups(ldmatrix_reads<SwizzledRows<64, 32>, 64, 32>()));
+    CHECK(distinct_groups(ldmatrix_reads<SwizzledRows<32, 64>, 32, 64>()));
+    CHECK(distinct_groups(copy_writes<SwizzledRows<64, 32>, 64, 32>()));
+    CHECK(distinct_groups(copy_writes<SwizzledRows<32, 64>, 32, 64>()));
     // Padding costs A's copies a 2-way conflict: two rows of 4 chunks and the pad between
     // them span 9 chunks, so the first and the last share a group.
     CHECK_FALSE(distinct_groups(copy_writes<PaddedA, 128, 32>()));

@@ -21,6 +21,7 @@
 
 #include "cuda/gemm_ladder/rungs.h"
 #include "cuda/mma.h"
+#include "cuda/swizzle.h"
 
 namespace gg::cuda::GG_CUDA_BUILD::ladder {
 
@@ -62,22 +63,14 @@ struct PaddedRows {
 };
 
 // Swizzled: rows as long as the slice, and chunk c of row r stored at chunk c ^ s(r) of the
-// same row, s(r) = (r / rows per 128-byte line) mod min(chunks a row, 8). A row of B is 16
-// chunks, s(r) = r mod 8: the 8 rows one ldmatrix reads put chunk c in bank groups c ^ 0 ..
-// c ^ 7, all 8. A row of A is 4 chunks, two rows to a line, s(r) = (r / 2) mod 4: rows 2j and
-// 2j + 1 use groups c ^ j and 4 + (c ^ j), j < 4, again all 8. XOR only permutes the chunks
-// of a row, so a thread still copies each 16-byte chunk whole to one aligned place, and 8
-// consecutive chunks stored by 8 threads still fill one 128-byte line: no conflict there either
-// (tests/test_cuda_gemm_ladder.cpp checks both layouts for both accesses).
+// same row (cuda/swizzle.h): s(r) = r mod 8 for B's rows of 16 chunks, (r / 2) mod 4 for A's
+// rows of 4, which puts the 8 chunks of every ldmatrix read, and of every 8 consecutive chunks
+// that threads store, in 8 different groups; no memory unused.
 template <int kRows, int kCols>
 struct SwizzledRows {
     static constexpr int kRowChunks = kCols / kChunk;
     static constexpr int kChunks = kRows * kRowChunks;
-    static constexpr int kRowsPerLine = kRowChunks >= 8 ? 1 : 8 / kRowChunks;
-    static constexpr int kMask = (kRowChunks >= 8 ? 8 : kRowChunks) - 1;
-    __device__ static int chunk(int row, int col) {
-        return row * kRowChunks + (col / kChunk ^ (row / kRowsPerLine & kMask));
-    }
+    __device__ static int chunk(int row, int col) { return swizzled_chunk<kRowChunks>(row, col / kChunk); }
 };
 
 // One K slice of A and one of B, each in `Layout`: 16-byte chunks of 8 bf16.
