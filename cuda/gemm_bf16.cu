@@ -148,24 +148,18 @@ __device__ __forceinline__ void multiply_slice(Accumulators& acc, const SliceA& 
     }
 }
 
-// C (M, N) = alpha·acc + beta·C over the warp tile whose first element is (m0, n0). Lane l holds
-// rows g and g + 8, columns 2q and 2q + 1 of each mma tile.
+// C (M, N) = alpha·acc + beta·C over the warp tile whose first element is (m0, n0), each lane
+// its own accumulators (rows g and g + 8, columns 2q and 2q + 1 of each mma tile, cuda/mma.h).
 __device__ __forceinline__ void store_warp_tile(const Accumulators& acc, bfloat16* C, int64_t ldc, int64_t M,
                                                 int64_t N, int64_t m0, int64_t n0, float alpha, float beta) {
-    const int lane = int(threadIdx.x) % 32, g = lane / 4, q = lane % 4;
-    GG_UNROLL
-    for (int i = 0; i < kTilesM; ++i)
-        GG_UNROLL
-        for (int j = 0; j < kTilesN; ++j)
-            GG_UNROLL
-            for (int e = 0; e < 4; ++e) {
-                const int64_t m = m0 + i * kMmaM + g + 8 * (e / 2), n = n0 + j * kMmaN + 2 * q + e % 2;
-                if (m < M && n < N) {
-                    bfloat16& c = C[m * ldc + n];
-                    // beta 0 does not read C (it may hold NaN), as BLAS promises.
-                    c = bfloat16(beta == 0.0f ? alpha * acc[i][j][e] : alpha * acc[i][j][e] + beta * float(c));
-                }
-            }
+    for_each_accumulator(acc, [&](int row, int col, float sum) {
+        const int64_t m = m0 + row, n = n0 + col;
+        if (m < M && n < N) {
+            bfloat16& c = C[m * ldc + n];
+            // beta 0 does not read C (it may hold NaN), as BLAS promises.
+            c = bfloat16(beta == 0.0f ? alpha * sum : alpha * sum + beta * float(c));
+        }
+    });
 }
 
 // The arguments both kernels take: A: op(A) (M, K), B: op(B) (K, N), C (M, N), each at its

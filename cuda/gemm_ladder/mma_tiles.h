@@ -177,21 +177,15 @@ __device__ __forceinline__ void multiply_stage(float (&acc)[kTilesM][kTilesN][4]
     }
 }
 
-// C (M, N) = alpha·acc + beta·C over the warp tile at (m0 + warp_m, n0 + warp_n). Lane l holds
-// rows g and g + 8, columns 2q and 2q + 1 of each mma tile (g = l / 4, q = l mod 4), and writes
-// them straight from its registers.
+// C (M, N) = alpha·acc + beta·C over the warp tile whose first element is (m0, n0). Each lane
+// writes its own accumulators (rows g and g + 8, columns 2q and 2q + 1 of each mma tile,
+// cuda/mma.h) straight from its registers.
 __device__ __forceinline__ void store_mma_tiles(const float (&acc)[kTilesM][kTilesN][4], float* C, int M, int N,
                                                 int m0, int n0, float alpha, float beta) {
-    const int lane = int(threadIdx.x) % kWarpSize, g = lane / 4, q = lane % 4;
-    GG_UNROLL
-    for (int i = 0; i < kTilesM; ++i)
-        GG_UNROLL
-        for (int j = 0; j < kTilesN; ++j)
-            GG_UNROLL
-            for (int e = 0; e < 4; ++e) {
-                const int m = m0 + kMmaM * i + g + 8 * (e / 2), n = n0 + kMmaN * j + 2 * q + e % 2;
-                if (m < M && n < N) gemm_epilogue(&C[int64_t(m) * N + n], alpha, acc[i][j][e], beta);
-            }
+    for_each_accumulator(acc, [&](int row, int col, float sum) {
+        const int m = m0 + row, n = n0 + col;
+        if (m < M && n < N) gemm_epilogue(&C[int64_t(m) * N + n], alpha, sum, beta);
+    });
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD::ladder
