@@ -233,7 +233,7 @@ bool one_to_one() {
 
 }  // namespace
 
-TEST_CASE("the shared-memory layouts of rungs 9-10 and the bf16 GEMM: ldmatrix without bank conflicts; the swizzle's copies too") {
+TEST_CASE("shared-memory layouts of rungs 9-10 and the bf16 GEMM: ldmatrix, and the swizzle's copies, conflict-free") {
     using namespace gg::cuda::emulated::ladder;
     using PaddedA = PaddedRows<128, 32>;  // A's slice (128, 32) and B's (32, 128), in each layout
     using PaddedB = PaddedRows<32, 128>;
