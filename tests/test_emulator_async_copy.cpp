@@ -2,7 +2,8 @@
 // through cuda/async_copy.h): a copy lands in shared memory at the wait that covers its group
 // and not before, so that a kernel which reads too early reads the 0xFF fill (NaN) and fails;
 // wait_group N leaves the N newest groups in flight; copies never committed are covered by no
-// wait; src_bytes below 16 fills with zeros; both addresses must be 16-byte aligned.
+// wait; src_bytes below 16 fills with zeros; both addresses must be 16-byte aligned, and the
+// destination must lie in the block's shared memory.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -78,6 +79,16 @@ __global__ void misaligned(const float* in, float* out, int shared_offset, int g
     out[0] = row[0];
 }
 
+// A copy to global memory, or to the 16 bytes just past a shared array, where a GPU would
+// write some other shared address.
+__global__ void outside_shared(const float* in, float* out, bool to_global) {
+    GG_SHARED(float[8], row);
+    cp_async16(to_global ? out : row + 8, in);
+    cp_async_commit();
+    cp_async_wait<0>();
+    out[0] = row[0];
+}
+
 }  // namespace
 
 TEST_CASE("cp.async lands at the wait that covers it: reading before the wait reads stale shared memory") {
@@ -123,4 +134,13 @@ TEST_CASE("cp.async refuses a shared or global address that is not 16-byte align
     CHECK(global.find("global address 4 B past a multiple of 16") != std::string::npos);
     const std::string shared = launch_error([&] { launch("misaligned", misaligned, 1, 1, 0, in, out, 2, 0); });
     CHECK(shared.find("shared address 8 B past a multiple of 16") != std::string::npos);
+}
+
+TEST_CASE("cp.async refuses a destination outside the block's shared memory") {
+    alignas(16) float in[4] = {}, out[4];
+    for (bool to_global : {true, false}) {
+        CAPTURE(to_global);
+        CHECK(launch_error([&] { launch("outside_shared", outside_shared, 1, 1, 0, in, out, to_global); })
+                  .find("the destination is not 16 bytes of this block's shared memory") != std::string::npos);
+    }
 }

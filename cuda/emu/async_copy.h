@@ -7,8 +7,8 @@
 // moment every time, so that a kernel which forgets a wait, or waits for too few groups,
 // reads stale shared memory here on every run (the 0xFF fill: NaN) and fails its test:
 //
-//   cp_async16      checks both addresses are 16-byte aligned (the GPU faults otherwise),
-//                   reads the source now (src_bytes of it, zeros for the rest) and keeps the
+//   cp_async16      checks both addresses are 16-byte aligned (the GPU faults otherwise) and
+//                   the destination lies in the block's shared memory, reads the source now (src_bytes of it, zeros for the rest) and keeps the
 //                   16 bytes in the thread's list of copies in flight, tagged with the group
 //                   they will join at the next commit;
 //   cp_async_commit closes that group;

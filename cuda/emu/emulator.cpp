@@ -140,7 +140,12 @@ struct Block {
     uint3 index{};
     Buffer dynamic;
     size_t dynamic_bytes = 0, static_bytes = 0;
-    std::vector<std::pair<const void*, Buffer>> shared;  // GG_SHARED arrays by declaration
+    struct SharedArray {
+        const void* declared_at;
+        Buffer buffer;
+        size_t bytes;
+    };
+    std::vector<SharedArray> shared;  // GG_SHARED arrays by declaration
     std::string error;                                   // the first failure; ends the block
     bool aborting = false;
 };
@@ -433,8 +438,8 @@ void run_grid(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cons
 
 void* block_shared(const void* site, size_t bytes, size_t align) {
     Block& b = *worker.block;
-    for (auto& [declared_at, buffer] : b.shared)
-        if (declared_at == site) return buffer.get();
+    for (const Block::SharedArray& array : b.shared)
+        if (array.declared_at == site) return array.buffer.get();
     if (b.static_bytes + bytes > kMaxStaticShared)
         throw std::runtime_error("GG_SHARED arrays of " + std::to_string(b.static_bytes + bytes) + " B, more than the " +
                                  std::to_string(kMaxStaticShared) + " B a kernel may declare; use GG_DYNAMIC_SHARED");
@@ -443,8 +448,8 @@ void* block_shared(const void* site, size_t bytes, size_t align) {
                                  std::to_string(b.dynamic_bytes) + " B dynamic, more than the " +
                                  std::to_string(kMaxShared) + " B a block may have");
     b.static_bytes += bytes;
-    b.shared.emplace_back(site, poisoned_buffer(bytes, align));
-    return b.shared.back().second.get();
+    b.shared.push_back({site, poisoned_buffer(bytes, align), bytes});
+    return b.shared.back().buffer.get();
 }
 
 void* dynamic_shared() {
@@ -471,6 +476,17 @@ void async_copy(void* shared_dst, const void* global_src, int src_bytes, const S
     };
     check_aligned("shared", shared_dst);
     check_aligned("global", global_src);
+    // The GPU reads the destination as a shared-memory address; anything else lands nowhere
+    // the kernel meant.
+    const Block& b = *worker.block;
+    const auto address = reinterpret_cast<uintptr_t>(shared_dst);
+    const auto holds = [&](const std::byte* start, size_t bytes) {
+        const auto first = reinterpret_cast<uintptr_t>(start);
+        return start != nullptr && address >= first && address + 16 <= first + bytes;
+    };
+    bool in_shared = holds(b.dynamic.get(), b.dynamic_bytes);
+    for (const Block::SharedArray& array : b.shared) in_shared = in_shared || holds(array.buffer.get(), array.bytes);
+    if (!in_shared) refuse("the destination is not 16 bytes of this block's shared memory");
     if (src_bytes < 0 || src_bytes > 16) refuse("src_bytes " + std::to_string(src_bytes) + " is not from 0 to 16");
     Fiber& f = *worker.running;
     Fiber::AsyncCopy copy{shared_dst, {}, f.committed};  // zeros past src_bytes
