@@ -15,13 +15,16 @@
 //
 // A copy runs while the thread goes on computing, and is the thread's own: it is visible to
 // the thread once a wait covers its group, and to the other threads of the block only after
-// that wait and a __syncthreads. So a pipeline of S stages reads like this, per K slice:
+// that wait and a __syncthreads. So a pipeline of S stages, slice s in stage s mod S, with
+// slices 0 .. S − 2 issued (one group each) before it starts, reads like this per slice s:
 //
-//   issue the copies of slice s + S − 1; commit;
-//   cp_async_wait<S − 1>(); __syncthreads();      slice s has landed, for every thread
+//   cp_async_wait<S − 2>(); __syncthreads();   slice s has landed, for every thread, and
+//                                              every thread is done with slice s − 1's stage
+//   issue the copies of slice s + S − 1 into that stage; commit (a group even if empty)
 //   compute on slice s
 //
-// Copies not yet committed belong to no group, and no wait_group covers them.
+// Issuing before the barrier would let the copies overwrite a stage that another warp may
+// still be reading. Copies not yet committed belong to no group, and no wait_group covers them.
 #pragma once
 #include <cstdint>
 
