@@ -27,6 +27,11 @@ namespace GG_CUDA_BUILD {
 void gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                const bfloat16* A, int64_t lda, int64_t stride_a, const bfloat16* B, int64_t ldb, int64_t stride_b,
                float beta, bfloat16* C, int64_t ldc, int64_t stride_c);
+// Whether gemm_bf16 takes its pipelined path (cp.async, 16-byte chunks) for these operands:
+// A and B 16-byte aligned, their leading dimensions and (with batch > 1) batch strides
+// multiples of 8 elements. Otherwise it loads element by element.
+bool gemm_bf16_pipelines(int64_t batch, const bfloat16* A, int64_t lda, int64_t stride_a, const bfloat16* B,
+                         int64_t ldb, int64_t stride_b);
 }
 
 // How the f32/f64 GEMM (cuda/gemm.cu) runs a product, decided on the host from gemm's arguments

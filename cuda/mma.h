@@ -10,6 +10,8 @@
 //                                   b16 matrices from shared memory into X registers a lane
 //   pack_bf16x2(first, second)      cvt.rn.bf16x2.f32: two floats rounded into one register of
 //                                   an A or B fragment (the attention kernels build P's so)
+//   for_each_accumulator(acc, f)    f(row, col, value) for each accumulator a lane holds of a
+//                                   grid of mma tiles (an epilogue's loop)
 //
 // Where each element lives (PTX ISA, "Matrix fragments for mma.m16n8k16"), for lane l with
 // g = l / 4 and q = l mod 4; each 32-bit register holds two bf16, the first in its low half:
@@ -91,5 +93,19 @@ using emu::ldmatrix;
 using emu::mma_m16n8k16_bf16;
 
 #endif
+
+// Calls visit(row, col, value) for each f32 accumulator this lane holds of a kTilesM × kTilesN
+// grid of 16×8 mma tiles, acc[i][j] being tile (i, j)'s c[0..3]: row and col count from the
+// grid's first element. The layout is the C, D row of the table above.
+template <int kTilesM, int kTilesN, class Visit>
+__device__ __forceinline__ void for_each_accumulator(const float (&acc)[kTilesM][kTilesN][4], Visit visit) {
+    const int lane = int(threadIdx.x) % 32, g = lane / 4, q = lane % 4;
+    GG_UNROLL
+    for (int i = 0; i < kTilesM; ++i)
+        GG_UNROLL
+        for (int j = 0; j < kTilesN; ++j)
+            GG_UNROLL
+            for (int e = 0; e < 4; ++e) visit(16 * i + g + 8 * (e / 2), 8 * j + 2 * q + e % 2, acc[i][j][e]);
+}
 
 }  // namespace gg::cuda

@@ -1,7 +1,8 @@
 // test_cuda_gemm_bf16.cpp — the bf16 tensor-core GEMM (cuda/gemm_bf16.cu, mma.sync m16n8k16
 // in the emulator) against the CPU's f32 GEMM on the same bf16 inputs, rounded once to bf16:
 // every transpose combination, sizes off the 64×64 tile and the 32-wide K slice, batches with
-// padded and broadcast operands, alpha and beta, and what BLAS promises not to read.
+// padded and broadcast operands, alpha and beta, what BLAS promises not to read, and both
+// paths: the cp.async pipeline (operands in aligned 16-byte chunks) and the general one.
 //
 // Tolerance. The inputs are bf16 values, so their products are exact in f32 on both sides and
 // the two f32 sums differ only by the order of the additions: at most ~K·2⁻²⁴ of Σ|terms|,
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "tensor/backend.h"
 #include "tensor/bf16.h"
@@ -49,15 +51,26 @@ void cpu_sgemm(const Gemm& g, const Layout& l, const float* A, const float* B, f
               l.b.stride, g.beta, C, l.c.ld, l.c.stride);
 }
 
-// "" when the emulated bf16 GEMM matches the reference within the stated tolerance and leaves
-// everything outside the result bit for bit as it was; else the first difference.
-std::string mismatch(const Gemm& g, float c_fill = 2, float ab_fill = 2) {
+// What one call of the emulated bf16 GEMM did: "" when it matches the reference within the
+// stated tolerance and leaves everything outside the result bit for bit as it was, else the
+// first difference; and whether it took the pipelined path.
+struct Outcome {
+    std::string mismatch;
+    bool pipelined;
+};
+
+// A and B are placed `offset` elements into their buffers (1 breaks their 16-byte alignment).
+Outcome run(const Gemm& g, float c_fill = 2, float ab_fill = 2, int offset = 0) {
     const Layout l(g);
     std::mt19937 rng(unsigned(g.M * 1000003 + g.N * 1009 + g.K + g.batch));
     std::vector<bfloat16> A = uniform_bf16(l.a.size, rng), B = uniform_bf16(l.b.size, rng),
                           C = uniform_bf16(l.c.size, rng);
     if (c_fill != 2) C.assign(C.size(), bfloat16(c_fill));
     if (ab_fill != 2) A.assign(A.size(), bfloat16(ab_fill)), B.assign(B.size(), bfloat16(ab_fill));
+    std::vector<bfloat16> placed_a(size_t(offset), bfloat16(0.0f)), placed_b = placed_a;
+    placed_a.insert(placed_a.end(), A.begin(), A.end());
+    placed_b.insert(placed_b.end(), B.begin(), B.end());
+    const bfloat16 *a = placed_a.data() + offset, *b = placed_b.data() + offset;
 
     std::vector<float> reference = widen(C), scale(C.size());
     cpu_sgemm(g, l, widen(A).data(), widen(B).data(), reference.data());
@@ -70,8 +83,10 @@ std::string mismatch(const Gemm& g, float c_fill = 2, float ab_fill = 2) {
     cpu_sgemm(magnitude, l, absA.data(), absB.data(), scale.data());
 
     std::vector<bfloat16> got = C;
-    gg::cuda::emulated::gemm(DType::bf16, g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, A.data(), l.a.ld,
-                             l.a.stride, B.data(), l.b.ld, l.b.stride, g.beta, got.data(), l.c.ld, l.c.stride);
+    gg::cuda::emulated::gemm(DType::bf16, g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, a, l.a.ld,
+                             l.a.stride, b, l.b.ld, l.b.stride, g.beta, got.data(), l.c.ld, l.c.stride);
+    const bool pipelined =
+        gg::cuda::emulated::gemm_bf16_pipelines(g.batch, a, l.a.ld, l.a.stride, b, l.b.ld, l.b.stride);
 
     std::vector<bool> inside(C.size(), false);
     for (int64_t b = 0; b < g.batch; ++b)
@@ -84,12 +99,15 @@ std::string mismatch(const Gemm& g, float c_fill = 2, float ab_fill = 2) {
                 ? std::abs(double(float(got[i])) - expected) <= kRoundTol * std::abs(expected) + kOrderTol * scale[i]
                 : got[i].bits == C[i].bits;
         if (!ok)
-            return "C[" + std::to_string(i) + "] (" + (inside[i] ? "inside" : "outside") + " the result) is " +
-                   std::to_string(float(got[i])) + ", the f32 reference rounded to bf16 is " +
-                   std::to_string(expected);
+            return {"C[" + std::to_string(i) + "] (" + (inside[i] ? "inside" : "outside") + " the result) is " +
+                        std::to_string(float(got[i])) + ", the f32 reference rounded to bf16 is " +
+                        std::to_string(expected),
+                    pipelined};
     }
-    return "";
+    return {"", pipelined};
 }
+
+std::string mismatch(const Gemm& g, float c_fill = 2, float ab_fill = 2) { return run(g, c_fill, ab_fill).mismatch; }
 
 }  // namespace
 
@@ -158,4 +176,35 @@ TEST_CASE("bf16 gemm: leading dimensions shorter than a row are errors naming th
     CHECK_THROWS_WITH_AS(gg::cuda::emulated::gemm(DType::bf16, 1, false, false, 2, 2, 4, 1.0, a.data(), 3, 8, b.data(),
                                                   2, 8, 0.0, c.data(), 2, 4),
                          doctest::Contains("gemm: lda 3 is shorter than a stored row of 4"), std::invalid_argument);
+}
+
+TEST_CASE("bf16 gemm: the cp.async pipeline on aligned operands and the general path on the same problems") {
+    // Leading dimensions rounded up to whole 16-byte chunks (8 elements), batch strides too; the
+    // sizes still fall off the 64×64 tile, the 32-wide K slice and, for the chunks, off 8, so
+    // that chunks past an edge are zero-filled whole and in part. K 200 walks 7 slices through
+    // the 4 stages.
+    const auto chunks = [](int64_t cols) { return (8 - cols % 8) % 8; };  // pad to a multiple of 8
+    const int64_t shapes[][4] = {{1, 7, 33, 65}, {1, 33, 65, 7}, {1, 130, 72, 200}, {3, 64, 64, 32}, {2, 20, 9, 41}};
+    int variant = 0;
+    for (bool trans_a : {false, true})
+        for (bool trans_b : {false, true})
+            for (const auto& s : shapes) {
+                Gemm g{.batch = s[0], .trans_a = trans_a, .trans_b = trans_b, .M = s[1], .N = s[2], .K = s[3]};
+                g.pad_a = chunks(trans_a ? g.M : g.K), g.pad_b = chunks(trans_b ? g.K : g.N), g.pad_c = 3;
+                if (variant++ % 2) g.alpha = -0.75, g.beta = 1.5;
+                const Layout tight(g);
+                g.stride_a = tight.a.stride + 8, g.stride_b = tight.b.stride + 16;
+                CAPTURE(describe(g));
+                const Outcome aligned = run(g), misaligned = run(g, 2, 2, 1);
+                CHECK(aligned.pipelined);
+                CHECK(aligned.mismatch == "");
+                CHECK_FALSE(misaligned.pipelined);
+                CHECK(misaligned.mismatch == "");
+            }
+    // Any leading dimension or batch stride off a whole chunk takes the general path.
+    Gemm odd_ld{.M = 16, .N = 16, .K = 20, .pad_a = 1};
+    CHECK_FALSE(run(odd_ld).pipelined);
+    Gemm odd_stride{.batch = 2, .M = 16, .N = 16, .K = 16, .stride_b = 16 * 16 + 4};
+    CHECK_FALSE(run(odd_stride).pipelined);
+    CHECK(run(odd_stride).mismatch == "");
 }

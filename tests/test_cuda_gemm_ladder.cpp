@@ -1,19 +1,22 @@
 // test_cuda_gemm_ladder.cpp — every rung of the GEMM teaching ladder (cuda/gemm_ladder/), run
-// in the emulator, against the CPU: rungs 1–7 against OpenBLAS's sgemm, the tensor-core rung
-// against a double-precision product of the inputs rounded as the tensor cores round them.
-// Sizes are odd and off every tile grid; some allow float4 and some do not.
+// in the emulator, against the CPU: rungs 1–8 against OpenBLAS's sgemm, the bf16 tensor-core
+// rungs 9–10 against a double-precision product of the inputs rounded to bf16. Sizes are odd
+// and off every tile grid; some allow the 16-byte paths (float4, bf16 chunks, cp.async) and
+// some do not, and operands one element into their buffers force the others.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cuda/gemm_ladder/ladder.h"
-#include "cuda/launch.h"  // the emulator's tf32 and bf16 rounding
+#include "cuda/gemm_ladder/mma_tiles.h"
 #include "tensor/backend.h"
+#include "tensor/bf16.h"
 
 namespace {
 
@@ -31,7 +34,7 @@ struct Problem {
     std::vector<float> A, B, C;  // (M, K), (K, N), (M, N)
 
     std::vector<double> value, scale;
-    // round: what the rung does to A and B before multiplying (identity for rungs 1–7).
+    // round: what the rung does to A and B before multiplying (identity for rungs 1–8).
     template <class Round>
     void expect(Round round) {
         value.assign(C.size(), 0), scale.assign(C.size(), 0);
@@ -71,15 +74,26 @@ std::string mismatch(const std::vector<float>& got, const std::vector<double>& e
     return "";
 }
 
-// C from the rung, on copies of the problem's operands placed `offset` floats into their
-// buffers (offset 1 breaks the 16-byte alignment float4 needs).
+// C from the rung, on copies of the problem's operands placed `offset` elements into their
+// buffers (offset 1 breaks the 16-byte alignment of float4 and of bf16 chunks), A and B
+// rounded to bf16 for the rungs that take bf16.
 std::vector<float> run_rung(Rung rung, const Problem& p, int offset = 0) {
-    std::vector<float> A(offset), B(offset), C(offset);
-    A.insert(A.end(), p.A.begin(), p.A.end());
-    B.insert(B.end(), p.B.begin(), p.B.end());
+    std::vector<float> C(offset);
     C.insert(C.end(), p.C.begin(), p.C.end());
-    gg::cuda::emulated::gemm_ladder(rung, p.s.M, p.s.N, p.s.K, p.alpha, A.data() + offset, B.data() + offset, p.beta,
-                                    C.data() + offset);
+    const auto placed = [&]<class T>(const std::vector<float>& x, T) {
+        std::vector<T> out(size_t(offset), T(0.0f));
+        for (float v : x) out.push_back(T(v));
+        return out;
+    };
+    if (gg::cuda::takes_bf16(rung)) {
+        const auto A = placed(p.A, gg::bfloat16()), B = placed(p.B, gg::bfloat16());
+        gg::cuda::emulated::gemm_ladder(rung, p.s.M, p.s.N, p.s.K, p.alpha, A.data() + offset, B.data() + offset,
+                                        p.beta, C.data() + offset);
+    } else {
+        const auto A = placed(p.A, 0.0f), B = placed(p.B, 0.0f);
+        gg::cuda::emulated::gemm_ladder(rung, p.s.M, p.s.N, p.s.K, p.alpha, A.data() + offset, B.data() + offset,
+                                        p.beta, C.data() + offset);
+    }
     return std::vector<float>(C.begin() + offset, C.end());
 }
 
@@ -89,16 +103,18 @@ std::string describe(Rung rung, const Problem& p, int offset) {
            " offset " + std::to_string(offset);
 }
 
-// Odd sizes; sizes with N and K multiples of 4 (the float4 path of rungs 6 and 7) and M not;
-// more than one 128×128 block tile.
-constexpr Shape kShapes[] = {{1, 1, 1}, {7, 33, 65}, {65, 7, 33}, {33, 65, 7}, {33, 64, 36}, {130, 132, 20}};
+// Odd sizes; sizes with N and K multiples of 4 (the float4 path of rungs 6–8) and M not; N and
+// K multiples of 8 (the chunks and cp.async of rungs 9–10) with K past 4 slices of 32 and not
+// a multiple of 32, so that rung 10's 4 stages wrap around; more than one 128×128 block tile.
+constexpr Shape kShapes[] = {{1, 1, 1},    {7, 33, 65},    {65, 7, 33},  {33, 65, 7},  
+                             {33, 64, 36}, {130, 132, 20}, {17, 40, 48}, {9, 136, 168}};
 
 }  // namespace
 
-TEST_CASE("rungs 1-7 match the CPU's sgemm") {
+TEST_CASE("rungs 1-8 match the CPU's sgemm") {
     const gg::Backend& cpu = gg::backend(gg::Device::CPU);
     for (Rung rung : gg::cuda::kRungs) {
-        if (rung == Rung::tensor_core_tf32 || rung == Rung::tensor_core_bf16) continue;
+        if (gg::cuda::takes_bf16(rung)) continue;
         unsigned seed = 1;
         for (const Shape& s : kShapes)
             for (float beta : {0.0f, -0.5f}) {
@@ -116,27 +132,26 @@ TEST_CASE("rungs 1-7 match the CPU's sgemm") {
     }
 }
 
-// Products of rounded inputs are exact in float; what is left is the float additions, at most
+// Products of bf16 inputs are exact in float; what is left is the float additions, at most
 // K + 3 roundings (K products, beta·C, alpha, the sum), each of relative size 2⁻²⁴: the error
 // bound γ = (K + 3)·2⁻²⁴ of the sum of |terms|, doubled for margin.
-TEST_CASE("the tensor-core rungs match a product of inputs rounded to tf32 or bf16") {
-    const auto to_tf32 = [](float x) { return nvcuda::wmma::__float_to_tf32(x); };
-    const auto to_bf16 = [](float x) { return __bfloat162float(__float2bfloat16(x)); };
-    for (Rung rung : {Rung::tensor_core_tf32, Rung::tensor_core_bf16}) {
+TEST_CASE("the tensor-core rungs 9-10 match a product of inputs rounded to bf16") {
+    for (Rung rung : {Rung::tensor_cores, Rung::async_pipeline}) {
         unsigned seed = 100;
         for (const Shape& s : kShapes)
             for (float beta : {0.0f, 0.75f}) {
                 Problem p = random_problem(s, -1.5f, beta, seed++);
-                if (rung == Rung::tensor_core_tf32) p.expect(to_tf32);
-                else p.expect(to_bf16);
+                p.expect(gg::round_to_bf16);
                 const double tol = (s.K + 3) * std::ldexp(1.0, -23);
-                CAPTURE(describe(rung, p, 0));
-                const std::vector<float> got = run_rung(rung, p);
-                CHECK(mismatch(got, p.value, p.scale, tol) == "");
+                for (int offset : {0, 1}) {
+                    CAPTURE(describe(rung, p, offset));
+                    const std::vector<float> got = run_rung(rung, p, offset);
+                    CHECK(mismatch(got, p.value, p.scale, tol) == "");
+                }
                 if (s.K < 32) continue;
                 // The rounding is real: the unrounded product is further away than the tolerance.
                 p.expect([](float x) { return x; });
-                CHECK(mismatch(got, p.value, p.scale, tol) != "");
+                CHECK(mismatch(run_rung(rung, p), p.value, p.scale, tol) != "");
             }
     }
 }
@@ -144,13 +159,109 @@ TEST_CASE("the tensor-core rungs match a product of inputs rounded to tf32 or bf
 TEST_CASE("gemm_ladder: K = 0 scales C by beta, empty M or N writes nothing, negative sizes throw") {
     for (Rung rung : gg::cuda::kRungs) {
         CAPTURE(gg::cuda::rung_name(rung));
+        // The rung's own input type; the other is refused by name.
+        const auto run = [&](int M, int N, int K, float* C, bool bf16) {
+            if (bf16)
+                gg::cuda::emulated::gemm_ladder(rung, M, N, K, 1, static_cast<const gg::bfloat16*>(nullptr), nullptr,
+                                                2, C);
+            else
+                gg::cuda::emulated::gemm_ladder(rung, M, N, K, 1, static_cast<const float*>(nullptr), nullptr, 2, C);
+        };
+        const bool bf16 = gg::cuda::takes_bf16(rung);
         std::vector<float> C = {1, 2, 3, 4, 5, 6};  // (2, 3)
-        gg::cuda::emulated::gemm_ladder(rung, 2, 3, 0, 1, nullptr, nullptr, 2, C.data());
+        run(2, 3, 0, C.data(), bf16);
         CHECK(C == std::vector<float>{2, 4, 6, 8, 10, 12});
-        gg::cuda::emulated::gemm_ladder(rung, 0, 3, 4, 1, nullptr, nullptr, 2, C.data());
-        gg::cuda::emulated::gemm_ladder(rung, 2, 0, 4, 1, nullptr, nullptr, 2, C.data());
+        run(0, 3, 4, C.data(), bf16);
+        run(2, 0, 4, C.data(), bf16);
         CHECK(C == std::vector<float>{2, 4, 6, 8, 10, 12});
-        CHECK_THROWS_AS(gg::cuda::emulated::gemm_ladder(rung, 2, -1, 4, 1, nullptr, nullptr, 2, C.data()),
-                        std::invalid_argument);
+        CHECK_THROWS_AS(run(2, -1, 4, C.data(), bf16), std::invalid_argument);
+        const char* refusal = bf16 ? "takes bf16 A and B, given f32" : "takes f32 A and B, given bf16";
+        CHECK_THROWS_WITH_AS(run(2, 3, 4, C.data(), !bf16), doctest::Contains(refusal), std::invalid_argument);
     }
+}
+
+namespace {
+
+// A slice stored row after row as it is, for contrast with the two layouts of mma_tiles.h.
+template <int kRows, int kCols>
+struct PlainRows {
+    static constexpr int kChunks = kRows * kCols / 8;
+    static int chunk(int row, int col) { return row * (kCols / 8) + col / 8; }
+};
+
+// Whether the 8 chunks of each set fall in 8 different bank groups (chunk index mod 8).
+bool distinct_groups(const std::vector<std::set<int>>& accesses) {
+    for (const std::set<int>& chunks : accesses) {
+        std::set<int> groups;
+        for (int chunk : chunks) groups.insert(chunk % 8);
+        if (groups.size() != 8) return false;
+    }
+    return true;
+}
+
+// Where a layout of a (kRows, kCols) bf16 slice puts the chunks that 8 lanes reading or
+// writing 16 bytes each touch together. ldmatrix: one chunk column of 8 consecutive rows.
+template <class Layout, int kRows, int kCols>
+std::vector<std::set<int>> ldmatrix_reads() {
+    std::vector<std::set<int>> reads;
+    for (int r0 = 0; r0 < kRows; r0 += 8)
+        for (int c = 0; c < kCols; c += 8) {
+            reads.emplace_back();
+            for (int r = r0; r < r0 + 8; ++r) reads.back().insert(Layout::chunk(r, c));
+        }
+    return reads;
+}
+// The copies into the slice: chunks 8j .. 8j + 7 in the order threads take them, row after row.
+template <class Layout, int kRows, int kCols>
+std::vector<std::set<int>> copy_writes() {
+    constexpr int row_chunks = kCols / 8;
+    std::vector<std::set<int>> writes;
+    for (int e0 = 0; e0 < kRows * row_chunks; e0 += 8) {
+        writes.emplace_back();
+        for (int e = e0; e < e0 + 8; ++e) writes.back().insert(Layout::chunk(e / row_chunks, 8 * (e % row_chunks)));
+    }
+    return writes;
+}
+// Whether the layout gives every chunk its own place inside the array.
+template <class Layout, int kRows, int kCols>
+bool one_to_one() {
+    std::set<int> places;
+    for (int r = 0; r < kRows; ++r)
+        for (int c = 0; c < kCols; c += 8) places.insert(Layout::chunk(r, c));
+    return int(places.size()) == kRows * kCols / 8 && *places.begin() >= 0 && *places.rbegin() < Layout::kChunks;
+}
+
+}  // namespace
+
+TEST_CASE("shared-memory layouts of rungs 9-10 and the bf16 GEMM: ldmatrix, and the swizzle's copies, conflict-free") {
+    using namespace gg::cuda::emulated::ladder;
+    using PaddedA = PaddedRows<128, 32>;  // A's slice (128, 32) and B's (32, 128), in each layout
+    using PaddedB = PaddedRows<32, 128>;
+    using SwizzledA = SwizzledRows<128, 32>;
+    using SwizzledB = SwizzledRows<32, 128>;
+    CHECK(one_to_one<PaddedA, 128, 32>());
+    CHECK(one_to_one<PaddedB, 32, 128>());
+    CHECK(one_to_one<SwizzledA, 128, 32>());
+    CHECK(one_to_one<SwizzledB, 32, 128>());
+    CHECK(distinct_groups(ldmatrix_reads<PaddedA, 128, 32>()));
+    CHECK(distinct_groups(ldmatrix_reads<PaddedB, 32, 128>()));
+    CHECK(distinct_groups(ldmatrix_reads<SwizzledA, 128, 32>()));
+    CHECK(distinct_groups(ldmatrix_reads<SwizzledB, 32, 128>()));
+    CHECK(distinct_groups(copy_writes<SwizzledA, 128, 32>()));
+    CHECK(distinct_groups(copy_writes<SwizzledB, 32, 128>()));
+    CHECK(distinct_groups(copy_writes<PaddedB, 32, 128>()));
+    // The same swizzle (cuda/swizzle.h) on the bf16 GEMM's slices of 64 rows of 4 chunks and 32
+    // rows of 8.
+    CHECK(one_to_one<SwizzledRows<64, 32>, 64, 32>());
+    CHECK(one_to_one<SwizzledRows<32, 64>, 32, 64>());
+    CHECK(distinct_groups(ldmatrix_reads<SwizzledRows<64, 32>, 64, 32>()));
+    CHECK(distinct_groups(ldmatrix_reads<SwizzledRows<32, 64>, 32, 64>()));
+    CHECK(distinct_groups(copy_writes<SwizzledRows<64, 32>, 64, 32>()));
+    CHECK(distinct_groups(copy_writes<SwizzledRows<32, 64>, 32, 64>()));
+    // Padding costs A's copies a 2-way conflict: two rows of 4 chunks and the pad between
+    // them span 9 chunks, so the first and the last share a group.
+    CHECK_FALSE(distinct_groups(copy_writes<PaddedA, 128, 32>()));
+    // The control: rows stored as they are put a chunk column of 8 rows in 2 (A) or 1 (B) groups.
+    CHECK_FALSE(distinct_groups(ldmatrix_reads<PlainRows<128, 32>, 128, 32>()));
+    CHECK_FALSE(distinct_groups(ldmatrix_reads<PlainRows<32, 128>, 32, 128>()));
 }

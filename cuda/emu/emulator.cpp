@@ -15,6 +15,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -106,6 +107,15 @@ struct Fiber : ThreadState {
     unsigned mask = 0;
     int source = 0;  // shuffles: the lane whose value this lane receives
     uint64_t value = 0, result = 0;
+    // cp.async copies in flight (async_copy.h): the bytes read at issue, where they go, and
+    // the group they belong to (== committed: not yet in a group).
+    struct AsyncCopy {
+        void* dst;
+        std::array<std::byte, 16> bytes;
+        int group;
+    };
+    std::vector<AsyncCopy> copies;
+    int committed = 0;  // groups committed so far
 };
 
 // Shared memory is plain heap memory, one allocation per array, so that AddressSanitizer
@@ -130,7 +140,12 @@ struct Block {
     uint3 index{};
     Buffer dynamic;
     size_t dynamic_bytes = 0, static_bytes = 0;
-    std::vector<std::pair<const void*, Buffer>> shared;  // GG_SHARED arrays by declaration
+    struct SharedArray {
+        const void* declared_at;
+        Buffer buffer;
+        size_t bytes;
+    };
+    std::vector<SharedArray> shared;  // GG_SHARED arrays by declaration
     std::string error;                                   // the first failure; ends the block
     bool aborting = false;
 };
@@ -164,10 +179,9 @@ int source_lane(WarpOp op, int lane, int arg, int width) {
 }
 
 const char* op_name(WarpOp op) {
-    static const char* const names[] = {"__syncwarp", "__activemask", "__ballot_sync", "__all_sync",
-                                        "__any_sync", "wmma::load_matrix_sync", "wmma::mma_sync",
-                                        "wmma::store_matrix_sync", "mma.sync", "ldmatrix", "__shfl_sync", "__shfl_up_sync",
-                                        "__shfl_down_sync", "__shfl_xor_sync"};
+    static const char* const names[] = {"__syncwarp",  "__activemask", "__ballot_sync",  "__all_sync",
+                                        "__any_sync",  "mma.sync",     "ldmatrix",       "__shfl_sync",
+                                        "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync"};
     return names[int(op)];
 }
 
@@ -354,6 +368,8 @@ std::string run_block(Worker& w, const std::function<void()>& body, uint3 index,
         f.grid_dim = grid;
         f.state = State::ready;
         f.value = 0;
+        f.copies.clear();
+        f.committed = 0;
     }
     bool finished = false;
     while (!finished && b.error.empty()) {
@@ -422,8 +438,8 @@ void run_grid(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cons
 
 void* block_shared(const void* site, size_t bytes, size_t align) {
     Block& b = *worker.block;
-    for (auto& [declared_at, buffer] : b.shared)
-        if (declared_at == site) return buffer.get();
+    for (const Block::SharedArray& array : b.shared)
+        if (array.declared_at == site) return array.buffer.get();
     if (b.static_bytes + bytes > kMaxStaticShared)
         throw std::runtime_error("GG_SHARED arrays of " + std::to_string(b.static_bytes + bytes) + " B, more than the " +
                                  std::to_string(kMaxStaticShared) + " B a kernel may declare; use GG_DYNAMIC_SHARED");
@@ -432,8 +448,8 @@ void* block_shared(const void* site, size_t bytes, size_t align) {
                                  std::to_string(b.dynamic_bytes) + " B dynamic, more than the " +
                                  std::to_string(kMaxShared) + " B a block may have");
     b.static_bytes += bytes;
-    b.shared.emplace_back(site, poisoned_buffer(bytes, align));
-    return b.shared.back().second.get();
+    b.shared.push_back({site, poisoned_buffer(bytes, align), bytes});
+    return b.shared.back().buffer.get();
 }
 
 void* dynamic_shared() {
@@ -447,6 +463,45 @@ void check_aligned(const void* address, size_t bytes) {
     if (past != 0)
         throw std::runtime_error("misaligned address: a " + std::to_string(bytes) + "-byte access " +
                                  std::to_string(past) + " B past a multiple of " + std::to_string(bytes));
+}
+
+void async_copy(void* shared_dst, const void* global_src, int src_bytes, const SourceLocation& site) {
+    const auto refuse = [&](const std::string& what) {
+        throw std::runtime_error("cp.async (" + where(site) + "): " + what);
+    };
+    const auto check_aligned = [&](const char* space, const void* address) {
+        if (const size_t past = reinterpret_cast<uintptr_t>(address) % 16; past != 0)
+            refuse(std::string(space) + " address " + std::to_string(past) +
+                   " B past a multiple of 16; a 16-byte copy needs both addresses aligned");
+    };
+    check_aligned("shared", shared_dst);
+    check_aligned("global", global_src);
+    // The GPU reads the destination as a shared-memory address; anything else lands nowhere
+    // the kernel meant.
+    const Block& b = *worker.block;
+    const auto address = reinterpret_cast<uintptr_t>(shared_dst);
+    const auto holds = [&](const std::byte* start, size_t bytes) {
+        const auto first = reinterpret_cast<uintptr_t>(start);
+        return start != nullptr && address >= first && address + 16 <= first + bytes;
+    };
+    bool in_shared = holds(b.dynamic.get(), b.dynamic_bytes);
+    for (const Block::SharedArray& array : b.shared) in_shared = in_shared || holds(array.buffer.get(), array.bytes);
+    if (!in_shared) refuse("the destination is not 16 bytes of this block's shared memory");
+    if (src_bytes < 0 || src_bytes > 16) refuse("src_bytes " + std::to_string(src_bytes) + " is not from 0 to 16");
+    Fiber& f = *worker.running;
+    Fiber::AsyncCopy copy{shared_dst, {}, f.committed};  // zeros past src_bytes
+    std::memcpy(copy.bytes.data(), global_src, size_t(src_bytes));
+    f.copies.push_back(copy);
+}
+
+void async_commit() { ++worker.running->committed; }
+
+void async_wait(int pending) {
+    Fiber& f = *worker.running;
+    const auto landed = [&](const Fiber::AsyncCopy& copy) { return copy.group < f.committed - pending; };
+    for (const Fiber::AsyncCopy& copy : f.copies)
+        if (landed(copy)) std::memcpy(copy.dst, copy.bytes.data(), copy.bytes.size());
+    std::erase_if(f.copies, landed);
 }
 
 int block_barrier(const char* op, int predicate, const SourceLocation& site) {
@@ -508,9 +563,6 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg,
             case WarpOp::ballot: f.result = votes; break;
             case WarpOp::all: f.result = votes == group; break;
             case WarpOp::any: f.result = votes != 0; break;
-            case WarpOp::wmma_load:
-            case WarpOp::wmma_mma:
-            case WarpOp::wmma_store:
             case WarpOp::mma:
             case WarpOp::ldmatrix: f.result = w.fibers[first]->value; break;
             default: f.result = w.fibers[first + f.source]->value;

@@ -119,10 +119,9 @@ int block_barrier(const char* op, int predicate, const SourceLocation& site);
 // Every warp collective is one exchange: each lane of `mask` offers a 64-bit value and
 // receives the value of its source lane (shuffles), the warp's vote (ballot, all, any), the
 // lanes that arrived (__activemask, whose mask is every lane still running) or lane 0's value
-// (the wmma calls of wmma.h, so that each lane can check it passed the same arguments; the
-// mma.sync and ldmatrix of mma.h, which pass the address of lane 0's exchange table).
+// (the mma.sync and ldmatrix of mma.h, which pass the address of lane 0's exchange table).
 enum class WarpOp {
-    sync, active, ballot, all, any, wmma_load, wmma_mma, wmma_store, mma, ldmatrix,
+    sync, active, ballot, all, any, mma, ldmatrix,
     shfl, shfl_up, shfl_down, shfl_xor  // shuffles last
 };
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width,
@@ -292,14 +291,16 @@ struct alignas(8) float2 { float x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) int2 { int x, y; };
 struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) double2 { double x, y; };
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline int2 make_int2(int x, int y) { return {x, y}; }
 inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 inline double2 make_double2(double x, double y) { return {x, y}; }
 
-// Tensor cores (nvcuda::wmma) and bfloat16.
-#include "cuda/emu/wmma.h"
 // Tensor cores at the PTX level (mma.sync, ldmatrix), for cuda/mma.h.
 #include "cuda/emu/mma.h"
+// Asynchronous copies into shared memory (cp.async), for cuda/async_copy.h.
+#include "cuda/emu/async_copy.h"

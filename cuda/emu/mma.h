@@ -4,8 +4,7 @@
 //   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32   D (16, 8) = A (16, 16) · B (16, 8) + C
 //   ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{,.trans}.shared.b16
 //
-// Unlike wmma.h, whose fragments are opaque and so can be held whole by every lane, these
-// instructions fix which lane holds which element, and kernels rely on it (an epilogue writes
+// These instructions fix which lane holds which element, and kernels rely on it (an epilogue writes
 // its own four results, a kernel builds a fragment with its own loads). So here every lane holds
 // only its own registers, exactly as on the GPU, and each instruction is a warp exchange: every
 // lane hands in its registers (or its row address), every lane computes its own outputs from
@@ -20,7 +19,7 @@
 //
 // Numerics of mma: the products of two bf16 values are exact in float (8 + 8 significant
 // bits), and are added to C in k order, in float. The hardware's order and internal rounding
-// are unspecified, so tests compare with a tolerance that grows with K (as for wmma.h).
+// are unspecified, so tests compare with a tolerance that grows with K.
 #pragma once
 #include <array>
 #include <bit>

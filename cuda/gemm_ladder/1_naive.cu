@@ -17,7 +17,7 @@ namespace gg::cuda::GG_CUDA_BUILD::ladder {
 namespace {
 
 constexpr int kBlock = 32;
-static_assert(tiling(Rung::naive) == Tiling{kBlock * kBlock, kBlock, kBlock, 0, 1, 1, 1}, "ladder.h");
+static_assert(tiling(Rung::naive) == Tiling{kBlock * kBlock, kBlock, kBlock, 0, 1, 1, 1, 0}, "ladder.h");
 
 // A (M, K), B (K, N), C (M, N).
 __global__ void gemm_naive(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {

@@ -18,7 +18,7 @@ namespace gg::cuda::GG_CUDA_BUILD::ladder {
 namespace {
 
 constexpr int kTile = 32;
-static_assert(tiling(Rung::shared_tiles) == Tiling{kTile * kTile, kTile, kTile, kTile, 1, 1, 1}, "ladder.h");
+static_assert(tiling(Rung::shared_tiles) == Tiling{kTile * kTile, kTile, kTile, kTile, 1, 1, 1, 1}, "ladder.h");
 
 // A (M, K), B (K, N), C (M, N).
 __global__ void gemm_shared_tiles(int M, int N, int K, float alpha, const float* A, const float* B, float beta,

@@ -21,7 +21,7 @@ constexpr int kTile = 64;   // block tile: 64 × 64 of C
 constexpr int kSliceK = 8;  // K slice in shared memory
 constexpr int kTM = 8;      // results per thread, down a column
 constexpr int kThreads = kTile * kTile / kTM;  // 512
-static_assert(tiling(Rung::register_1d) == Tiling{kThreads, kTile, kTile, kSliceK, kTM, 1, 1}, "ladder.h");
+static_assert(tiling(Rung::register_1d) == Tiling{kThreads, kTile, kTile, kSliceK, kTM, 1, 1, 1}, "ladder.h");
 
 // A (M, K), B (K, N), C (M, N).
 __global__ void __launch_bounds__(kThreads)

@@ -20,7 +20,7 @@ constexpr int kTile = 128;  // block tile: 128 × 128 of C
 constexpr int kSliceK = 8;  // K slice in shared memory
 constexpr int kTM = 8, kTN = 8;  // each thread's results: 8 × 8
 constexpr int kThreads = (kTile / kTM) * (kTile / kTN);  // 256
-static_assert(tiling(Rung::register_2d) == Tiling{kThreads, kTile, kTile, kSliceK, kTM, kTN, 1}, "ladder.h");
+static_assert(tiling(Rung::register_2d) == Tiling{kThreads, kTile, kTile, kSliceK, kTM, kTN, 1, 1}, "ladder.h");
 
 // A (M, K), B (K, N), C (M, N).
 __global__ void __launch_bounds__(kThreads)

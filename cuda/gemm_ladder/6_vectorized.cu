@@ -21,7 +21,8 @@ namespace gg::cuda::GG_CUDA_BUILD::ladder {
 namespace {
 
 constexpr int kTM = 8, kTN = 8;  // each thread's results: 8 × 8
-static_assert(tiling(Rung::vectorized) == Tiling{kVecThreads, kVecTile, kVecTile, kVecSliceK, kTM, kTN, 4}, "ladder.h");
+static_assert(tiling(Rung::vectorized) == Tiling{kVecThreads, kVecTile, kVecTile, kVecSliceK, kTM, kTN, 4, 1},
+              "ladder.h");
 
 // A (M, K), B (K, N), C (M, N).
 template <bool kVector>
@@ -56,11 +57,8 @@ __global__ void __launch_bounds__(kVecThreads)
 }  // namespace
 
 void vectorized(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
-    const dim3 grid(ceil_div(N, kVecTile), ceil_div(M, kVecTile));
-    if (float4_fits(A, B, C, N, K))
-        launch("gemm_vectorized", gemm_vectorized<true>, grid, dim3(kVecThreads), 0, M, N, K, alpha, A, B, beta, C);
-    else
-        launch("gemm_vectorized", gemm_vectorized<false>, grid, dim3(kVecThreads), 0, M, N, K, alpha, A, B, beta, C);
+    launch_vec_tiles("gemm_vectorized", [](auto vector) { return gemm_vectorized<vector()>; }, M, N, K, alpha, A, B,
+                     beta, C);
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD::ladder

@@ -1,4 +1,4 @@
-// ladder.cpp — part 2 of tutorial 10: the GEMM ladder (cuda/gemm_ladder/). Eight kernels
+// ladder.cpp — part 2 of tutorial 10: the GEMM ladder (cuda/gemm_ladder/). Ten kernels
 // compute the same C = A·B, each one optimisation further than the last. Every rung runs here
 // in the emulator, on a small problem whose sizes fit no tile, and is checked against a
 // plain triple loop. The emulator measures no time; what it can show is what each rung
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cuda/gemm_ladder/ladder.h"
-#include "cuda/launch.h"  // the emulator's tf32 and bf16 rounding, as the tensor cores round
+#include "tensor/bf16.h"
 #include "tensor/random.h"
 #include "tutorials/10_cuda_kernels/parts.h"
 
@@ -37,8 +37,9 @@ constexpr RungNote kNotes[] = {
     {Rung::register_2d, "5_register_2d.cu", "each thread an 8x8 block: an outer product of 8 + 8 registers"},
     {Rung::vectorized, "6_vectorized.cu", "float4: one instruction moves 4 floats; A's slice transposed"},
     {Rung::warp_tiling, "7_warp_tiling.cu", "block -> warp -> thread tiles: no shared-memory bank conflicts"},
-    {Rung::tensor_core_tf32, "8_tensor_cores.cu", "WMMA on tensor cores, inputs rounded to TF32, sums in float"},
-    {Rung::tensor_core_bf16, "8_tensor_cores.cu", "WMMA on tensor cores, inputs rounded to bf16, sums in float"},
+    {Rung::double_buffered, "8_double_buffered.cu", "two shared buffers: the next slice loads during this one's FMAs"},
+    {Rung::tensor_cores, "9_tensor_cores.cu", "bf16 inputs, mma.sync on tensor cores fed by ldmatrix, f32 sums"},
+    {Rung::async_pipeline, "10_async_pipeline.cu", "cp.async 3 slices ahead into 4 swizzled stages of shared memory"},
 };
 
 // num/den in lowest terms: "1/64", "9/8", "2".
@@ -53,8 +54,8 @@ std::string fraction(int num, int den) {
 // multiply-adds, so (rows + cols) / (rows · cols).
 std::string loads_per_fma(int rows, int cols) { return fraction(rows + cols, rows * cols); }
 
-// What one rung's tiling costs, printed from its constants.
-void print_tiling(const gg::cuda::Tiling& t, int M, int N) {
+// What one rung's tiling costs, printed from its constants; inputs of `bytes` bytes each.
+void print_tiling(const gg::cuda::Tiling& t, int M, int N, int bytes) {
     const int blocks = ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
     const int slots = blocks * t.block_m * t.block_n;
     std::printf("  %d threads a block, %dx%d of C a block, %d a thread; %dx%d takes %d block%s, %d%% of their %d "
@@ -67,16 +68,19 @@ void print_tiling(const gg::cuda::Tiling& t, int M, int N) {
     const int global_m = staged ? t.block_m : t.reg_m, global_n = staged ? t.block_n : t.reg_n;
     const double global = double(global_m + global_n) / (global_m * global_n);
     std::printf("  loads per multiply-add: global %s (%.4g FLOP per byte)", loads_per_fma(global_m, global_n).c_str(),
-                2.0 / (4.0 * global));
+                2.0 / (bytes * global));
     if (!staged) {
         std::printf(", no shared memory\n");
         return;
     }
     std::printf(", shared %s", loads_per_fma(t.reg_m, t.reg_n).c_str());
     if (t.vector > 1)
-        std::printf(" (float4: %s of a load instruction)",
+        std::printf(" (%d to a load: %s of a load instruction)", t.vector,
                     fraction(t.reg_m + t.reg_n, t.reg_m * t.reg_n * t.vector).c_str());
     std::printf("\n");
+    if (t.stages > 1)
+        std::printf("  %d K slices of %d in shared memory at once: %d loading while one is multiplied\n", t.stages,
+                    t.slice_k, t.stages - 1);
 }
 
 // Per element of C (M, N), the sum of |a_k · b_k|: the scale a rounding error of the terms
@@ -99,9 +103,10 @@ double max_relative_error(const std::vector<float>& x, const std::vector<double>
 }  // namespace
 
 bool part_gemm_ladder() {
-    // Sizes on no tile grid, so that every rung's edge handling runs; N and K multiples of 4,
-    // so that rungs 6 and 7 take their float4 path (vector_tiles.h).
-    const int M = 70, N = 52, K = 40;
+    // Sizes on no tile grid, so that every rung's edge handling runs; N and K multiples of 8,
+    // so that rungs 6–8 take their float4 path (vector_tiles.h) and rungs 9–10 their 16-byte
+    // chunks and cp.async (mma_tiles.h).
+    const int M = 70, N = 56, K = 40;
     std::printf("\n== 4. the GEMM ladder: C = A B with A (%d, %d), B (%d, %d), each rung in the emulator\n", M, K, K,
                 N);
     gg::Generator gen(10);
@@ -116,20 +121,22 @@ bool part_gemm_ladder() {
             for (int k = 0; k < K; ++k) reference[m * N + n] += double(A[m * K + k]) * B[k * N + n];
     const std::vector<double> scale = term_magnitudes(M, N, K, A, B);
     // A dot product of K terms summed in float is off by at most K·2⁻²⁴ of Σ|terms|, whatever
-    // the order of the additions: the bound rungs 1–7 are held to.
+    // the order of the additions: the bound rungs 1–8 are held to.
     const double float_bound = K * std::ldexp(1.0, -24);
     std::vector<double> float_result;  // rung 1's C: the f32 result the tensor-core rungs are held against
     bool all_match = true;
 
+    // The tensor-core rungs take A and B in bf16.
+    std::vector<gg::bfloat16> A16(A.begin(), A.end()), B16(B.begin(), B.end());
     for (const RungNote& note : kNotes) {
+        const bool bf16 = gg::cuda::takes_bf16(note.rung);
         std::vector<float> C(size_t(M) * N);
-        gg::cuda::emulated::gemm_ladder(note.rung, M, N, K, 1.0f, A.data(), B.data(), 0.0f, C.data());
-        // Both tensor-core kernels are rung 8.
-        std::printf("\nrung %d %s (cuda/gemm_ladder/%s): %s\n",
-                    note.rung == Rung::tensor_core_bf16 ? 8 : int(note.rung), gg::cuda::rung_name(note.rung),
+        if (bf16) gg::cuda::emulated::gemm_ladder(note.rung, M, N, K, 1.0f, A16.data(), B16.data(), 0.0f, C.data());
+        else gg::cuda::emulated::gemm_ladder(note.rung, M, N, K, 1.0f, A.data(), B.data(), 0.0f, C.data());
+        std::printf("\nrung %d %s (cuda/gemm_ladder/%s): %s\n", int(note.rung), gg::cuda::rung_name(note.rung),
                     note.file, note.change);
-        print_tiling(gg::cuda::tiling(note.rung), M, N);
-        if (note.rung != Rung::tensor_core_tf32 && note.rung != Rung::tensor_core_bf16) {
+        print_tiling(gg::cuda::tiling(note.rung), M, N, bf16 ? 2 : 4);
+        if (!bf16) {
             const double error = max_relative_error(C, reference, scale);
             std::printf("  largest |C - triple loop| relative to the sum of |a b|: %.1e (bound K x 2^-24 = %.1e)\n",
                         error, float_bound);
@@ -137,15 +144,13 @@ bool part_gemm_ladder() {
             if (note.rung == Rung::naive) float_result.assign(C.begin(), C.end());
             continue;
         }
-        // An input rounded to p mantissa bits is off by at most 2^-(p+1) of itself, so a
+        // An input rounded to 7 stored mantissa bits is off by at most 2^-8 of itself, so a
         // product of two by about twice that: the bound on the error per term.
-        const bool tf32 = note.rung == Rung::tensor_core_tf32;
-        const int mantissa = tf32 ? 10 : 7;
+        const int mantissa = 7;
         const double input_bound = std::ldexp(2.0, -(mantissa + 1));
-        const float x = 0.1f;
-        const float rounded = tf32 ? nvcuda::wmma::__float_to_tf32(x) : __bfloat162float(__float2bfloat16(x));
-        std::printf("  %s keeps %d of float's 23 mantissa bits: 0.1f becomes %.9g (off by %.1e of itself)\n",
-                    tf32 ? "TF32" : "bf16", mantissa, rounded, std::abs(rounded - x) / x);
+        const float x = 0.1f, rounded = gg::round_to_bf16(x);
+        std::printf("  bf16 keeps %d of float's 23 mantissa bits: 0.1f becomes %.9g (off by %.1e of itself)\n",
+                    mantissa, rounded, std::abs(rounded - x) / x);
         const double error = max_relative_error(C, float_result, scale);
         std::printf("  largest |C - rung 1's f32 C| relative to the sum of |a b|: %.1e (bound 2 x 2^-%d = %.1e)\n",
                     error, mantissa + 1, input_bound);

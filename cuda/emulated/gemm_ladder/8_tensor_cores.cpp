@@ -1,2 +1,0 @@
-// The emulator build of cuda/gemm_ladder/8_tensor_cores.cu (g++ against cuda/emu/emulator.h).
-#include "cuda/gemm_ladder/8_tensor_cores.cu"

@@ -1,0 +1,2 @@
+// The emulator build of cuda/gemm_ladder/9_tensor_cores.cu (g++ against cuda/emu/emulator.h).
+#include "cuda/gemm_ladder/9_tensor_cores.cu"
