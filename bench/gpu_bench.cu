@@ -397,10 +397,27 @@ void bench_memory() {
     const Tensor p = rnd({n}), m = zeros({n}, DType::f32, Device::CUDA), v = zeros({n}, DType::f32, Device::CUDA);
     const AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 0.1, 0.05};
     // p, m, v read and written; g read.
-    kernel("adamw_step", 7 * bytes,
-           [&] { table.adamw_step(step, p.view_desc(), x.view_desc(), m.view_desc(), v.view_desc()); });
+    const AdamWTensors whole{step, p.view_desc(), x.view_desc(), m.view_desc(), v.view_desc()};
+    kernel("adamw_step", 7 * bytes, [&] { table.adamw_step({&whole, 1}); });
     const Tensor acc = zeros({}, DType::f64, Device::CUDA);
-    kernel("sum_squares", bytes, [&] { table.sum_squares(acc.view_desc(), x.view_desc()); });
+    const View xv = x.view_desc();
+    kernel("sum_squares", bytes, [&] { table.sum_squares(acc.view_desc(), {&xv, 1}); });
+    // About the same bytes cut as a model's parameters: 255 pairs of a 256 × 256 matrix (64 Ki
+    // elements) and a 256-element norm weight, 510 tensors alternating large and small as a
+    // transformer's do. One launch for the whole list (cuda/tensor_list.h), where one launch
+    // per tensor made 510.
+    const int64_t matrix = 256 * 256, tensors = n / (matrix + 256);
+    std::vector<AdamWTensors> params;
+    std::vector<View> grads;
+    for (int64_t i = 0, at = 0; i < 2 * tensors; at += i % 2 ? 256 : matrix, ++i) {
+        const int64_t size = i % 2 ? 256 : matrix;
+        const auto part = [&](const Tensor& t) { return make_view(ptr(t) + at, DType::f32, {size}, {1}); };
+        params.push_back({step, part(p), part(x), part(m), part(v)});
+        grads.push_back(part(x));
+    }
+    const double list_bytes = double(tensors * (matrix + 256)) * 4;
+    kernel("adamw_step_list_510", 7 * list_bytes, [&] { table.adamw_step(params); });
+    kernel("sum_squares_list_510", list_bytes, [&] { table.sum_squares(acc.view_desc(), grads); });
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // CPU's. cuda/backend.cu assembles them into the table. Each family is one .cu file:
 //
 //   elementwise.cu       fill, arange, copy, unary, binary, where (strided N-d views)
-//   reduce.cu            reduce, sum_squares
+//   reduce.cu            reduce, sum_squares (over a tensor list: cuda/tensor_list.h)
 //   softmax.cu           softmax, softmax_backward
 //   cross_entropy.cu     cross_entropy, cross_entropy_backward
 //   embedding.cu         index_select_rows, index_add_rows
@@ -11,7 +11,7 @@
 //   rms_norm.cu          rms_norm_forward, rms_norm_backward
 //   swiglu.cu            swiglu_forward, swiglu_backward, sigmoid_gate_forward, sigmoid_gate_backward
 //   rope.cu              rope
-//   optim.cu             adamw_step, sgd_step
+//   optim.cu             adamw_step (over a tensor list: cuda/tensor_list.h), sgd_step
 //   attention_forward.cu, attention_backward.cu   FlashAttention-style fused attention
 //   gemm.cu              gemm: our shared-memory tiled kernel (cuBLAS is an option, gpu only);
 //                        bf16 goes to the tensor-core kernel of gemm_bf16.cu
@@ -39,7 +39,7 @@ void binary(BinaryOp op, const View& out, const View& a, const View& b);
 void where(const View& out, const View& cond, const View& a, const View& b);
 
 void reduce(ReduceOp op, const View& out, const View& in, int64_t outer, int64_t R, int64_t inner);
-void sum_squares(const View& acc, const View& x);
+void sum_squares(const View& acc, std::span<const View> xs);
 
 void softmax(const View& out, const View& in, int64_t rows, int64_t cols, bool log);
 void softmax_backward(const View& dx, const View& y, const View& dy, int64_t rows, int64_t cols, bool log);
@@ -64,7 +64,7 @@ void sigmoid_gate_forward(const View& y, const View& s, const View& a);
 void sigmoid_gate_backward(const View& ds, const View& da, const View& dy, const View& s, const View& a);
 void rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
 
-void adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq);
+void adamw_step(std::span<const AdamWTensors> params);
 void sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
 
 void attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,

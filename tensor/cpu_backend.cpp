@@ -43,10 +43,9 @@ void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const V
 void cpu_sigmoid_gate_forward(const View& y, const View& s, const View& a);
 void cpu_sigmoid_gate_backward(const View& ds, const View& da, const View& dy, const View& s, const View& a);
 void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
-void cpu_adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
-                    const View& exp_avg_sq);
+void cpu_adamw_step(std::span<const AdamWTensors> params);
 void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
-void cpu_sum_squares(const View& acc, const View& x);
+void cpu_sum_squares(const View& acc, std::span<const View> xs);
 
 namespace {
 

@@ -328,7 +328,8 @@ TEST_CASE("bfloat16 fused CPU entries, forward and backward, equal their float32
     }
     check_entry("sum_squares", {x}, [](V in) {
         const Tensor acc = zeros({}, DType::f64);
-        backend(Device::CPU).sum_squares(acc.view_desc(), in[0].contiguous().view_desc());
+        const View x = in[0].contiguous().view_desc();
+        backend(Device::CPU).sum_squares(acc.view_desc(), {&x, 1});
         return std::vector<Tensor>{acc.to(in[0].dtype())};  // the sum itself is float64
     });
 }
