@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
@@ -129,6 +130,23 @@ __device__ void row_visit(int64_t cols, F&& f, const T*... rows) {
 template <int W, class F, class O, class... T>
 __device__ void row_map(int64_t cols, F&& f, O* out, const T*... rows) {
     for (int64_t c = int64_t(threadIdx.x) * W; c < cols; c += int64_t(blockDim.x) * W) map_pack<W>(c, f, out, rows...);
+}
+
+// Rows kept in registers. A kernel that must see a whole row before it writes any of it
+// (RMSNorm's dx needs the row's dot product first) would read the row twice, once to sum and
+// once to write. Instead each thread keeps the first K packs of its part of the row in
+// registers between the two sweeps: for_row_packs calls f.template operator()<k>(c) for this
+// thread's packs c = W·(threadIdx.x + k·blockDim.x) < cols, with k = 0, …, K − 1 a
+// compile-time constant (so a per-thread array indexed by it stays in registers, as an array
+// indexed by a loop counter would not), then with k = K for the packs beyond, which the second
+// sweep reads from memory again. A row of up to K·W·(group size) columns is then read once.
+template <int K, int W, class F>
+__device__ void for_row_packs(int64_t cols, F&& f) {
+    const int64_t first = int64_t(threadIdx.x) * W, step = int64_t(blockDim.x) * W;
+    [&]<int... k>(std::integer_sequence<int, k...>) {
+        ((first + k * step < cols ? f.template operator()<k>(first + k * step) : void()), ...);
+    }(std::make_integer_sequence<int, K>{});
+    for (int64_t c = first + K * step; c < cols; c += step) f.template operator()<K>(c);
 }
 
 // The max m of xr[0, cols) and z = Σ exp(x − m), which every thread of the row group gets,
