@@ -5,7 +5,7 @@
 //   elementwise.cu       fill, arange, copy, unary, binary, where (strided N-d views)
 //   reduce.cu            reduce, sum_squares (over a tensor list: cuda/tensor_list.h)
 //   softmax.cu           softmax, softmax_backward
-//   cross_entropy.cu     cross_entropy, cross_entropy_backward
+//   cross_entropy.cu     cross_entropy (the loss, and its gradient in the same pass)
 //   embedding.cu         index_select_rows, index_add_rows
 //   routing.cu           gather_last, scatter_add_last, topk_last (MoE)
 //   rms_norm.cu          rms_norm_forward, rms_norm_backward
@@ -44,8 +44,8 @@ void sum_squares(const View& acc, std::span<const View> xs);
 void softmax(const View& out, const View& in, int64_t rows, int64_t cols, bool log);
 void softmax_backward(const View& dx, const View& y, const View& dy, int64_t rows, int64_t cols, bool log);
 
-void cross_entropy(const View& loss, const View& logits, const View& targets, int64_t ignore_index);
-void cross_entropy_backward(const View& dlogits, const View& logits, const View& targets, const View& row_scale);
+void cross_entropy(const View& loss, const View& dlogits, const View& logits, const View& targets,
+                   const View& row_scale, int64_t ignore_index);
 
 void index_select_rows(const View& out, const View& table, const View& idx);
 void index_add_rows(const View& table, const View& idx, const View& src);

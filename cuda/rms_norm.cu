@@ -42,11 +42,6 @@ __global__ void rms_norm_forward_rows(T* y, T* rstd, const T* x, const T* w, int
     }
 }
 
-// Packs of dy and of x that each thread keeps in registers between the dot product and the
-// write of dx (for_row_packs): a whole row for cols ≤ 8 · 4 · 32 = 1024 f32 on a warp and
-// ≤ 8192 on a block, i.e. every row is read from memory once; 2 · 8 packs are 64 registers.
-constexpr int kKeptPacks = 8;
-
 // dy, x: (rows, cols), w: (cols), rstd: (rows) → dx: (rows, cols).
 template <int W, class T>
 __global__ void rms_norm_dx_rows(T* dx, const T* dy, const T* x, const T* w, const T* rstd, int64_t rows,
@@ -54,7 +49,7 @@ __global__ void rms_norm_dx_rows(T* dx, const T* dy, const T* x, const T* w, con
     for (int64_t r = first_row(); r < rows; r += row_step()) {
         const T *xr = x + r * cols, *gr = dy + r * cols;     // (cols) each
         T* dxr = dx + r * cols;                              // (cols)
-        Pack<T, W> kept_dy[kKeptPacks], kept_x[kKeptPacks];  // this thread's first packs of the row
+        Pack<T, W> kept_dy[kKeptPacks], kept_x[kKeptPacks];  // this thread's first packs: 64 registers in f32
         double dot = 0;                                      // Σ_c w_c dy_c x_c
         for_row_packs<kKeptPacks, W>(cols, [&]<int k>(int64_t c) {
             const Pack<T, W> wc = load_pack<W>(w + c), gc = load_pack<W>(gr + c), xc = load_pack<W>(xr + c);

@@ -140,6 +140,7 @@ __device__ void row_map(int64_t cols, F&& f, O* out, const T*... rows) {
 // compile-time constant (so a per-thread array indexed by it stays in registers, as an array
 // indexed by a loop counter would not), then with k = K for the packs beyond, which the second
 // sweep reads from memory again. A row of up to K·W·(group size) columns is then read once.
+constexpr int kKeptPacks = 8;  // K of the kernels that keep rows: 1024 f32 columns on a warp, 8192 on a block
 template <int K, int W, class F>
 __device__ void for_row_packs(int64_t cols, F&& f) {
     const int64_t first = int64_t(threadIdx.x) * W, step = int64_t(blockDim.x) * W;
@@ -193,19 +194,27 @@ struct CombineMaxSum {
         return {M, (a.max == M ? a.sum : a.sum * row_exp(a.max - M)) + (b.max == M ? b.sum : b.sum * row_exp(b.max - M))};
     }
 };
-template <int W, class T>
-__device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {  // xr: (cols)
+// keep.template operator()<k>(pack) receives this thread's packs k < K of the row as they are
+// read (for_row_packs), for a caller that writes the row afterwards without reading it again.
+template <int W, int K, class T, class Keep>
+__device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols, Keep&& keep) {  // xr: (cols)
     using C = compute_t<T>;
     C m = kLowest<C>, z = 0;
-    row_visit<W>(
-        cols,
-        [&](int64_t, T xt) {
-            const C x = C(xt);
+    for_row_packs<K, W>(cols, [&]<int k>(int64_t c) {
+        const Pack<T, W> pack = load_pack<W>(xr + c);
+        if constexpr (k < K) keep.template operator()<k>(pack);
+        GG_UNROLL
+        for (int j = 0; j < W; ++j) {
+            const C x = C(pack.at[j]);
             if (x > m) z = z * row_exp(m - x) + C(1), m = x;  // m = −∞ at first: z · 0 = 0
             else if (x != kLowest<C>) z += row_exp(x - m);    // −∞ adds nothing (and −∞ − −∞ is NaN)
-        },
-        xr);
+        }
+    });
     return row_reduce(MaxSumExp<T>{m, z}, CombineMaxSum{});
+}
+template <int W, class T>
+__device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {
+    return row_max_sum_exp<W, 0>(xr, cols, []<int>(const Pack<T, W>&) {});
 }
 
 // Tall columns. A column-wise reduction of (R, cols) has only ⌈cols / 32⌉ blocks: RMSNorm's

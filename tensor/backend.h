@@ -116,11 +116,12 @@ struct Backend {
     void (*topk_last)(const View& values, const View& indices, const View& in, int64_t k);
 
     // Fused cross-entropy over contiguous logits (N, V) and int64 targets (N):
-    // loss[i] = logsumexp(logits[i]) - logits[i, t_i], 0 where t_i == ignore_index.
-    void (*cross_entropy)(const View& loss, const View& logits, const View& targets, int64_t ignore_index);
-    // dlogits[i] = (softmax(logits[i]) - onehot(t_i)) * row_scale[i].
-    void (*cross_entropy_backward)(const View& dlogits, const View& logits, const View& targets,
-                                   const View& row_scale);
+    //   loss[i] = logsumexp(logits[i]) − logits[i, t_i],   0 where t_i == ignore_index;
+    // and, when dlogits.data is not null, the gradient of Σ_i row_scale[i] · loss[i] (N, V) in
+    // the same pass over each row, so that no backward pass reads the logits again:
+    //   dlogits[i] = (softmax(logits[i]) − onehot(t_i)) · row_scale[i],   0 where t_i == ignore_index.
+    void (*cross_entropy)(const View& loss, const View& dlogits, const View& logits, const View& targets,
+                          const View& row_scale, int64_t ignore_index);
 
     // Fused attention over contiguous operands: O = softmax(Q Kᵀ · scale + mask) V and the
     // row log-sum-exp lse (B, H, Tq) that backward needs to recompute the probabilities.

@@ -255,9 +255,12 @@ TEST_CASE_TEMPLATE("softmax and log_softmax, forward and backward, match the CPU
             }
 }
 
-TEST_CASE_TEMPLATE("cross_entropy and its backward match the CPU, ignored rows included", T, float, double) {
-    // V = 36 and 1500: rows in packs of 4 f32 (10: of 2 f64).
-    for (const auto& [N, V] : {RowShape{6, 10}, {11, 37}, {9, 36}, {3, 1500}, {0, 5}})
+TEST_CASE_TEMPLATE("cross_entropy and its gradient match the CPU, ignored rows included", T, float, double) {
+    // V = 36 and 1500: rows in packs of 4 f32 (10: of 2 f64). Each thread keeps 8 packs of its
+    // row in registers for the gradient: 257 and 700 columns on a warp and 2500 on a block
+    // read the rest again (one a load, or f64 packs of 2), 9000 in f32 packs.
+    for (const auto& [N, V] :
+         {RowShape{6, 10}, {11, 37}, {9, 36}, {3, 1500}, {0, 5}, {5, 257}, {3, 700}, {2, 2500}, {2, 9000}})
         for (const int64_t ignore_index : {int64_t(-100), int64_t(2)})  // outside and inside [0, V)
             for (int which = -1; which < 2; ++which) {  // logits or dlogits shifted
                 CAPTURE(N); CAPTURE(V); CAPTURE(ignore_index); CAPTURE(which);
@@ -266,16 +269,23 @@ TEST_CASE_TEMPLATE("cross_entropy and its backward match the CPU, ignored rows i
                 Array<int64_t> targets = random_ids({N}, V);
                 Array<T> row_scale = random_array<T>({N}, 0.5, 1.5);
                 if (N > 1) targets.data[1] = ignore_index, row_scale.data[1] = 0;
+                // The loss alone (no gradient asked for), then the loss and its gradient.
                 Array<T> want = filled<T>({N}), got = want, again = want;
-                cpu().cross_entropy(want.view(), logits.view(), targets.view(), ignore_index);
-                emulated::cross_entropy(got.view(), logits.view(), targets.view(), ignore_index);
-                emulated::cross_entropy(again.view(), logits.view(), targets.view(), ignore_index);
+                cpu().cross_entropy(want.view(), View{}, logits.view(), targets.view(), View{}, ignore_index);
+                emulated::cross_entropy(got.view(), View{}, logits.view(), targets.view(), View{}, ignore_index);
+                emulated::cross_entropy(again.view(), View{}, logits.view(), targets.view(), View{}, ignore_index);
                 CHECK(mismatch(got.data, want.data) == "");
                 CHECK(bitwise_equal(got.data, again.data));
 
-                Array<T> dx_want = place(filled<T>({N, V})), dx_got = dx_want;
-                cpu().cross_entropy_backward(dx_want.view(), logits.view(), targets.view(), row_scale.view());
-                emulated::cross_entropy_backward(dx_got.view(), logits.view(), targets.view(), row_scale.view());
+                Array<T> dx_want = place(filled<T>({N, V})), dx_got = dx_want, fused = filled<T>({N});
+                cpu().cross_entropy(want.view(), dx_want.view(), logits.view(), targets.view(), row_scale.view(),
+                                    ignore_index);
+                emulated::cross_entropy(fused.view(), dx_got.view(), logits.view(), targets.view(), row_scale.view(),
+                                        ignore_index);
+                // The same loss with the gradient asked for; bitwise, unless a misaligned
+                // dlogits (which == 1) sends the row to one column a load: another sum order.
+                if (which == 1) CHECK(mismatch(fused.data, got.data) == "");
+                else CHECK(bitwise_equal(fused.data, got.data));
                 CHECK(mismatch(dx_got.data, dx_want.data) == "");
             }
 }
@@ -342,13 +352,12 @@ TEST_CASE("f32 softmax, log_softmax and cross_entropy against a double reference
 
             Array<int64_t> targets({{rows}, {0, cols / 2, cols - 1, 0}});  // column 0 is finite in row 3
             Array<float> loss = filled<float>({rows});
-            emulated::cross_entropy(loss.view(), x.view(), targets.view(), -100);
+            Array<float> scale({{rows}, {1.f, 1.f, 1.f, 1.f}}), dx = filled<float>({rows, cols});
+            emulated::cross_entropy(loss.view(), dx.view(), x.view(), targets.view(), scale.view(), -100);
             for (int64_t r = 0; r < rows; ++r) {
                 const double want = lse[r] - double(xd[r * cols + targets.data[r]]);
                 CHECK_MESSAGE(std::abs(loss.data[r] - want) <= tol * (1 + std::abs(want)), "row " << r);
             }
-            Array<float> scale({{rows}, {1.f, 1.f, 1.f, 1.f}}), dx = filled<float>({rows, cols});
-            emulated::cross_entropy_backward(dx.view(), x.view(), targets.view(), scale.view());
             int bad = 0;
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t c = 0; c < cols; ++c) {
@@ -481,16 +490,16 @@ TEST_CASE("an index out of range is reported with the CPU's message, and the rec
     Array<float> logits = random_array<float>({3, 10}), loss = filled<float>({3}), scale = filled<float>({3}, 1.0f);
     Array<int64_t> targets{{3}, {4, -100, 10}};
     const std::string cross_entropy = "cross_entropy: index 10 at position 2 is out of range [0, 10)";
-    CHECK(out_of_range_message([&] { cpu().cross_entropy(loss.view(), logits.view(), targets.view(), -100); }) ==
-          cross_entropy);
-    CHECK(out_of_range_message([&] { emulated::cross_entropy(loss.view(), logits.view(), targets.view(), -100); }) ==
-          cross_entropy);
-    // The CPU's backward trusts the targets its forward checked; the kernel checks them anyway.
     Array<float> dlogits = filled<float>({3, 10});
-    scale.data[1] = 0;
-    CHECK(out_of_range_message([&] {
-              emulated::cross_entropy_backward(dlogits.view(), logits.view(), targets.view(), scale.view());
-          }) == cross_entropy);
+    for (const bool gradient : {false, true}) {
+        const View d = gradient ? dlogits.view() : View{}, s = gradient ? scale.view() : View{};
+        CHECK(out_of_range_message([&] {
+                  cpu().cross_entropy(loss.view(), d, logits.view(), targets.view(), s, -100);
+              }) == cross_entropy);
+        CHECK(out_of_range_message([&] {
+                  emulated::cross_entropy(loss.view(), d, logits.view(), targets.view(), s, -100);
+              }) == cross_entropy);
+    }
     CHECK_NOTHROW(emulated::check_device_error());
 }
 
