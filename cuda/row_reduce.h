@@ -212,9 +212,14 @@ __device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols, Keep&& keep) 
     });
     return row_reduce(MaxSumExp<T>{m, z}, CombineMaxSum{});
 }
+// For a caller that keeps none of the row (softmax reads it again).
+struct KeepNothing {
+    template <int k, class P>
+    __device__ void operator()(const P&) const {}
+};
 template <int W, class T>
 __device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {
-    return row_max_sum_exp<W, 0>(xr, cols, []<int>(const Pack<T, W>&) {});
+    return row_max_sum_exp<W, 0>(xr, cols, KeepNothing{});
 }
 
 // Tall columns. A column-wise reduction of (R, cols) has only ⌈cols / 32⌉ blocks: RMSNorm's
