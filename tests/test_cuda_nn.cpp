@@ -508,8 +508,9 @@ TEST_CASE("an index out of range is reported with the CPU's message, and the rec
 TEST_CASE_TEMPLATE("rms_norm forward and backward match the CPU; dweight is the same on every run", T, float, double) {
     // Warp rows, column blocks with rows above 16, dw's rows cut into 2 chunks (700 rows of 40
     // columns), block rows (cols > 1024); no rows: dw = 0. 40 and 1100 columns: rows in packs
-    // of 4 f32 (70: of 2 f64). dx keeps 8 packs of each row per thread in registers: rows
-    // longer than that read the rest again (1000 columns in f64 packs or one at a time on a
+    // of 4 f32 (70: of 2 f64). dx keeps 8 packs of each row per thread in registers, and dw
+    // then comes from the same pass (row groups' partials); rows longer than that read the rest
+    // again and take dw down the columns (1000 columns in f64 packs or one at a time on a
     // warp, 2500 one at a time and 8200 in f32 packs on a block).
     for (const auto& [rows, cols] :
          {RowShape{5, 7}, {9, 40}, {33, 70}, {700, 40}, {3, 1100}, {0, 6}, {4, 1000}, {2, 2500}, {1, 8200}})
