@@ -84,20 +84,34 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, int64_t ign
     const int64_t V = logits.size(-1), N = targets.numel();
     const Tensor x = logits.detach().reshape({N, V}), t = targets.reshape({N});
     const Device dev = logits.device();
-    Tensor losses = Tensor::empty({N}, logits.dtype(), dev);
-    backend(dev).cross_entropy(losses.view_desc(), x.view_desc(), t.view_desc(), ignore_index);
     // Mean over the rows that count, as torch's reduction='mean' with ignore_index.
     // The count stays a tensor on the device: no copy to the host on every call.
     const Tensor valid = ne(t, scalar(double(ignore_index), DType::i64, dev)).to(logits.dtype());
     const Tensor n_valid = sum(valid);
+    // The loss is the logits' only consumer, so the gradient is computed here, in the pass
+    // over the logits that finds the loss (llm.c's fused classifier): the kernel writes
+    // dlogits = d(mean loss)/d(logits) as it goes, and backward only scales it by the upstream
+    // gradient. It holds the memory backward would have allocated, from here instead.
+    const bool with_gradient = grad_enabled() && logits.requires_grad();
+    Tensor losses = Tensor::empty({N}, logits.dtype(), dev), dlogits, row_scale;
+    if (with_gradient) {
+        dlogits = Tensor::empty({N, V}, x.dtype(), dev);
+        row_scale = (valid / n_valid).contiguous();  // d(mean loss)/d(loss_i)
+    }
+    const auto view_of = [](const Tensor& t) { return t.defined() ? t.view_desc() : View{}; };
+    backend(dev).cross_entropy(losses.view_desc(), view_of(dlogits), x.view_desc(), t.view_desc(), view_of(row_scale),
+                               ignore_index);
     const Tensor loss = sum(losses) / n_valid;
+    if (!with_gradient) return loss;
     const Shape logits_shape = logits.shape();
     return record("cross_entropy", loss, {logits}, [=](const Tensor& g) {
-        const Tensor row_scale = (valid * g / n_valid).contiguous();  // dL/dloss_i
-        Tensor dx = Tensor::empty({N, V}, x.dtype(), dev);
-        backend(dev).cross_entropy_backward(dx.view_desc(), x.view_desc(), t.view_desc(), row_scale.view_desc());
+        // g = dL/dloss, a scalar; most often exactly 1 (backward() from this loss, or from a
+        // sum it is part of), and then dlogits is the gradient as it stands. Reading g waits
+        // for the device, as the loss the training loop read before backward already did.
+        // dlogits itself is never written, so a retained graph's second backward gets it again.
+        const Tensor dx = g.item() == 1 ? dlogits : dlogits * g;
         return std::vector<Tensor>{dx.view(logits_shape)};
-    }, {x, t});
+    }, {dlogits});
 }
 
 Tensor rms_norm(const Tensor& x_in, const Tensor& weight_in, double eps) {

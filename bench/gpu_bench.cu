@@ -416,31 +416,63 @@ void bench_memory() {
     kernel("softmax_4096", 2 * bytes, [&] { table.softmax(out.view_desc(), x.view_desc(), rows, cols, false); });
     kernel("softmax_backward_4096", 3 * bytes,
            [&] { table.softmax_backward(out.view_desc(), x.view_desc(), y.view_desc(), rows, cols, false); });
-    const Tensor targets = randint(0, cols, {rows}, gen).to(Device::CUDA), loss = zeros({rows}, DType::f32, Device::CUDA);
-    const Tensor row_scale = full({rows}, 1.0 / double(rows), DType::f32, Device::CUDA);
-    // Cross-entropy reads its (N, V) shape from the logits' view.
-    const View logits = x.view({rows, cols}).view_desc(), dlogits = out.view({rows, cols}).view_desc();
-    kernel("cross_entropy_4096", bytes,
-           [&] { table.cross_entropy(loss.view_desc(), logits, targets.view_desc(), -100); });
-    kernel("cross_entropy_backward_4096", 2 * bytes, [&] {
-        table.cross_entropy_backward(dlogits, logits, targets.view_desc(), row_scale.view_desc());
-    });
-    const int64_t d = 1024, r = n / d;
-    const Tensor w = rnd({d}), rstd = zeros({r}, DType::f32, Device::CUDA), dw = zeros({d}, DType::f32, Device::CUDA);
-    kernel("rms_norm_forward_1024", 2 * bytes, [&] {
-        table.rms_norm_forward(out.view_desc(), rstd.view_desc(), x.view_desc(), w.view_desc(), r, d, 1e-6);
-    });
-    kernel("rms_norm_backward_1024", 3 * bytes, [&] {
-        table.rms_norm_backward(out.view_desc(), dw.view_desc(), y.view_desc(), x.view_desc(), w.view_desc(),
-                                rstd.view_desc(), r, d);
-    });
+    // Cross-entropy reads its (N, V) shape from the logits' view: the loss alone (evaluation),
+    // then the loss with its gradient in the same pass (training: the logits read, dlogits
+    // written), at V = 4096 (rows kept whole in registers) and a GPT-2-sized V = 50304 (the
+    // first 8192 columns kept, the rest read twice).
+    for (const int64_t V : {cols, int64_t(50304)}) {
+        const int64_t N = n / V;
+        const double logits_bytes = double(N * V) * 4;
+        const Tensor targets = randint(0, V, {N}, gen).to(Device::CUDA), loss = zeros({N}, DType::f32, Device::CUDA);
+        const Tensor row_scale = full({N}, 1.0 / double(N), DType::f32, Device::CUDA);
+        const View logits = x.narrow(0, 0, N * V).view({N, V}).view_desc();
+        const View dlogits = out.narrow(0, 0, N * V).view({N, V}).view_desc();
+        const std::string v = std::to_string(V);
+        kernel("cross_entropy_" + v, logits_bytes, [&] {
+            table.cross_entropy(loss.view_desc(), View{}, logits, targets.view_desc(), View{}, -100);
+        });
+        kernel("cross_entropy_with_gradient_" + v, 2 * logits_bytes, [&] {
+            table.cross_entropy(loss.view_desc(), dlogits, logits, targets.view_desc(), row_scale.view_desc(), -100);
+        });
+    }
+    // RMSNorm backward's dx reads each row of dy and x once (kept in registers, warp rows at
+    // d = 1024, block rows at 4096); its dweight then reads them again down the columns.
+    for (const int64_t d : {int64_t(1024), int64_t(4096)}) {
+        const int64_t r = n / d;
+        const Tensor w = rnd({d}), rstd = zeros({r}, DType::f32, Device::CUDA), dw = zeros({d}, DType::f32, Device::CUDA);
+        const std::string name = std::to_string(d);
+        kernel("rms_norm_forward_" + name, 2 * bytes, [&] {
+            table.rms_norm_forward(out.view_desc(), rstd.view_desc(), x.view_desc(), w.view_desc(), r, d, 1e-6);
+        });
+        kernel("rms_norm_backward_" + name, 3 * bytes, [&] {
+            table.rms_norm_backward(out.view_desc(), dw.view_desc(), y.view_desc(), x.view_desc(), w.view_desc(),
+                                    rstd.view_desc(), r, d);
+        });
+    }
     const Tensor p = rnd({n}), m = zeros({n}, DType::f32, Device::CUDA), v = zeros({n}, DType::f32, Device::CUDA);
     const AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 0.1, 0.05};
     // p, m, v read and written; g read.
-    kernel("adamw_step", 7 * bytes,
-           [&] { table.adamw_step(step, p.view_desc(), x.view_desc(), m.view_desc(), v.view_desc()); });
+    const AdamWTensors whole{step, p.view_desc(), x.view_desc(), m.view_desc(), v.view_desc()};
+    kernel("adamw_step", 7 * bytes, [&] { table.adamw_step({&whole, 1}); });
     const Tensor acc = zeros({}, DType::f64, Device::CUDA);
-    kernel("sum_squares", bytes, [&] { table.sum_squares(acc.view_desc(), x.view_desc()); });
+    const View xv = x.view_desc();
+    kernel("sum_squares", bytes, [&] { table.sum_squares(acc.view_desc(), {&xv, 1}); });
+    // About the same bytes cut as a model's parameters: 255 pairs of a 256 × 256 matrix (64 Ki
+    // elements) and a 256-element norm weight, 510 tensors alternating large and small as a
+    // transformer's do. One launch for the whole list (cuda/tensor_list.h), where one launch
+    // per tensor made 510.
+    const int64_t matrix = 256 * 256, tensors = n / (matrix + 256);
+    std::vector<AdamWTensors> params;
+    std::vector<View> grads;
+    for (int64_t i = 0, at = 0; i < 2 * tensors; at += i % 2 ? 256 : matrix, ++i) {
+        const int64_t size = i % 2 ? 256 : matrix;
+        const auto part = [&](const Tensor& t) { return make_view(ptr(t) + at, DType::f32, {size}, {1}); };
+        params.push_back({step, part(p), part(x), part(m), part(v)});
+        grads.push_back(part(x));
+    }
+    const double list_bytes = double(tensors * (matrix + 256)) * 4;
+    kernel("adamw_step_list_510", 7 * list_bytes, [&] { table.adamw_step(params); });
+    kernel("sum_squares_list_510", list_bytes, [&] { table.sum_squares(acc.view_desc(), grads); });
 }
 
 }  // namespace

@@ -36,7 +36,6 @@ const Backend table{
     .scatter_add_last = scatter_add_last,
     .topk_last = topk_last,
     .cross_entropy = cross_entropy,
-    .cross_entropy_backward = cross_entropy_backward,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
     .rms_norm_forward = rms_norm_forward,

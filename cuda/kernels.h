@@ -3,15 +3,15 @@
 // CPU's. cuda/backend.cu assembles them into the table. Each family is one .cu file:
 //
 //   elementwise.cu       fill, arange, copy, unary, binary, where (strided N-d views)
-//   reduce.cu            reduce, sum_squares
+//   reduce.cu            reduce, sum_squares (over a tensor list: cuda/tensor_list.h)
 //   softmax.cu           softmax, softmax_backward
-//   cross_entropy.cu     cross_entropy, cross_entropy_backward
+//   cross_entropy.cu     cross_entropy (the loss, and its gradient in the same pass)
 //   embedding.cu         index_select_rows, index_add_rows
 //   routing.cu           gather_last, scatter_add_last, topk_last (MoE)
 //   rms_norm.cu          rms_norm_forward, rms_norm_backward
 //   swiglu.cu            swiglu_forward, swiglu_backward, sigmoid_gate_forward, sigmoid_gate_backward
 //   rope.cu              rope
-//   optim.cu             adamw_step, sgd_step
+//   optim.cu             adamw_step (over a tensor list: cuda/tensor_list.h), sgd_step
 //   attention_forward.cu, attention_backward.cu   FlashAttention-style fused attention;
 //                        bf16 with D 16, 32, 64 or 128 goes to the tensor-core kernels of
 //                        attention_forward_mma.cu, attention_backward_mma.cu
@@ -41,13 +41,13 @@ void binary(BinaryOp op, const View& out, const View& a, const View& b);
 void where(const View& out, const View& cond, const View& a, const View& b);
 
 void reduce(ReduceOp op, const View& out, const View& in, int64_t outer, int64_t R, int64_t inner);
-void sum_squares(const View& acc, const View& x);
+void sum_squares(const View& acc, std::span<const View> xs);
 
 void softmax(const View& out, const View& in, int64_t rows, int64_t cols, bool log);
 void softmax_backward(const View& dx, const View& y, const View& dy, int64_t rows, int64_t cols, bool log);
 
-void cross_entropy(const View& loss, const View& logits, const View& targets, int64_t ignore_index);
-void cross_entropy_backward(const View& dlogits, const View& logits, const View& targets, const View& row_scale);
+void cross_entropy(const View& loss, const View& dlogits, const View& logits, const View& targets,
+                   const View& row_scale, int64_t ignore_index);
 
 void index_select_rows(const View& out, const View& table, const View& idx);
 void index_add_rows(const View& table, const View& idx, const View& src);
@@ -66,7 +66,7 @@ void sigmoid_gate_forward(const View& y, const View& s, const View& a);
 void sigmoid_gate_backward(const View& ds, const View& da, const View& dy, const View& s, const View& a);
 void rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
 
-void adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq);
+void adamw_step(std::span<const AdamWTensors> params);
 void sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
 
 void attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,

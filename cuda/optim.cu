@@ -1,8 +1,7 @@
-// optim.cu — the optimiser updates of one contiguous parameter, in place (tensor/backend.h,
-// nn/optim/optimizer.h), element by element:
+// optim.cu — the optimiser updates, in place (tensor/backend.h, nn/optim/optimizer.h):
 //
 //   AdamW:  p *= 1 − lr·λ;  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
-//           p −= (lr / bc1) · m / (√v / √bc2 + ε)                      p, g, m, v: (n)
+//           p −= (lr / bc1) · m / (√v / √bc2 + ε)                      p, g, m, v: (n) per parameter
 //   SGD:    d = g + λ p;  buf = μ buf + d (when there is a buffer, else d stays);  p −= lr · d
 //
 // The per-step scalars are rounded to T on the host exactly as tensor/cpu_fused.cpp does, and
@@ -10,25 +9,25 @@
 // matches the CPU bitwise. (nvcc may fuse a multiply and an add into one FMA, rounding once
 // where the CPU rounds twice: at most an ulp apart per step.)
 //
-// Mapping: grid-stride loops, 256 threads per block. AdamW, which moves four arrays per
-// element, reads and writes them in 16-byte packs (cuda/packs.h: a float4 of f32, a double2
-// of f64) when all four arrays are 16-byte aligned; the grid's first threads then take the
-// last n mod W elements one each.
+// AdamW updates every parameter of a step in one launch (cuda/tensor_list.h): blocks of 256
+// threads take 16384-element chunks of the list, and each thread moves its part of the four
+// arrays in 16-byte packs (cuda/packs.h: a float4 of f32, a double2 of f64) when that
+// parameter's four arrays are 16-byte aligned, one element at a time otherwise. Parameters of
+// both float types go in one launch per type. SGD is one grid-stride launch per parameter.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
-#include "cuda/packs.h"
+#include "cuda/tensor_list.h"
 
 namespace gg::cuda::GG_CUDA_BUILD {
 
 namespace {
 
 constexpr unsigned kThreads = 256;
-
-// Enough kThreads-thread blocks for n elements, within the grid's limit (kernels grid-stride).
 
 __device__ inline float square_root(float x) { return sqrtf(x); }
 __device__ inline double square_root(double x) { return sqrt(x); }
@@ -55,18 +54,32 @@ __device__ void adamw_update(T& p, T& m, T& v, T g, const AdamWScalars<T>& s) {
     p -= s.step_size * m / denom;                        // p −= lr m̂ / (√v̂ + ε)
 }
 
-// p, m, v, g: (n), W elements to a load and a store.
-template <int W, class T>
-__global__ void adamw_packs(AdamWScalars<T> s, T* p, T* m, T* v, const T* g, int64_t n) {
-    for_each_pack<W>(n, [&]<int V>(int64_t i) {
-        Pack<T, V> pi = load_pack<V>(p + i), mi = load_pack<V>(m + i), vi = load_pack<V>(v + i);
-        const Pack<T, V> gi = load_pack<V>(g + i);
-        GG_UNROLL
-        for (int j = 0; j < V; ++j) adamw_update(pi.at[j], mi.at[j], vi.at[j], gi.at[j], s);
-        store_pack<V>(p + i, pi);
-        store_pack<V>(m + i, mi);
-        store_pack<V>(v + i, vi);
-    });
+// One parameter of the list: p, m, v, g (n), its scalars, its chunks from first_chunk on.
+template <class T>
+struct AdamWEntry {
+    T *p, *m, *v;
+    const T* g;
+    int64_t n, first_chunk;
+    bool packed;  // all four arrays 16-byte aligned
+    AdamWScalars<T> s;
+};
+
+// list: (count) entries whose chunks number `chunks` in all; block b updates chunks b, b + G, ...
+template <class T>
+__global__ void adamw_list(const AdamWEntry<T>* list, int64_t count, int64_t chunks) {
+    for (int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+        const ListChunk c = find_chunk(list, count, chunk);
+        const AdamWEntry<T> e = list[c.tensor];  // a copy in registers: the stores below cannot alias it
+        for_each_pack_of<kPackWidth<T>>(c, e.packed, [&]<int V>(int64_t i) {
+            Pack<T, V> pi = load_pack<V>(e.p + i), mi = load_pack<V>(e.m + i), vi = load_pack<V>(e.v + i);
+            const Pack<T, V> gi = load_pack<V>(e.g + i);
+            GG_UNROLL
+            for (int j = 0; j < V; ++j) adamw_update(pi.at[j], mi.at[j], vi.at[j], gi.at[j], e.s);
+            store_pack<V>(e.p + i, pi);
+            store_pack<V>(e.m + i, mi);
+            store_pack<V>(e.v + i, vi);
+        });
+    }
 }
 
 // p, g: (n); buf: (n), or null without momentum.
@@ -90,19 +103,25 @@ void reject_bf16(const char* op, const View& param, const View& grad) {
 
 }  // namespace
 
-void adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
-                const View& exp_avg_sq) {
-    reject_bf16("adamw_step", param, grad);
-    const int64_t n = param.numel();
-    if (n == 0) return;
-    dispatch_floating(param.dtype, [&]<class T>() {
-        T *p = static_cast<T*>(param.data), *m = static_cast<T*>(exp_avg.data), *v = static_cast<T*>(exp_avg_sq.data);
-        const T* g = static_cast<const T*>(grad.data);
-        by_pack_width<T>(aligned16(p, m, v, g), [&]<int W>() {
-            launch("adamw_packs", adamw_packs<W, T>, grid_covering((n + W - 1) / W, kThreads), dim3(kThreads), 0,
-                   adamw_scalars<T>(s), p, m, v, g, n);
+void adamw_step(std::span<const AdamWTensors> params) {
+    for (const AdamWTensors& a : params) reject_bf16("adamw_step", a.param, a.grad);
+    for (const DType dtype : {DType::f32, DType::f64})
+        dispatch_floating(dtype, [&]<class T>() {
+            std::vector<AdamWEntry<T>> list;
+            for (const AdamWTensors& a : params) {
+                if (a.param.dtype != dtype || a.param.numel() == 0) continue;
+                T *p = static_cast<T*>(a.param.data), *m = static_cast<T*>(a.exp_avg.data);
+                T* v = static_cast<T*>(a.exp_avg_sq.data);
+                const T* g = static_cast<const T*>(a.grad.data);
+                list.push_back({p, m, v, g, a.param.numel(), 0, aligned16(p, m, v, g), adamw_scalars<T>(a.step)});
+            }
+            if (list.empty()) return;
+            const int64_t chunks = number_chunks(list);
+            with_device_list(list, [&](const AdamWEntry<T>* entries) {
+                launch("adamw_list", adamw_list<T>, list_grid(chunks), dim3(kListThreads), 0, entries,
+                       int64_t(list.size()), chunks);
+            });
         });
-    });
 }
 
 void sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer) {

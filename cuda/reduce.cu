@@ -16,16 +16,20 @@
 //     folds in order (cuda/row_reduce.h, "Tall columns").
 //   - inner < 32 (e.g. a sum over the last dim): row-wise, each output's R elements, at
 //     stride inner, go to one warp (R ≤ 1024) or one block of 256 threads.
-// sum_squares is two passes: up to 1024 blocks of 256 threads each sum their grid-strided
-// share (in 16-byte packs where x is aligned, cuda/packs.h) into one partial, then one block
-// adds the partials in block order to acc. Both passes combine in a fixed order, so the
-// result depends on n and on x's alignment (the pack width), never on timing.
+// sum_squares takes a list of tensors (every gradient of a model) in two launches: blocks of
+// 256 threads each sum a 16384-element chunk of one tensor (cuda/tensor_list.h; in 16-byte
+// packs where the tensor is aligned, cuda/packs.h) into that chunk's partial, then one block
+// adds the partials in chunk order to acc. Both passes combine in a fixed order, so the
+// result depends on the sizes and the alignments (the pack widths), never on timing.
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
 #include "cuda/row_reduce.h"
+#include "cuda/tensor_list.h"
 
 namespace gg::cuda::GG_CUDA_BUILD {
 
@@ -102,29 +106,43 @@ void launch_reduce(const View& out, const View& in, int64_t outer, int64_t R, in
     }
 }
 
-constexpr unsigned kSumSquaresThreads = kRowBlockThreads;
-constexpr int64_t kSumSquaresBlocks = 1024;
+// One tensor of a sum of squares: x (n) of `dtype`, its chunks from first_chunk on.
+struct SquaresEntry {
+    const void* x;
+    int64_t n, first_chunk;
+    DType dtype;
+    bool packed;  // x 16-byte aligned
+};
 
-// The first pass's partials, one per block: the kernels on the one stream run in order, so
-// two sum_squares calls never use it at once.
-__device__ double sum_squares_partials[kSumSquaresBlocks];
-
-// x: (n) → sum_squares_partials[b] = Σ x² over block b's grid-strided share, read in W-element
-// packs (cuda/packs.h).
-template <int W, class T>
-__global__ void sum_squares_blocks(const T* x, int64_t n) {
+// Σ x² over elements [c.begin, c.end) of x, this thread's share, in double.
+template <class T>
+__device__ double chunk_sum_squares(const T* x, const ListChunk& c, bool packed) {
     double acc = 0;
-    for_each_pack<W>(n, [&]<int V>(int64_t i) {
+    for_each_pack_of<kPackWidth<T>>(c, packed, [&]<int V>(int64_t i) {
         visit_pack<V>(i, [&](int64_t, T xi) { acc += double(xi) * double(xi); }, x);
     });
-    acc = row_reduce(acc, Add{});
-    if (threadIdx.x == 0) sum_squares_partials[blockIdx.x] = acc;
+    return acc;
 }
 
-// *acc += Σ sum_squares_partials[0, blocks); one block.
-__global__ void sum_squares_total(double* acc, int64_t blocks) {
+// list: (count) entries, `chunks` chunks in all → partials[k] = Σ x² over chunk k; block b
+// sums chunks b, b + G, ... (cuda/tensor_list.h).
+__global__ void sum_squares_chunks(double* partials, const SquaresEntry* list, int64_t count, int64_t chunks) {
+    for (int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+        const ListChunk c = find_chunk(list, count, chunk);
+        const SquaresEntry e = list[c.tensor];
+        double acc;
+        if (e.dtype == DType::f32) acc = chunk_sum_squares(static_cast<const float*>(e.x), c, e.packed);
+        else if (e.dtype == DType::f64) acc = chunk_sum_squares(static_cast<const double*>(e.x), c, e.packed);
+        else acc = chunk_sum_squares(static_cast<const bfloat16*>(e.x), c, e.packed);
+        acc = row_reduce(acc, Add{});
+        if (threadIdx.x == 0) partials[chunk] = acc;
+    }
+}
+
+// *acc += Σ partials[0, chunks), in order; one block.
+__global__ void sum_squares_total(double* acc, const double* partials, int64_t chunks) {
     double sum = 0;
-    for (int64_t b = threadIdx.x; b < blocks; b += blockDim.x) sum += sum_squares_partials[b];
+    for (int64_t k = threadIdx.x; k < chunks; k += blockDim.x) sum += partials[k];
     sum = row_reduce(sum, Add{});
     if (threadIdx.x == 0) *acc += sum;
 }
@@ -143,21 +161,25 @@ void reduce(ReduceOp op, const View& out, const View& in, int64_t outer, int64_t
     });
 }
 
-void sum_squares(const View& acc, const View& x) {
-    const int64_t n = x.numel();
-    if (n == 0) return;
-    int64_t blocks = 0;
-    dispatch_floating_bf16(x.dtype, [&]<class T>() {
-        const T* xp = static_cast<const T*>(x.data);
-        by_pack_width<T>(aligned16(xp), [&]<int W>() {
-            const int64_t packs = (n + W - 1) / W;
-            blocks = std::min(kSumSquaresBlocks, (packs + kSumSquaresThreads - 1) / kSumSquaresThreads);
-            launch("sum_squares_blocks", sum_squares_blocks<W, T>, dim3(unsigned(blocks)), dim3(kSumSquaresThreads),
-                   0, xp, n);
-        });
+void sum_squares(const View& acc, std::span<const View> xs) {
+    std::vector<SquaresEntry> list;
+    for (const View& x : xs) {
+        if (x.numel() == 0) continue;
+        if (x.dtype != DType::f32 && x.dtype != DType::f64 && x.dtype != DType::bf16)
+            throw std::invalid_argument(std::string("sum_squares: needs floating tensors, not ") + dtype_name(x.dtype));
+        list.push_back({x.data, x.numel(), 0, x.dtype, aligned16(x.data)});
+    }
+    if (list.empty()) return;
+    const int64_t chunks = number_chunks(list);
+    const size_t bytes = size_t(chunks) * sizeof(double);
+    auto* partials = static_cast<double*>(allocate(bytes));
+    with_device_list(list, [&](const SquaresEntry* entries) {
+        launch("sum_squares_chunks", sum_squares_chunks, list_grid(chunks), dim3(kListThreads), 0, partials, entries,
+               int64_t(list.size()), chunks);
     });
-    launch("sum_squares_total", sum_squares_total, dim3(1), dim3(kSumSquaresThreads), 0,
-           static_cast<double*>(acc.data), blocks);
+    launch("sum_squares_total", sum_squares_total, dim3(1), dim3(kRowBlockThreads), 0, static_cast<double*>(acc.data),
+           static_cast<const double*>(partials), chunks);
+    deallocate(partials, bytes);  // one stream: a later kernel that reuses it runs after these two
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD

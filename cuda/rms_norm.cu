@@ -6,16 +6,27 @@
 //
 // forward and dx: one warp per row (cols ≤ 1024, eight rows per block) or one block of 256
 // threads per row (cuda/row_reduce.h); the row group sums x² (or w·dy·x) in double, as the
-// CPU does, then each thread writes its columns. The first thread of a row keeps rstd. Rows
-// and w are read and written in 16-byte packs when cols is a multiple of the pack width and
-// the pointers are aligned (cuda/packs.h; W below). bf16 is read as float; rstd, y and dx are
-// computed in float (the sums in double) and rounded to bf16 once, when stored.
-// dw: column-wise, a (32, min(rows, 16)) block per 32 neighbouring columns; thread (x, y)
-// sums rows y, y + 16, ... of its column in double and the 16 partials meet in a fixed order.
-// With few columns and many rows (d_model 384 is 12 blocks) the rows are cut into chunks, one
-// block per (32 columns, chunk), and a second kernel adds each column's chunk partials in
-// order (cuda/row_reduce.h, "Tall columns"). Either way dw is written (never added to), with
-// no atomics, and does not depend on timing. With no rows at all, dw is zero, as on the CPU.
+// CPU does, then each thread writes its columns. The first thread of a row keeps rstd. dx
+// keeps each thread's packs of dy and x in registers between the sum and the write
+// (for_row_packs), so rows of up to 1024 columns on a warp, 8192 on a block (f32) are read
+// once. Rows and w are read and written in 16-byte packs when cols is a multiple of the pack
+// width and the pointers are aligned (cuda/packs.h; W below). bf16 is read as float; rstd, y
+// and dx are computed in float (the sums in double) and rounded to bf16 once, when stored.
+// dw, when the rows are kept whole: from the same pass. The grid is cut to kFillBlocks blocks,
+// so each row group takes many rows; it adds dy · x · rstd of its columns, row after row, in
+// double registers, and writes that as its partial row; combine_column_chunks then adds the
+// groups' partials in group order. dy and x are read once for dx and dw together (three
+// arrays' worth of traffic, plus the partials, against seven before), at the price of
+// registers: 210 per thread for f32 and 255 for bf16 under nvcc for sm_90, no spills, one
+// block of 256 threads per SM; whether that occupancy still reaches the bandwidth has not
+// been measured on a GPU yet (bench/gpu memory: rms_norm_backward_1024 and _4096).
+// dw otherwise (longer rows, or no rows): column-wise, a (32, min(rows, 16)) block per 32
+// neighbouring columns; thread (x, y) sums rows y, y + 16, ... of its column in double and the
+// 16 partials meet in a fixed order. With few columns and many rows (d_model 384 is 12 blocks)
+// the rows are cut into chunks, one block per (32 columns, chunk), and a second kernel adds
+// each column's chunk partials in order (cuda/row_reduce.h, "Tall columns"). Either way dw is
+// written (never added to), with no atomics, and does not depend on timing. With no rows at
+// all, dw is zero, as on the CPU.
 #include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
 #include "cuda/row_reduce.h"
@@ -39,20 +50,46 @@ __global__ void rms_norm_forward_rows(T* y, T* rstd, const T* x, const T* w, int
     }
 }
 
-// dy, x: (rows, cols), w: (cols), rstd: (rows) → dx: (rows, cols).
-template <int W, class T>
-__global__ void rms_norm_dx_rows(T* dx, const T* dy, const T* x, const T* w, const T* rstd, int64_t rows,
-                                 int64_t cols) {
+// dy, x: (rows, cols), w: (cols), rstd: (rows) → dx: (rows, cols). With WithDw (rows kept
+// whole in registers: cols ≤ kKeptPacks · W · group), also dw_partials (groups, cols): row
+// group q (rows q, q + row_step(), ...) adds dy · x · rstd of its rows, in that order, in
+// registers, and writes them as partial row q at the end.
+template <int W, bool WithDw, class T>
+__global__ void rms_norm_dx_rows(T* dx, double* dw_partials, const T* dy, const T* x, const T* w, const T* rstd,
+                                 int64_t rows, int64_t cols) {
+    double dw_sum[WithDw ? kKeptPacks : 1][W] = {};  // this thread's columns of the group's partial
     for (int64_t r = first_row(); r < rows; r += row_step()) {
-        const T *xr = x + r * cols, *gr = dy + r * cols;  // (cols) each
-        T* dxr = dx + r * cols;                           // (cols)
-        double dot = 0;                                   // Σ_c w_c dy_c x_c
-        row_visit<W>(
-            cols, [&](int64_t, T wc, T gc, T xc) { dot += double(wc) * double(gc) * double(xc); }, w, gr, xr);
+        const T *xr = x + r * cols, *gr = dy + r * cols;     // (cols) each
+        T* dxr = dx + r * cols;                              // (cols)
+        Pack<T, W> kept_dy[kKeptPacks], kept_x[kKeptPacks];  // this thread's first packs: 64 registers in f32
+        double dot = 0;                                      // Σ_c w_c dy_c x_c
+        for_row_packs<kKeptPacks, W>(cols, [&]<int k>(int64_t c) {
+            const Pack<T, W> wc = load_pack<W>(w + c), gc = load_pack<W>(gr + c), xc = load_pack<W>(xr + c);
+            GG_UNROLL
+            for (int j = 0; j < W; ++j) dot += double(wc.at[j]) * double(gc.at[j]) * double(xc.at[j]);
+            if constexpr (k < kKeptPacks) kept_dy[k] = gc, kept_x[k] = xc;
+        });
         dot = row_reduce(dot, Add{});
         const compute_t<T> rs = rstd[r], correction = compute_t<T>(dot / double(cols)) * rs * rs;
-        row_map<W>(cols, [&](int64_t, T wc, T gc, T xc) { return rs * (wc * gc - xc * correction); }, dxr, w, gr, xr);
+        for_row_packs<kKeptPacks, W>(cols, [&]<int k>(int64_t c) {
+            Pack<T, W> gc, xc, out;
+            if constexpr (k < kKeptPacks) gc = kept_dy[k], xc = kept_x[k];
+            else gc = load_pack<W>(gr + c), xc = load_pack<W>(xr + c);  // a row too long to keep whole
+            const Pack<T, W> wc = load_pack<W>(w + c);
+            GG_UNROLL
+            for (int j = 0; j < W; ++j) {
+                out.at[j] = rs * (wc.at[j] * gc.at[j] - xc.at[j] * correction);
+                if constexpr (WithDw && k < kKeptPacks) dw_sum[k][j] += double(gc.at[j]) * double(xc.at[j]) * double(rs);
+            }
+            store_pack<W>(dxr + c, out);
+        });
     }
+    if constexpr (WithDw)
+        for_row_packs<kKeptPacks, W>(cols, [&]<int k>(int64_t c) {
+            GG_UNROLL
+            for (int j = 0; j < W; ++j)
+                if constexpr (k < kKeptPacks) dw_partials[first_row() * cols + c + j] = dw_sum[k][j];
+        });
 }
 
 // dy, x: (rows, cols), rstd: (rows) → dw: (cols); grid (cols / 32, chunks), block (32, Y).
@@ -98,22 +135,36 @@ void rms_norm_backward(const View& dx, const View& dweight, const View& dy, cons
                        const View& rstd, int64_t rows, int64_t cols) {
     if (cols == 0) return;
     dispatch_floating_bf16(x.dtype, [&]<class T>() {
-        T* d = static_cast<T*>(dx.data);
+        T *d = static_cast<T*>(dx.data), *dw = static_cast<T*>(dweight.data);
         const T *g = static_cast<const T*>(dy.data), *xp = static_cast<const T*>(x.data);
         const T *w = static_cast<const T*>(weight.data), *rs = static_cast<const T*>(rstd.data);
-        if (rows > 0) {
-            const LaunchShape shape = row_launch(rows, cols);
-            by_pack_width<T>(packable_rows<T>(cols, d, g, xp, w), [&]<int W>() {
-                launch("rms_norm_dx_rows", rms_norm_dx_rows<W, T>, shape.grid, shape.block, 0, d, g, xp, w, rs, rows,
-                       cols);
-            });
-        }
-        T* dw = static_cast<T*>(dweight.data);
-        const auto first_pass = [&](const LaunchShape& shape, int64_t chunks, double* partials) {
-            launch("rms_norm_dw_columns", rms_norm_dw_columns<T>, shape.grid, shape.block, 0, dw, partials, g, xp, rs,
-                   chunks, rows, cols);
-        };
-        column_reduction<double>(dw, 1, rows, cols, Add{}, first_pass);
+        by_pack_width<T>(packable_rows<T>(cols, d, g, xp, w), [&]<int W>() {
+            LaunchShape shape = row_launch(rows, cols);
+            if (rows > 0 && cols <= kKeptPacks * W * int64_t(shape.block.x)) {
+                // Rows kept whole: dw from the same pass, as kFillBlocks blocks' row groups'
+                // partials, which combine_column_chunks adds in group order.
+                shape.grid.x = unsigned(std::min<int64_t>(shape.grid.x, kFillBlocks));
+                const int64_t groups = int64_t(shape.grid.x) * shape.block.y;
+                const size_t bytes = size_t(groups * cols) * sizeof(double);
+                auto* partials = static_cast<double*>(allocate(bytes));
+                launch("rms_norm_dx_rows", rms_norm_dx_rows<W, true, T>, shape.grid, shape.block, 0, d, partials, g,
+                       xp, w, rs, rows, cols);
+                launch("combine_column_chunks", combine_column_chunks<double, T, Add>,
+                       grid_covering(cols, kRowBlockThreads), dim3(kRowBlockThreads), 0, dw,
+                       static_cast<const double*>(partials), int64_t(1), groups, cols, Add{});
+                deallocate(partials, bytes);  // one stream: a later kernel that reuses it runs after these two
+                return;
+            }
+            // Longer rows (or none): dx, then dw down the columns, reading dy and x again.
+            if (rows > 0)
+                launch("rms_norm_dx_rows", rms_norm_dx_rows<W, false, T>, shape.grid, shape.block, 0, d,
+                       static_cast<double*>(nullptr), g, xp, w, rs, rows, cols);
+            const auto first_pass = [&](const LaunchShape& column_shape, int64_t chunks, double* partials) {
+                launch("rms_norm_dw_columns", rms_norm_dw_columns<T>, column_shape.grid, column_shape.block, 0, dw,
+                       partials, g, xp, rs, chunks, rows, cols);
+            };
+            column_reduction<double>(dw, 1, rows, cols, Add{}, first_pass);
+        });
     });
 }
 

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "cuda/dispatch_floating.h"
 #include "cuda/kernels.h"
@@ -131,6 +132,24 @@ __device__ void row_map(int64_t cols, F&& f, O* out, const T*... rows) {
     for (int64_t c = int64_t(threadIdx.x) * W; c < cols; c += int64_t(blockDim.x) * W) map_pack<W>(c, f, out, rows...);
 }
 
+// Rows kept in registers. A kernel that must see a whole row before it writes any of it
+// (RMSNorm's dx needs the row's dot product first) would read the row twice, once to sum and
+// once to write. Instead each thread keeps the first K packs of its part of the row in
+// registers between the two sweeps: for_row_packs calls f.template operator()<k>(c) for this
+// thread's packs c = W·(threadIdx.x + k·blockDim.x) < cols, with k = 0, …, K − 1 a
+// compile-time constant (so a per-thread array indexed by it stays in registers, as an array
+// indexed by a loop counter would not), then with k = K for the packs beyond, which the second
+// sweep reads from memory again. A row of up to K·W·(group size) columns is then read once.
+constexpr int kKeptPacks = 8;  // K of the kernels that keep rows: 1024 f32 columns on a warp, 8192 on a block
+template <int K, int W, class F>
+__device__ void for_row_packs(int64_t cols, F&& f) {
+    const int64_t first = int64_t(threadIdx.x) * W, step = int64_t(blockDim.x) * W;
+    [&]<int... k>(std::integer_sequence<int, k...>) {
+        ((first + k * step < cols ? f.template operator()<k>(first + k * step) : void()), ...);
+    }(std::make_integer_sequence<int, K>{});
+    for (int64_t c = first + K * step; c < cols; c += step) f.template operator()<K>(c);
+}
+
 // The max m of xr[0, cols) and z = Σ exp(x − m), which every thread of the row group gets,
 // in one pass over the row. The statistics are kept in the type the row computes in
 // (compute_t: float for f32 and bf16, double for f64), exp is that type's (expf for float),
@@ -175,19 +194,32 @@ struct CombineMaxSum {
         return {M, (a.max == M ? a.sum : a.sum * row_exp(a.max - M)) + (b.max == M ? b.sum : b.sum * row_exp(b.max - M))};
     }
 };
-template <int W, class T>
-__device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {  // xr: (cols)
+// keep.template operator()<k>(pack) receives this thread's packs k < K of the row as they are
+// read (for_row_packs), for a caller that writes the row afterwards without reading it again.
+template <int W, int K, class T, class Keep>
+__device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols, Keep&& keep) {  // xr: (cols)
     using C = compute_t<T>;
     C m = kLowest<C>, z = 0;
-    row_visit<W>(
-        cols,
-        [&](int64_t, T xt) {
-            const C x = C(xt);
+    for_row_packs<K, W>(cols, [&]<int k>(int64_t c) {
+        const Pack<T, W> pack = load_pack<W>(xr + c);
+        if constexpr (k < K) keep.template operator()<k>(pack);
+        GG_UNROLL
+        for (int j = 0; j < W; ++j) {
+            const C x = C(pack.at[j]);
             if (x > m) z = z * row_exp(m - x) + C(1), m = x;  // m = −∞ at first: z · 0 = 0
             else if (x != kLowest<C>) z += row_exp(x - m);    // −∞ adds nothing (and −∞ − −∞ is NaN)
-        },
-        xr);
+        }
+    });
     return row_reduce(MaxSumExp<T>{m, z}, CombineMaxSum{});
+}
+// For a caller that keeps none of the row (softmax reads it again).
+struct KeepNothing {
+    template <int k, class P>
+    __device__ void operator()(const P&) const {}
+};
+template <int W, class T>
+__device__ MaxSumExp<T> row_max_sum_exp(const T* xr, int64_t cols) {
+    return row_max_sum_exp<W, 0>(xr, cols, KeepNothing{});
 }
 
 // Tall columns. A column-wise reduction of (R, cols) has only ⌈cols / 32⌉ blocks: RMSNorm's

@@ -4,6 +4,8 @@
 // as `View`s and call backend(device).<kernel>. The CPU table lives in
 // tensor/cpu_backend.cpp; the CUDA table (cuda/) fills in the same struct.
 #pragma once
+#include <span>
+
 #include "tensor/dtype.h"
 
 namespace gg {
@@ -59,6 +61,12 @@ struct AttentionShape {
 struct AdamWStep {
     double lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2;
 };
+// One parameter of an AdamW step over a list: its step's scalars (each parameter counts its
+// own steps) and four contiguous tensors of one shape and dtype, updated in place.
+struct AdamWTensors {
+    AdamWStep step;
+    View param, grad, exp_avg, exp_avg_sq;
+};
 // One SGD step: d = g + λ p;  buf = μ buf + d (when μ ≠ 0, else buf is d);  p −= lr · buf.
 struct SGDStep {
     double lr, momentum, weight_decay;
@@ -108,11 +116,12 @@ struct Backend {
     void (*topk_last)(const View& values, const View& indices, const View& in, int64_t k);
 
     // Fused cross-entropy over contiguous logits (N, V) and int64 targets (N):
-    // loss[i] = logsumexp(logits[i]) - logits[i, t_i], 0 where t_i == ignore_index.
-    void (*cross_entropy)(const View& loss, const View& logits, const View& targets, int64_t ignore_index);
-    // dlogits[i] = (softmax(logits[i]) - onehot(t_i)) * row_scale[i].
-    void (*cross_entropy_backward)(const View& dlogits, const View& logits, const View& targets,
-                                   const View& row_scale);
+    //   loss[i] = logsumexp(logits[i]) − logits[i, t_i],   0 where t_i == ignore_index;
+    // and, when dlogits.data is not null, the gradient of Σ_i row_scale[i] · loss[i] (N, V) in
+    // the same pass over each row, so that no backward pass reads the logits again:
+    //   dlogits[i] = (softmax(logits[i]) − onehot(t_i)) · row_scale[i],   0 where t_i == ignore_index.
+    void (*cross_entropy)(const View& loss, const View& dlogits, const View& logits, const View& targets,
+                          const View& row_scale, int64_t ignore_index);
 
     // Fused attention over contiguous operands: O = softmax(Q Kᵀ · scale + mask) V and the
     // row log-sum-exp lse (B, H, Tq) that backward needs to recompute the probabilities.
@@ -151,14 +160,15 @@ struct Backend {
     // transpose rotates the other way (sin → −sin): the transposed map, which is backward.
     void (*rope)(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
 
-    // Optimiser updates of one contiguous parameter, in place (nn/optim/optimizer.h):
-    void (*adamw_step)(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
-                       const View& exp_avg_sq);
-    // momentum_buffer.data is null when s.momentum == 0.
+    // Optimiser updates, in place (nn/optim/optimizer.h). AdamW takes every parameter of a
+    // step at once (on CUDA one launch for the whole list, not one per parameter):
+    void (*adamw_step)(std::span<const AdamWTensors> params);
+    // SGD, one contiguous parameter; momentum_buffer.data is null when s.momentum == 0.
     void (*sgd_step)(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
-    // acc (a float64 scalar on this device) += Σ x² over contiguous x, summed in float64:
-    // the gradient norm of many tensors with one read back to the host at the end.
-    void (*sum_squares)(const View& acc, const View& x);
+    // acc (a float64 scalar on this device) += Σ x² over every element of the contiguous
+    // tensors xs, summed in float64 in a fixed order (the same bits on every run): the
+    // gradient norm of a whole model in one call, with one read back to the host at the end.
+    void (*sum_squares)(const View& acc, std::span<const View> xs);
 };
 
 // The table for a device. CUDA's is chosen on first use (cuda/cuda.h: the GPU, the CPU

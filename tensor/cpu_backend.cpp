@@ -43,10 +43,9 @@ void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const V
 void cpu_sigmoid_gate_forward(const View& y, const View& s, const View& a);
 void cpu_sigmoid_gate_backward(const View& ds, const View& da, const View& dy, const View& s, const View& a);
 void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose);
-void cpu_adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
-                    const View& exp_avg_sq);
+void cpu_adamw_step(std::span<const AdamWTensors> params);
 void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
-void cpu_sum_squares(const View& acc, const View& x);
+void cpu_sum_squares(const View& acc, std::span<const View> xs);
 
 namespace {
 
@@ -544,50 +543,36 @@ void cpu_topk_last(const View& values, const View& indices, const View& in, int6
     });
 }
 
-void cpu_cross_entropy(const View& loss, const View& logits, const View& targets, int64_t ignore_index) {
+// The loss of each row and, when dlogits is given, its gradient from the same e^{x − m}: the
+// exponentials go straight into the gradient row, which one multiply then scales.
+void cpu_cross_entropy(const View& loss, const View& dlogits, const View& logits, const View& targets,
+                       const View& row_scale, int64_t ignore_index) {
     check_logits_and_targets("cross_entropy", logits, targets);
-    if (any_bf16({loss, logits}))
-        return via_float32<1, 1>({logits}, {loss}, [&](auto& i, auto& o) {
-            cpu_cross_entropy(o[0], i[0], targets, ignore_index);
+    if (any_bf16({loss, dlogits, logits, row_scale}))
+        return via_float32<2, 2>({logits, row_scale}, {loss, dlogits}, [&](auto& i, auto& o) {
+            cpu_cross_entropy(o[0], o[1], i[0], targets, i[1], ignore_index);
         });
     const int64_t N = logits.shape[0], V = logits.shape[1];
     const int64_t* t = ptr<int64_t>(targets);
     check_indices("cross_entropy", t, N, V, ignore_index);
     dispatch(logits.dtype, [&]<class T>() {
-        const T* x = ptr<T>(logits);
-        T* l = ptr<T>(loss);
-        parallel_range(N, [&](int64_t b, int64_t e) {
-            std::vector<T> exps(V);  // e^{x − m} of one row (tensor/vector_math.h)
-            for (int64_t i = b; i < e; ++i) {
-                if (t[i] == ignore_index) { l[i] = 0; continue; }
-                const T* xr = x + i * V;
-                const T m = vec::max_value(xr, V);
-                const double z = vec::exp_shifted(exps.data(), xr, m, V);
-                l[i] = T(m + std::log(z) - xr[t[i]]);  // logsumexp − target logit
-            }
-        }, V);
-    });
-}
-
-void cpu_cross_entropy_backward(const View& dlogits, const View& logits, const View& targets, const View& row_scale) {
-    check_logits_and_targets("cross_entropy_backward", logits, targets);
-    if (any_bf16({dlogits, logits, row_scale}))
-        return via_float32<2, 1>({logits, row_scale}, {dlogits}, [&](auto& i, auto& o) {
-            cpu_cross_entropy_backward(o[0], i[0], targets, i[1]);
-        });
-    const int64_t N = logits.shape[0], V = logits.shape[1];
-    const int64_t* t = ptr<int64_t>(targets);
-    dispatch(logits.dtype, [&]<class T>() {
         const T *x = ptr<T>(logits), *s = ptr<T>(row_scale);
-        T* d = ptr<T>(dlogits);
+        T *l = ptr<T>(loss), *d = ptr<T>(dlogits);
         parallel_range(N, [&](int64_t b, int64_t e) {
+            std::vector<T> exps(d ? 0 : V);  // e^{x − m} of one row where no gradient row holds them
             for (int64_t i = b; i < e; ++i) {
-                T* dr = d + i * V;
-                if (s[i] == T(0)) { std::fill(dr, dr + V, T(0)); continue; }  // ignored row
+                T* dr = d ? d + i * V : nullptr;  // (V)
+                if (t[i] == ignore_index) {
+                    l[i] = 0;
+                    if (dr) std::fill(dr, dr + V, T(0));
+                    continue;
+                }
                 const T* xr = x + i * V;
                 const T m = vec::max_value(xr, V);
-                const double z = vec::exp_shifted(dr, xr, m, V);  // dr = e^{x − m} (tensor/vector_math.h)
-                const T scale = T(s[i] / z);
+                const double z = vec::exp_shifted(dr ? dr : exps.data(), xr, m, V);  // (tensor/vector_math.h)
+                l[i] = T(m + std::log(z) - xr[t[i]]);  // logsumexp − target logit
+                if (!dr) continue;
+                const T scale = T(s[i] / z);  // dr = e^{x − m} · s / z − s · onehot
                 for (int64_t c = 0; c < V; ++c) dr[c] *= scale;
                 dr[t[i]] -= s[i];
             }
@@ -618,7 +603,6 @@ const Backend cpu_backend{
     cpu_scatter_add_last,
     cpu_topk_last,
     cpu_cross_entropy,
-    cpu_cross_entropy_backward,
     cpu_attention_forward,
     cpu_attention_backward,
     cpu_rms_norm_forward,

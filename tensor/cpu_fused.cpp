@@ -6,6 +6,7 @@
 // weights of mixed-precision training only.
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -199,20 +200,22 @@ void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, 
     });
 }
 
+namespace {
+
 // The per-step scalars are rounded to T once, as torch does; the bias corrections fold into
 // two of them: m̂ / (√v̂ + ε) = (m / bc1) / (√v / √bc2 + ε).
-void cpu_adamw_step(const AdamWStep& s, const View& param, const View& grad, const View& exp_avg,
-                    const View& exp_avg_sq) {
-    dispatch_floating(param.dtype, [&]<class T>() {
+void adamw_one(const AdamWTensors& a) {
+    const AdamWStep& s = a.step;
+    dispatch_floating(a.param.dtype, [&]<class T>() {
         const T decay = T(1 - s.lr * s.weight_decay), step_size = T(s.lr / s.bias_correction1);
         const T bc2_sqrt = T(std::sqrt(s.bias_correction2));
         const T b1 = T(s.beta1), b2 = T(s.beta2), one_minus_b1 = T(1 - s.beta1), one_minus_b2 = T(1 - s.beta2);
         const T eps = T(s.eps);
-        T *p = ptr<T>(param), *m = ptr<T>(exp_avg), *v = ptr<T>(exp_avg_sq);
-        const T* g = ptr<T>(grad);
+        T *p = ptr<T>(a.param), *m = ptr<T>(a.exp_avg), *v = ptr<T>(a.exp_avg_sq);
+        const T* g = ptr<T>(a.grad);
         // The closure takes the pointers by value, so the compiler sees they stay put and
         // can vectorise the loop.
-        parallel_range(param.numel(), [=](int64_t begin, int64_t end) {
+        parallel_range(a.param.numel(), [=](int64_t begin, int64_t end) {
             for (int64_t j = begin; j < end; ++j) {
                 p[j] *= decay;                                  // p *= 1 − lr λ (decoupled decay)
                 m[j] = b1 * m[j] + one_minus_b1 * g[j];         // m = β1 m + (1 − β1) g
@@ -222,6 +225,13 @@ void cpu_adamw_step(const AdamWStep& s, const View& param, const View& grad, con
             }
         });
     });
+}
+
+}  // namespace
+
+// Parameter by parameter: on the CPU a call per tensor costs nothing worth fusing away.
+void cpu_adamw_step(std::span<const AdamWTensors> params) {
+    for (const AdamWTensors& a : params) adamw_one(a);
 }
 
 void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer) {
@@ -240,16 +250,21 @@ void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const V
     });
 }
 
-// In one thread and in order: the norm, and so whether to clip, never depends on threads.
-void cpu_sum_squares(const View& acc, const View& x) {
-    if (x.dtype == DType::bf16)
-        return via_float32<1, 0>({x}, {}, [&](auto& i, auto&) { cpu_sum_squares(acc, i[0]); });
-    double sum = *ptr<double>(acc);
-    dispatch_floating(x.dtype, [&]<class T>() {
-        const T* xp = ptr<T>(x);
-        for (int64_t j = 0, n = x.numel(); j < n; ++j) sum += double(xp[j]) * double(xp[j]);
-    });
-    *ptr<double>(acc) = sum;
+// In one thread and in order, tensor after tensor: the norm, and so whether to clip, never
+// depends on threads.
+void cpu_sum_squares(const View& acc, std::span<const View> xs) {
+    for (const View& x : xs) {
+        if (x.dtype == DType::bf16) {
+            via_float32<1, 0>({x}, {}, [&](auto& i, auto&) { cpu_sum_squares(acc, {&i[0], 1}); });
+            continue;
+        }
+        double sum = *ptr<double>(acc);
+        dispatch_floating(x.dtype, [&]<class T>() {
+            const T* xp = ptr<T>(x);
+            for (int64_t j = 0, n = x.numel(); j < n; ++j) sum += double(xp[j]) * double(xp[j]);
+        });
+        *ptr<double>(acc) = sum;
+    }
 }
 
 }  // namespace gg

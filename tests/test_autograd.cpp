@@ -117,6 +117,33 @@ TEST_CASE("autograd: retain_graph allows a second backward; without it the secon
     CHECK(mismatch(x.grad(), {2, 4}) == "");
 }
 
+TEST_CASE("autograd: cross_entropy's gradient, computed in its forward, survives a retained second backward") {
+    // The kernel writes dlogits while it finds the loss; backward hands that buffer on at an
+    // upstream gradient of 1 and scales a copy otherwise, so the saved buffer never changes.
+    const Tensor logits = leaf({1, 2, 3, 0, 0, 0}, {2, 3});
+    const Tensor targets = gg::from_vector(std::vector<int64_t>{2, 0}, {2});
+    const auto softmax_minus_onehot = [](const std::vector<double>& row, int target, double scale) {
+        double z = 0;
+        for (double v : row) z += std::exp(v);
+        std::vector<double> d;
+        for (size_t c = 0; c < row.size(); ++c) d.push_back((std::exp(row[c]) / z - (int(c) == target)) * scale);
+        return d;
+    };
+    std::vector<double> once = softmax_minus_onehot({1, 2, 3}, 2, 0.5);
+    for (double v : softmax_minus_onehot({0, 0, 0}, 0, 0.5)) once.push_back(v);
+    const Tensor loss = gg::cross_entropy(logits, targets);
+    loss.backward(Tensor(), true);
+    CHECK(mismatch(logits.grad(), once) == "");
+    loss.backward(gg::full({}, 3.0, DType::f64));  // a non-unit upstream gradient, through the same graph
+    std::vector<double> four_times;
+    for (double v : once) four_times.push_back(4 * v);
+    CHECK(mismatch(logits.grad(), four_times) == "");
+    {
+        gg::NoGradGuard no_grad;  // no gradient asked for: the loss alone, nothing recorded
+        CHECK_FALSE(gg::cross_entropy(logits, targets).requires_grad());
+    }
+}
+
 TEST_CASE("autograd: backward needs a gradient for a non-scalar output, of the output's shape") {
     const Tensor x = leaf({1, 2, 3}, {3});
     const Tensor y = x * 2.0;

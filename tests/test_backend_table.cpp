@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/cuda.h"
@@ -216,8 +217,16 @@ TEST_CASE("table: reductions and the sum of squares") {
     for (DType dt : kFloats)
         for (int64_t n : {0, 1, 1000, 4099}) {
             compare("sum_squares", {full({}, 1.5, DType::f64), random({n}, dt, gen)}, {0},
-                    [](const Backend& be, const std::vector<View>& v) { be.sum_squares(v[0], v[1]); }, 1e-12);
+                    [](const Backend& be, const std::vector<View>& v) { be.sum_squares(v[0], {&v[1], 1}); }, 1e-12);
         }
+    // A list in one call: f32 and f64 mixed, an empty tensor, a view one element in (no packs),
+    // and one tensor of several chunks (cuda/tensor_list.h) with a tail that fills no pack.
+    compare("sum_squares of a list",
+            {full({}, 1.5, DType::f64), random({7}, DType::f32, gen), random({0}, DType::f64, gen),
+             random({1001}, DType::f32, gen).narrow(0, 1, 1000), random({40003}, DType::f32, gen),
+             random({33}, DType::f64, gen)},
+            {0}, [](const Backend& be, const std::vector<View>& v) { be.sum_squares(v[0], {&v[1], v.size() - 1}); },
+            1e-12);
 }
 
 TEST_CASE("table: softmax, log_softmax and their backward") {
@@ -239,7 +248,7 @@ TEST_CASE("table: softmax, log_softmax and their backward") {
             }
 }
 
-TEST_CASE("table: cross-entropy forward and backward, with ignored rows") {
+TEST_CASE("table: cross-entropy, the loss alone and with its gradient, with ignored rows") {
     Generator gen(5);
     for (DType dt : kFloats)
         for (const Shape& s : {Shape{1, 3}, Shape{9, 257}, Shape{0, 4}, Shape{5, 1030}}) {
@@ -248,12 +257,15 @@ TEST_CASE("table: cross-entropy forward and backward, with ignored rows") {
             for (int64_t i = 0; i < s[0]; ++i) targets[i] = i % 3 == 1 ? -100 : gen.randint(0, s[1]);
             const Tensor x = random(s, dt, gen) * 3.0, t = from_vector(targets, {s[0]});
             compare("cross_entropy", {zeros({s[0]}, dt), x, t}, {0},
-                    [](const Backend& be, const std::vector<View>& v) { be.cross_entropy(v[0], v[1], v[2], -100); },
-                    tolerance(dt));
-            const Tensor scale = where(eq(t, full({}, -100.0, DType::i64)), zeros({s[0]}, dt), rand({s[0]}, gen, dt));
-            compare("cross_entropy_backward", {zeros(s, dt), x, t, scale}, {0},
                     [](const Backend& be, const std::vector<View>& v) {
-                        be.cross_entropy_backward(v[0], v[1], v[2], v[3]);
+                        be.cross_entropy(v[0], View{}, v[1], v[2], View{}, -100);
+                    },
+                    tolerance(dt));
+            // Ignored rows get a zero gradient row whatever their scale says.
+            compare("cross_entropy with its gradient", {zeros({s[0]}, dt), zeros(s, dt), x, t, rand({s[0]}, gen, dt)},
+                    {0, 1},
+                    [](const Backend& be, const std::vector<View>& v) {
+                        be.cross_entropy(v[0], v[1], v[2], v[3], v[4], -100);
                     },
                     tolerance(dt));
         }
@@ -273,13 +285,13 @@ TEST_CASE("table: cross-entropy refuses logits that are not (N, V) or targets th
         const std::string& name = device.first;
         const Backend* be = device.second;
         CAPTURE(name);
-        CHECK_THROWS_WITH_AS(be->cross_entropy(out, flat, targets, -100),
+        CHECK_THROWS_WITH_AS(be->cross_entropy(out, View{}, flat, targets, View{}, -100),
                              "cross_entropy: logits must be (N, V) and targets int64 (N), got logits (64) and int64 "
                              "targets (16)",
                              std::invalid_argument);
-        CHECK_THROWS_AS(be->cross_entropy(out, logits, make_view(t.data(), DType::i64, {8}, {1}), -100),
+        CHECK_THROWS_AS(be->cross_entropy(out, View{}, logits, make_view(t.data(), DType::i64, {8}, {1}), View{}, -100),
                         std::invalid_argument);
-        CHECK_THROWS_AS(be->cross_entropy_backward(logits, logits, make_view(t_f64.data(), DType::f64, {16}, {1}), out),
+        CHECK_THROWS_AS(be->cross_entropy(out, logits, logits, make_view(t_f64.data(), DType::f64, {16}, {1}), out, -100),
                         std::invalid_argument);
     }
 }
@@ -379,7 +391,10 @@ TEST_CASE("table: AdamW and SGD steps") {
                 "adamw_step",
                 {random({n}, dt, gen), random({n}, dt, gen), random({n}, dt, gen) * 0.1, abs(random({n}, dt, gen))},
                 {0, 2, 3},
-                [&](const Backend& be, const std::vector<View>& v) { be.adamw_step(adamw, v[0], v[1], v[2], v[3]); },
+                [&](const Backend& be, const std::vector<View>& v) {
+                    const AdamWTensors param{adamw, v[0], v[1], v[2], v[3]};
+                    be.adamw_step({&param, 1});
+                },
                 tolerance(dt));
             for (double momentum : {0.0, 0.9}) {
                 const SGDStep sgd{0.1, momentum, 1e-3};
@@ -390,6 +405,36 @@ TEST_CASE("table: AdamW and SGD steps") {
                         tolerance(dt));
             }
         }
+}
+
+TEST_CASE("table: one AdamW step over a list of parameters") {
+    // f32 and f64 in one call, each parameter with its own step count; a view one element in
+    // (no packs), a parameter of several chunks (cuda/tensor_list.h) and small ones around it.
+    Generator gen(18);
+    std::vector<Tensor> operands;
+    std::vector<AdamWStep> steps;
+    for (const auto& [n, dt, misaligned] : {std::tuple{5, DType::f32, false}, {40003, DType::f32, false},
+                                            {1000, DType::f32, true}, {0, DType::f64, false}, {77, DType::f64, false},
+                                            {1, DType::f64, true}}) {
+        const auto make = [&](const Tensor& t) { return misaligned ? t.narrow(0, 1, n) : t.narrow(0, 0, n); };
+        const int64_t size = n + 1;
+        operands.push_back(make(random({size}, dt, gen)));
+        operands.push_back(make(random({size}, dt, gen)));
+        operands.push_back(make(random({size}, dt, gen) * 0.1));
+        operands.push_back(make(abs(random({size}, dt, gen))));
+        const double t = double(steps.size() + 1);
+        steps.push_back({1e-2, 0.9, 0.95, 1e-8, 0.1, 1 - std::pow(0.9, t), 1 - std::pow(0.95, t)});
+    }
+    std::vector<size_t> outputs;
+    for (size_t i = 0; i < operands.size(); i += 4) outputs.insert(outputs.end(), {i, i + 2, i + 3});
+    compare("adamw_step of a list", operands, outputs,
+            [&](const Backend& be, const std::vector<View>& v) {
+                std::vector<AdamWTensors> params;
+                for (size_t i = 0; i < steps.size(); ++i)
+                    params.push_back({steps[i], v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]});
+                be.adamw_step(params);
+            },
+            tolerance(DType::f32));
 }
 
 TEST_CASE("table: GEMM, every transpose, batched with strides") {
@@ -674,11 +719,13 @@ TEST_CASE("table bf16: softmax, log_softmax, cross-entropy, RMSNorm, each way") 
         for (int64_t i = 0; i < s[0]; ++i) targets[static_cast<size_t>(i)] = i % 3 == 1 ? -100 : gen.randint(0, s[1]);
         const Tensor x = random(s, f32, gen) * 3.0, t = from_vector(targets, {s[0]});
         compare_bf16("cross_entropy", {zeros({s[0]}, f32), x, t}, {0, 1}, {0},
-                     [](const Backend& be, const std::vector<View>& v) { be.cross_entropy(v[0], v[1], v[2], -100); });
-        const Tensor scale = where(eq(t, full({}, -100.0, DType::i64)), zeros({s[0]}, f32), rand({s[0]}, gen, f32));
-        compare_bf16("cross_entropy_backward", {zeros(s, f32), x, t, scale}, {0, 1, 3}, {0},
                      [](const Backend& be, const std::vector<View>& v) {
-                         be.cross_entropy_backward(v[0], v[1], v[2], v[3]);
+                         be.cross_entropy(v[0], View{}, v[1], v[2], View{}, -100);
+                     });
+        const Tensor scale = rand({s[0]}, gen, f32);
+        compare_bf16("cross_entropy with its gradient", {zeros({s[0]}, f32), zeros(s, f32), x, t, scale},
+                     {0, 1, 2, 4}, {0, 1}, [](const Backend& be, const std::vector<View>& v) {
+                         be.cross_entropy(v[0], v[1], v[2], v[3], v[4], -100);
                      });
         const Tensor w = random({s[1]}, f32, gen);
         compare_bf16("rms_norm_forward", {zeros(s, f32), zeros({s[0]}, f32), x, w}, {0, 1, 2, 3}, {0, 1},
@@ -744,9 +791,9 @@ TEST_CASE("table bf16: reductions, the sum of squares, embedding rows, routing, 
     // multiple), and one element at a time from a view one element in.
     for (int64_t n : {1, 1000, 4099}) {
         compare_bf16("sum_squares", {full({}, 1.5, DType::f64), random({n}, f32, gen)}, {1}, {0},
-                     [](const Backend& be, const std::vector<View>& v) { be.sum_squares(v[0], v[1]); });
+                     [](const Backend& be, const std::vector<View>& v) { be.sum_squares(v[0], {&v[1], 1}); });
         compare_bf16("sum_squares, misaligned", {full({}, 1.5, DType::f64), random({n + 1}, f32, gen).narrow(0, 1, n)},
-                     {1}, {0}, [](const Backend& be, const std::vector<View>& v) { be.sum_squares(v[0], v[1]); });
+                     {1}, {0}, [](const Backend& be, const std::vector<View>& v) { be.sum_squares(v[0], {&v[1], 1}); });
     }
     for (int64_t n : {1, 5, 1027}) {
         const Tensor a = random({n}, f32, gen), b = random({n}, f32, gen);
@@ -857,7 +904,8 @@ TEST_CASE("table bf16: the optimisers refuse bf16, naming it: they update f32 ma
     DeviceBuffer buffer(be, 64 * sizeof(float));
     View v = zeros({8}, DType::f32).view_desc();
     v.data = buffer.data, v.dtype = DType::bf16;
-    CHECK_THROWS_WITH_AS(be.adamw_step(AdamWStep{}, v, v, v, v),
+    const AdamWTensors param{AdamWStep{}, v, v, v, v};
+    CHECK_THROWS_WITH_AS(be.adamw_step({&param, 1}),
                          doctest::Contains("adamw_step: parameter bfloat16, gradient bfloat16: the optimisers take "
                                            "f32 or f64 master weights"),
                          std::invalid_argument);

@@ -124,6 +124,23 @@ std::string out_of_range_message(F&& call) {
     return "";
 }
 
+// Sizes and offsets of the tensors of a list (AdamW, sum_squares): 1001 elements (packs of 4
+// f32 or 2 f64 and a left-over tail), the same one element in (misaligned: one element at a
+// time), 7, none, forty small ones of 1 to 40 elements, every third misaligned, and one of
+// several 16384-element chunks (cuda/tensor_list.h) with a tail.
+std::vector<std::pair<int64_t, int64_t>> list_sizes() {
+    std::vector<std::pair<int64_t, int64_t>> sizes{{1001, 0}, {1001, 1}, {7, 0}, {0, 0}};
+    for (int64_t n = 1; n <= 40; ++n) sizes.push_back({n, n % 3 == 0});
+    sizes.push_back({50003, 0});
+    return sizes;
+}
+
+// n elements from element `offset` of a's storage.
+template <class T>
+View at(Array<T>& a, int64_t n, int64_t offset) {
+    return gg::make_view(a.data.data() + offset, kDType<T>, {n}, {1});
+}
+
 // ---- reduce, sum_squares --------------------------------------------------------------------
 
 struct ReduceShape {
@@ -171,19 +188,38 @@ TEST_CASE("reduce: max and min propagate NaN as the CPU does; over an empty dim 
 
 TEST_CASE_TEMPLATE("sum_squares adds Σ x² to a float64 accumulator like the CPU, the same on every run", T, float,
                    double) {
-    // No block, one partial block, ~274 blocks (~69 of 4-float packs, 137 of 2-double ones, 3
-    // floats left over); and x one element into its storage: misaligned, one element a load.
+    // No chunk, one partial chunk, five chunks (cuda/tensor_list.h) with 3 floats left over; and
+    // x one element into its storage: misaligned, one element a load.
     for (const int64_t n : {0, 1, 300, 70003})
         for (const int which : {-1, 0}) {
             CAPTURE(n); CAPTURE(which);
             Array<T> x = ShiftOne<T>{which}(random_array<T>({n}));
             Array<double> want{{}, {1.5}}, got = want, again = want;
-            cpu().sum_squares(want.view(), x.view());
-            emulated::sum_squares(got.view(), x.view());
-            emulated::sum_squares(again.view(), x.view());
+            const std::vector<View> xs{x.view()};
+            cpu().sum_squares(want.view(), xs);
+            emulated::sum_squares(got.view(), xs);
+            emulated::sum_squares(again.view(), xs);
             CHECK(mismatch(got.data, want.data, 1e-12) == "");
             CHECK(bitwise_equal(got.data, again.data));
         }
+}
+
+TEST_CASE("sum_squares of a list: many small tensors and one large, f32 and f64, in one call") {
+    std::vector<Array<float>> floats;
+    std::vector<Array<double>> doubles;
+    std::vector<View> xs;
+    for (const auto& [n, offset] : list_sizes()) {
+        // Alternate the types by size, so that both run misaligned and in packs.
+        if (n % 2 == 0) xs.push_back(at(floats.emplace_back(random_array<float>({n + offset})), n, offset));
+        else xs.push_back(at(doubles.emplace_back(random_array<double>({n + offset})), n, offset));
+    }
+    Array<double> want{{}, {1.5}}, got = want, again = want;
+    cpu().sum_squares(want.view(), xs);
+    emulated::sum_squares(got.view(), xs);
+    emulated::sum_squares(again.view(), xs);
+    CHECK(mismatch(got.data, want.data, 1e-12) == "");
+    CHECK(bitwise_equal(got.data, again.data));
+    CHECK(got.data[0] > 1.5 + 1000);  // the large tensor's ~50000 squares of mean 3 are in it
 }
 
 // ---- softmax, cross_entropy -----------------------------------------------------------------
@@ -219,9 +255,12 @@ TEST_CASE_TEMPLATE("softmax and log_softmax, forward and backward, match the CPU
             }
 }
 
-TEST_CASE_TEMPLATE("cross_entropy and its backward match the CPU, ignored rows included", T, float, double) {
-    // V = 36 and 1500: rows in packs of 4 f32 (10: of 2 f64).
-    for (const auto& [N, V] : {RowShape{6, 10}, {11, 37}, {9, 36}, {3, 1500}, {0, 5}})
+TEST_CASE_TEMPLATE("cross_entropy and its gradient match the CPU, ignored rows included", T, float, double) {
+    // V = 36 and 1500: rows in packs of 4 f32 (10: of 2 f64). Each thread keeps 8 packs of its
+    // row in registers for the gradient: 257 and 700 columns on a warp and 2500 on a block
+    // read the rest again (one a load, or f64 packs of 2), 9000 in f32 packs.
+    for (const auto& [N, V] :
+         {RowShape{6, 10}, {11, 37}, {9, 36}, {3, 1500}, {0, 5}, {5, 257}, {3, 700}, {2, 2500}, {2, 9000}})
         for (const int64_t ignore_index : {int64_t(-100), int64_t(2)})  // outside and inside [0, V)
             for (int which = -1; which < 2; ++which) {  // logits or dlogits shifted
                 CAPTURE(N); CAPTURE(V); CAPTURE(ignore_index); CAPTURE(which);
@@ -230,16 +269,23 @@ TEST_CASE_TEMPLATE("cross_entropy and its backward match the CPU, ignored rows i
                 Array<int64_t> targets = random_ids({N}, V);
                 Array<T> row_scale = random_array<T>({N}, 0.5, 1.5);
                 if (N > 1) targets.data[1] = ignore_index, row_scale.data[1] = 0;
+                // The loss alone (no gradient asked for), then the loss and its gradient.
                 Array<T> want = filled<T>({N}), got = want, again = want;
-                cpu().cross_entropy(want.view(), logits.view(), targets.view(), ignore_index);
-                emulated::cross_entropy(got.view(), logits.view(), targets.view(), ignore_index);
-                emulated::cross_entropy(again.view(), logits.view(), targets.view(), ignore_index);
+                cpu().cross_entropy(want.view(), View{}, logits.view(), targets.view(), View{}, ignore_index);
+                emulated::cross_entropy(got.view(), View{}, logits.view(), targets.view(), View{}, ignore_index);
+                emulated::cross_entropy(again.view(), View{}, logits.view(), targets.view(), View{}, ignore_index);
                 CHECK(mismatch(got.data, want.data) == "");
                 CHECK(bitwise_equal(got.data, again.data));
 
-                Array<T> dx_want = place(filled<T>({N, V})), dx_got = dx_want;
-                cpu().cross_entropy_backward(dx_want.view(), logits.view(), targets.view(), row_scale.view());
-                emulated::cross_entropy_backward(dx_got.view(), logits.view(), targets.view(), row_scale.view());
+                Array<T> dx_want = place(filled<T>({N, V})), dx_got = dx_want, fused = filled<T>({N});
+                cpu().cross_entropy(want.view(), dx_want.view(), logits.view(), targets.view(), row_scale.view(),
+                                    ignore_index);
+                emulated::cross_entropy(fused.view(), dx_got.view(), logits.view(), targets.view(), row_scale.view(),
+                                        ignore_index);
+                // The same loss with the gradient asked for; bitwise, unless a misaligned
+                // dlogits (which == 1) sends the row to one column a load: another sum order.
+                if (which == 1) CHECK(mismatch(fused.data, got.data) == "");
+                else CHECK(bitwise_equal(fused.data, got.data));
                 CHECK(mismatch(dx_got.data, dx_want.data) == "");
             }
 }
@@ -306,13 +352,12 @@ TEST_CASE("f32 softmax, log_softmax and cross_entropy against a double reference
 
             Array<int64_t> targets({{rows}, {0, cols / 2, cols - 1, 0}});  // column 0 is finite in row 3
             Array<float> loss = filled<float>({rows});
-            emulated::cross_entropy(loss.view(), x.view(), targets.view(), -100);
+            Array<float> scale({{rows}, {1.f, 1.f, 1.f, 1.f}}), dx = filled<float>({rows, cols});
+            emulated::cross_entropy(loss.view(), dx.view(), x.view(), targets.view(), scale.view(), -100);
             for (int64_t r = 0; r < rows; ++r) {
                 const double want = lse[r] - double(xd[r * cols + targets.data[r]]);
                 CHECK_MESSAGE(std::abs(loss.data[r] - want) <= tol * (1 + std::abs(want)), "row " << r);
             }
-            Array<float> scale({{rows}, {1.f, 1.f, 1.f, 1.f}}), dx = filled<float>({rows, cols});
-            emulated::cross_entropy_backward(dx.view(), x.view(), targets.view(), scale.view());
             int bad = 0;
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t c = 0; c < cols; ++c) {
@@ -445,16 +490,16 @@ TEST_CASE("an index out of range is reported with the CPU's message, and the rec
     Array<float> logits = random_array<float>({3, 10}), loss = filled<float>({3}), scale = filled<float>({3}, 1.0f);
     Array<int64_t> targets{{3}, {4, -100, 10}};
     const std::string cross_entropy = "cross_entropy: index 10 at position 2 is out of range [0, 10)";
-    CHECK(out_of_range_message([&] { cpu().cross_entropy(loss.view(), logits.view(), targets.view(), -100); }) ==
-          cross_entropy);
-    CHECK(out_of_range_message([&] { emulated::cross_entropy(loss.view(), logits.view(), targets.view(), -100); }) ==
-          cross_entropy);
-    // The CPU's backward trusts the targets its forward checked; the kernel checks them anyway.
     Array<float> dlogits = filled<float>({3, 10});
-    scale.data[1] = 0;
-    CHECK(out_of_range_message([&] {
-              emulated::cross_entropy_backward(dlogits.view(), logits.view(), targets.view(), scale.view());
-          }) == cross_entropy);
+    for (const bool gradient : {false, true}) {
+        const View d = gradient ? dlogits.view() : View{}, s = gradient ? scale.view() : View{};
+        CHECK(out_of_range_message([&] {
+                  cpu().cross_entropy(loss.view(), d, logits.view(), targets.view(), s, -100);
+              }) == cross_entropy);
+        CHECK(out_of_range_message([&] {
+                  emulated::cross_entropy(loss.view(), d, logits.view(), targets.view(), s, -100);
+              }) == cross_entropy);
+    }
     CHECK_NOTHROW(emulated::check_device_error());
 }
 
@@ -463,8 +508,12 @@ TEST_CASE("an index out of range is reported with the CPU's message, and the rec
 TEST_CASE_TEMPLATE("rms_norm forward and backward match the CPU; dweight is the same on every run", T, float, double) {
     // Warp rows, column blocks with rows above 16, dw's rows cut into 2 chunks (700 rows of 40
     // columns), block rows (cols > 1024); no rows: dw = 0. 40 and 1100 columns: rows in packs
-    // of 4 f32 (70: of 2 f64).
-    for (const auto& [rows, cols] : {RowShape{5, 7}, {9, 40}, {33, 70}, {700, 40}, {3, 1100}, {0, 6}})
+    // of 4 f32 (70: of 2 f64). dx keeps 8 packs of each row per thread in registers, and dw
+    // then comes from the same pass (row groups' partials); rows longer than that read the rest
+    // again and take dw down the columns (1000 columns in f64 packs or one at a time on a
+    // warp, 2500 one at a time and 8200 in f32 packs on a block).
+    for (const auto& [rows, cols] :
+         {RowShape{5, 7}, {9, 40}, {33, 70}, {700, 40}, {3, 1100}, {0, 6}, {4, 1000}, {2, 2500}, {1, 8200}})
         for (int which = -1; which < 5; ++which) {  // x, w, y, dy or dx shifted
             CAPTURE(rows); CAPTURE(cols); CAPTURE(which);
             ShiftOne<T> place{which};
@@ -497,36 +546,55 @@ TEST_CASE_TEMPLATE("rms_norm forward and backward match the CPU; dweight is the 
 template <class T>
 constexpr double kUlps = 4 * std::numeric_limits<T>::epsilon();
 
-TEST_CASE_TEMPLATE("adamw_step and sgd_step follow the CPU's arithmetic over several steps", T, float, double) {
-    // 1001 elements: packs (4 f32 or 2 f64) and a left-over tail; an offset of one element:
-    // misaligned, one element at a time only; 7 elements; none.
+TEST_CASE_TEMPLATE("adamw_step over a list follows the CPU's arithmetic over several steps", T, float, double) {
+    struct Param {
+        int64_t n, offset;
+        Array<T> p, m, v, p_cpu, m_cpu, v_cpu;
+    };
+    std::vector<Param> params;
+    for (const auto& [n, offset] : list_sizes()) {
+        const Shape shape{n + offset};
+        Array<T> p = random_array<T>(shape), m = filled<T>(shape, T(0));
+        params.push_back({n, offset, p, m, m, p, m, m});
+    }
+    for (int step = 1; step <= 3; ++step) {
+        std::vector<Array<T>> grads;
+        std::vector<gg::AdamWTensors> on_cpu, on_device;
+        for (size_t i = 0; i < params.size(); ++i) {
+            Param& q = params[i];
+            Array<T>& g = grads.emplace_back(random_array<T>({q.n + q.offset}));
+            const double t = double(step + i % 3);  // each parameter counts its own steps
+            const gg::AdamWStep s{1e-2, 0.9, 0.999, 1e-8, 0.1, 1 - std::pow(0.9, t), 1 - std::pow(0.999, t)};
+            const auto view = [&](Array<T>& a) { return at(a, q.n, q.offset); };
+            on_cpu.push_back({s, view(q.p_cpu), view(g), view(q.m_cpu), view(q.v_cpu)});
+            on_device.push_back({s, view(q.p), view(g), view(q.m), view(q.v)});
+        }
+        cpu().adamw_step(on_cpu);
+        emulated::adamw_step(on_device);
+    }
+    for (const Param& q : params) {
+        CAPTURE(q.n); CAPTURE(q.offset);
+        CHECK(mismatch(q.p.data, q.p_cpu.data, kUlps<T>) == "");
+        CHECK(mismatch(q.m.data, q.m_cpu.data, kUlps<T>) == "");
+        CHECK(mismatch(q.v.data, q.v_cpu.data, kUlps<T>) == "");
+    }
+}
+
+TEST_CASE_TEMPLATE("sgd_step follows the CPU's arithmetic over several steps", T, float, double) {
     for (const auto& [n, offset] : {std::pair<int64_t, int64_t>{1001, 0}, {1001, 1}, {7, 0}, {0, 0}}) {
         CAPTURE(n); CAPTURE(offset);
         const Shape shape{n + offset};
-        Array<T> p = random_array<T>(shape), m = filled<T>(shape, T(0)), v = m;
-        Array<T> p_cpu = p, m_cpu = m, v_cpu = v;
-        auto at = [&](Array<T>& a) { return gg::make_view(a.data.data() + offset, kDType<T>, {n}, {1}); };
-        for (int t = 1; t <= 3; ++t) {
-            Array<T> g = random_array<T>(shape);
-            const gg::AdamWStep step{1e-2, 0.9, 0.999, 1e-8, 0.1, 1 - std::pow(0.9, t), 1 - std::pow(0.999, t)};
-            cpu().adamw_step(step, at(p_cpu), at(g), at(m_cpu), at(v_cpu));
-            emulated::adamw_step(step, at(p), at(g), at(m), at(v));
-        }
-        CHECK(mismatch(p.data, p_cpu.data, kUlps<T>) == "");
-        CHECK(mismatch(m.data, m_cpu.data, kUlps<T>) == "");
-        CHECK(mismatch(v.data, v_cpu.data, kUlps<T>) == "");
-
         for (const double momentum : {0.0, 0.9}) {
             CAPTURE(momentum);
             Array<T> q = random_array<T>(shape), buf = filled<T>(shape, T(0));
             Array<T> q_cpu = q, buf_cpu = buf;
             // Without momentum there is no buffer: its data pointer is null.
-            auto buffer = [&](Array<T>& b) { return momentum == 0 ? View{} : at(b); };
+            auto buffer = [&](Array<T>& b) { return momentum == 0 ? View{} : at(b, n, offset); };
             for (int t = 0; t < 3; ++t) {
                 Array<T> g = random_array<T>(shape);
                 const gg::SGDStep step{0.05, momentum, 0.01};
-                cpu().sgd_step(step, at(q_cpu), at(g), buffer(buf_cpu));
-                emulated::sgd_step(step, at(q), at(g), buffer(buf));
+                cpu().sgd_step(step, at(q_cpu, n, offset), at(g, n, offset), buffer(buf_cpu));
+                emulated::sgd_step(step, at(q, n, offset), at(g, n, offset), buffer(buf));
             }
             CHECK(mismatch(q.data, q_cpu.data, kUlps<T>) == "");
             CHECK(mismatch(buf.data, buf_cpu.data, kUlps<T>) == "");

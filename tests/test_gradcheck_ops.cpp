@@ -174,6 +174,9 @@ TEST_CASE("gradcheck: softmax, log_softmax and cross_entropy") {
                    [targets](const Inputs& in) { return gg::cross_entropy(in[0], targets); }, {logits});
     check_gradient("cross_entropy scaled (a non-unit upstream gradient)",
                    [targets](const Inputs& in) { return gg::cross_entropy(in[0], targets) * 3.0; }, {logits});
+    check_gradient("cross_entropy and the z-loss on the same logits",
+                   [targets](const Inputs& in) { return gg::cross_entropy(in[0], targets) + gg::z_loss(in[0]) * 0.1; },
+                   {logits});
     const Tensor targets_2d = on_test_device(gg::from_vector(std::vector<int64_t>{2, 2, 0, 3, 1, 2}, {2, 3}));
     check_gradient("cross_entropy over (B, T, V) with ignore_index 0",
                    [targets_2d](const Inputs& in) { return gg::cross_entropy(in[0], targets_2d, 0); },

@@ -2,6 +2,7 @@
 #include "nn/optim/optimizer.h"
 
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 namespace gg::nn {
@@ -102,6 +103,8 @@ AdamW::AdamW(std::vector<Tensor> params, double lr_, double beta1_, double beta2
 }
 
 void AdamW::step() {
+    // Every parameter of a device in one call: on CUDA one launch for all of them.
+    std::map<Device, std::vector<AdamWTensors>> lists;
     for_each_grad(params_, name_, [&](size_t i, const Tensor& p, const Tensor& g) {
         const State& s = state_[i];
         const int64_t t = ++*s.step.data<int64_t>();
@@ -109,10 +112,11 @@ void AdamW::step() {
         const double decay = decay_peak_lr > 0 ? weight_decay / decay_peak_lr : weight_decay;
         const AdamWStep step{lr, beta1, beta2, eps, decay, 1 - std::pow(beta1, double(t)),
                              1 - std::pow(beta2, double(t))};
-        backend(p.device()).adamw_step(step, p.view_desc(), g.view_desc(), s.exp_avg.view_desc(),
-                                       s.exp_avg_sq.view_desc());
-        p.bump_version();
+        lists[p.device()].push_back(
+            {step, p.view_desc(), g.view_desc(), s.exp_avg.view_desc(), s.exp_avg_sq.view_desc()});
+        p.bump_version();  // written in place below: a graph that saved it is stale
     });
+    for (const auto& [device, list] : lists) backend(device).adamw_step(list);
 }
 
 NamedTensors AdamW::state_dict() const {
@@ -129,15 +133,18 @@ NamedTensors AdamW::state_dict() const {
 // --- clipping ---
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-    // ‖g‖² summed in double, in a fixed order, on the gradients' device; one number comes back.
+    // ‖g‖² summed in double, in a fixed order, on the gradients' device, all of them in one
+    // call; one number comes back.
+    std::vector<View> grads;
     Tensor sum_sq;
     for_each_grad(params, "clip_grad_norm", [&](size_t i, const Tensor&, const Tensor& g) {
         if (!sum_sq.defined()) sum_sq = zeros({}, DType::f64, g.device());
         if (g.device() != sum_sq.device())
             throw std::invalid_argument("clip_grad_norm: parameter " + std::to_string(i) + " is on " +
                                         device_name(g.device()) + ", the others on " + device_name(sum_sq.device()));
-        backend(g.device()).sum_squares(sum_sq.view_desc(), g.view_desc());
+        grads.push_back(g.view_desc());
     });
+    if (sum_sq.defined()) backend(sum_sq.device()).sum_squares(sum_sq.view_desc(), grads);
     if (!sum_sq.defined()) return 0;
     const double norm = std::sqrt(sum_sq.item());
     if (norm > max_norm) {

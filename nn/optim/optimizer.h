@@ -8,9 +8,9 @@
 //     clip_grad_norm(opt.params(), 1.0);
 //     opt.step();
 //
-// Every update is one fused kernel per parameter on the parameter's device (the backend's
-// adamw_step / sgd_step, float32 or float64) and writes into the parameter's existing
-// storage: modules hold pointers to their parameter tensors, so an optimiser must never
+// Every update is fused on the parameters' device (the backend's adamw_step, one call for
+// all of them, and sgd_step, one per parameter; float32 or float64) and writes into each
+// parameter's existing storage: modules hold pointers to their parameter tensors, so an optimiser must never
 // swap them for new ones. For the same reason, build the optimiser after Module::to(dtype)
 // or to(device), which do swap them.
 #pragma once

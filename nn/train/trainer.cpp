@@ -261,7 +261,10 @@ namespace {
 double sum_of_squares(const std::vector<Tensor>& params) {
     if (params.empty()) return 0;
     const Tensor acc = zeros({}, DType::f64, params.front().device());
-    for (const Tensor& p : params) backend(p.device()).sum_squares(acc.view_desc(), p.detach().contiguous().view_desc());
+    std::vector<Tensor> dense;  // the views below read these
+    std::vector<View> views;
+    for (const Tensor& p : params) views.push_back(dense.emplace_back(p.detach().contiguous()).view_desc());
+    backend(acc.device()).sum_squares(acc.view_desc(), views);
     return acc.item();
 }
 }  // namespace
