@@ -11,7 +11,8 @@
 // (for_row_packs), so rows of up to 1024 columns on a warp, 8192 on a block (f32) are read
 // once. Rows and w are read and written in 16-byte packs when cols is a multiple of the pack
 // width and the pointers are aligned (cuda/packs.h; W below). bf16 is read as float; rstd, y
-// and dx are computed in float (the sums in double) and rounded to bf16 once, when stored.
+// and dx are computed in float (the sums in double); y and dx are rounded to bf16 once, when
+// stored, and rstd is kept in float (tensor/backend.h).
 // dw, when the rows are kept whole: from the same pass. The grid is cut to kFillBlocks blocks,
 // so each row group takes many rows; it adds dy · x · rstd of its columns, row after row, in
 // double registers, and writes that as its partial row; combine_column_chunks then adds the
@@ -37,7 +38,7 @@ namespace {
 
 // x, y: (rows, cols), w: (cols) → y, rstd: (rows).
 template <int W, class T>
-__global__ void rms_norm_forward_rows(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64_t cols, double eps) {
+__global__ void rms_norm_forward_rows(T* y, compute_t<T>* rstd, const T* x, const T* w, int64_t rows, int64_t cols, double eps) {
     for (int64_t r = first_row(); r < rows; r += row_step()) {
         const T* xr = x + r * cols;  // (cols)
         T* yr = y + r * cols;        // (cols)
@@ -55,7 +56,7 @@ __global__ void rms_norm_forward_rows(T* y, T* rstd, const T* x, const T* w, int
 // group q (rows q, q + row_step(), ...) adds dy · x · rstd of its rows, in that order, in
 // registers, and writes them as partial row q at the end.
 template <int W, bool WithDw, class T>
-__global__ void rms_norm_dx_rows(T* dx, double* dw_partials, const T* dy, const T* x, const T* w, const T* rstd,
+__global__ void rms_norm_dx_rows(T* dx, double* dw_partials, const T* dy, const T* x, const T* w, const compute_t<T>* rstd,
                                  int64_t rows, int64_t cols) {
     double dw_sum[WithDw ? kKeptPacks : 1][W] = {};  // this thread's columns of the group's partial
     for (int64_t r = first_row(); r < rows; r += row_step()) {
@@ -96,7 +97,7 @@ __global__ void rms_norm_dx_rows(T* dx, double* dw_partials, const T* dy, const 
 // Block (x, z) sums rows chunk_rows(z) into dw when there is one chunk, else into partials
 // (chunks, cols).
 template <class T>
-__global__ void rms_norm_dw_columns(T* dw, double* partials, const T* dy, const T* x, const T* rstd, int64_t chunks,
+__global__ void rms_norm_dw_columns(T* dw, double* partials, const T* dy, const T* x, const compute_t<T>* rstd, int64_t chunks,
                                     int64_t rows, int64_t cols) {
     const int64_t c = int64_t(blockIdx.x) * kWarpSize + threadIdx.x;
     for (int64_t z = blockIdx.y; z < chunks; z += gridDim.y) {
@@ -126,7 +127,7 @@ void rms_norm_forward(const View& y, const View& rstd, const View& x, const View
         const T *xp = static_cast<const T*>(x.data), *w = static_cast<const T*>(weight.data);
         by_pack_width<T>(packable_rows<T>(cols, yp, xp, w), [&]<int W>() {
             launch("rms_norm_forward_rows", rms_norm_forward_rows<W, T>, shape.grid, shape.block, 0, yp,
-                   static_cast<T*>(rstd.data), xp, w, rows, cols, eps);
+                   static_cast<compute_t<T>*>(rstd.data), xp, w, rows, cols, eps);
         });
     });
 }
@@ -137,7 +138,8 @@ void rms_norm_backward(const View& dx, const View& dweight, const View& dy, cons
     dispatch_floating_bf16(x.dtype, [&]<class T>() {
         T *d = static_cast<T*>(dx.data), *dw = static_cast<T*>(dweight.data);
         const T *g = static_cast<const T*>(dy.data), *xp = static_cast<const T*>(x.data);
-        const T *w = static_cast<const T*>(weight.data), *rs = static_cast<const T*>(rstd.data);
+        const T* w = static_cast<const T*>(weight.data);
+        const compute_t<T>* rs = static_cast<const compute_t<T>*>(rstd.data);
         by_pack_width<T>(packable_rows<T>(cols, d, g, xp, w), [&]<int W>() {
             LaunchShape shape = row_launch(rows, cols);
             if (rows > 0 && cols <= kKeptPacks * W * int64_t(shape.block.x)) {

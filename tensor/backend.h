@@ -133,7 +133,8 @@ struct Backend {
                                const View& lse);
 
     // RMSNorm over the rows of contiguous (rows, cols) x with weight w (cols):
-    //   rstd_r = 1 / √(mean_c x_rc² + eps),  y_rc = x_rc · rstd_r · w_c;  rstd (rows) is kept.
+    //   rstd_r = 1 / √(mean_c x_rc² + eps),  y_rc = x_rc · rstd_r · w_c;  rstd (rows) is kept,
+    // in f32 when x is bf16 (it is a sum's result, as autocast keeps sums in f32).
     void (*rms_norm_forward)(const View& y, const View& rstd, const View& x, const View& weight, int64_t rows,
                              int64_t cols, double eps);
     //   dx_rc = rstd_r (w_c dy_rc − x_rc rstd_r² · mean_c(w_c dy_rc x_rc)),  dw_c = Σ_r dy_rc x_rc rstd_r

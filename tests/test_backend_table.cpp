@@ -728,13 +728,13 @@ TEST_CASE("table bf16: softmax, log_softmax, cross-entropy, RMSNorm, each way") 
                          be.cross_entropy(v[0], v[1], v[2], v[3], v[4], -100);
                      });
         const Tensor w = random({s[1]}, f32, gen);
-        compare_bf16("rms_norm_forward", {zeros(s, f32), zeros({s[0]}, f32), x, w}, {0, 1, 2, 3}, {0, 1},
+        compare_bf16("rms_norm_forward", {zeros(s, f32), zeros({s[0]}, f32), x, w}, {0, 2, 3}, {0, 1},
                      [&](const Backend& be, const std::vector<View>& v) {
                          be.rms_norm_forward(v[0], v[1], v[2], v[3], s[0], s[1], 1e-6);
                      });
         const Tensor rstd = rsqrt(mean(x * x, {-1}) + 1e-6);
         compare_bf16("rms_norm_backward", {zeros(s, f32), zeros({s[1]}, f32), random(s, f32, gen), x, w, rstd},
-                     {0, 1, 2, 3, 4, 5}, {0, 1}, [&](const Backend& be, const std::vector<View>& v) {
+                     {0, 1, 2, 3, 4}, {0, 1}, [&](const Backend& be, const std::vector<View>& v) {
                          be.rms_norm_backward(v[0], v[1], v[2], v[3], v[4], v[5], s[0], s[1]);
                      });
     }
