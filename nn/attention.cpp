@@ -13,6 +13,20 @@ namespace gg::nn {
 
 // ---------------------------------------------------------------- the fused primitive
 
+namespace {
+// The attention kernels read and write (B, heads, T, D) operands through their strides, as
+// long as each row of D values is contiguous (Backend::attention_forward): the heads split from
+// a projection, x.view(B, T, H, dk).transpose(1, 2), go in as they are, without a copy.
+Tensor rows_contiguous(const Tensor& t) {
+    return (t.size(3) == 1 || t.strides()[3] == 1) && t.strides()[2] >= t.size(3) ? t : t.contiguous();
+}
+// An empty (B, heads, T, D) result laid out as (B, T, heads, D): as O, the heads then merge into
+// (B, T, heads·D) by a view; as dQ, dK, dV, the gradient of the split above by a view.
+Tensor empty_token_major(int64_t B, int64_t heads, int64_t T, int64_t D, DType dtype, Device dev) {
+    return Tensor::empty({B, T, heads, D}, dtype, dev).transpose(1, 2);
+}
+}  // namespace
+
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const SdpaOptions& options, Tensor* probs, Tensor* lse_out) {
     const Tensor q = autocast_lower(q_in), k = autocast_lower(k_in), v = autocast_lower(v_in);
@@ -35,9 +49,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Hkv = k.size(1), Tk = k.size(2);
     const AttentionShape s{B, H, Hkv, Tq, Tk, D, options.causal, options.window,
                            options.scale > 0 ? options.scale : 1.0 / std::sqrt(double(D)), options.exclude_self};
-    const Tensor Q = q.detach().contiguous(), K = k.detach().contiguous(), V = v.detach().contiguous();
+    const Tensor Q = rows_contiguous(q.detach()), K = rows_contiguous(k.detach()), V = rows_contiguous(v.detach());
     const Device dev = q.device();
-    Tensor O = Tensor::empty({B, H, Tq, D}, q.dtype(), dev);
+    Tensor O = empty_token_major(B, H, Tq, D, q.dtype(), dev);
     // The log-sum-exp backward recomputes the probabilities from stays float32 for bfloat16
     // operands: rounded to 8 bits, e^(s − lse) would be off by up to 0.4% for lse ≈ 1.
     Tensor lse = Tensor::empty({B, H, Tq}, q.dtype() == DType::bf16 ? DType::f32 : q.dtype(), dev);
@@ -51,11 +65,12 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     const Tensor O_saved = O.detach();
     if (lse_out) *lse_out = lse.detach();
     return record("scaled_dot_product_attention", O, {q, k, v}, [=](const Tensor& g) {
-        Tensor dQ = Tensor::empty(Q.shape(), Q.dtype(), dev), dK = Tensor::empty(K.shape(), K.dtype(), dev),
-               dV = Tensor::empty(V.shape(), V.dtype(), dev);
-        backend(dev).attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(), g.contiguous().view_desc(),
-                                        Q.view_desc(), K.view_desc(), V.view_desc(), O_saved.view_desc(),
-                                        lse.view_desc());
+        const Tensor dQ = empty_token_major(B, H, Tq, D, Q.dtype(), dev),
+                     dK = empty_token_major(B, Hkv, Tk, D, K.dtype(), dev),
+                     dV = empty_token_major(B, Hkv, Tk, D, V.dtype(), dev);
+        backend(dev).attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(),
+                                        rows_contiguous(g).view_desc(), Q.view_desc(), K.view_desc(), V.view_desc(),
+                                        O_saved.view_desc(), lse.view_desc());
         return std::vector<Tensor>{dQ, dK, dV};
     }, {Q, K, V, O_saved, lse});
 }

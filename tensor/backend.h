@@ -114,9 +114,11 @@ struct Backend {
     void (*cross_entropy_backward)(const View& dlogits, const View& logits, const View& targets,
                                    const View& row_scale);
 
-    // Fused attention over contiguous operands: O = softmax(Q Kᵀ · scale + mask) V and the
-    // row log-sum-exp lse (B, H, Tq) that backward needs to recompute the probabilities.
-    // probs (B, H, Tq, Tk) is filled only when its data pointer is not null.
+    // Fused attention: O = softmax(Q Kᵀ · scale + mask) V and the row log-sum-exp lse (B, H, Tq)
+    // that backward needs to recompute the probabilities. Q, K, V, O, dO, dQ, dK, dV may have any
+    // strides whose last is 1 and whose row stride (dim 2) is at least D: the heads split from a
+    // (B, T, heads·D) projection are read and written where they lie. lse is contiguous, and so
+    // is probs (B, H, Tq, Tk), filled only when its data pointer is not null.
     void (*attention_forward)(const AttentionShape& s, const View& O, const View& lse, const View& probs,
                               const View& Q, const View& K, const View& V);
     void (*attention_backward)(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
