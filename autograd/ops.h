@@ -113,7 +113,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx);
 // --- joining, splitting, masks (autograd/shape_ops.cpp) ---
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Views of x along dim: pieces of split_size (the last one shorter), or of the given sizes,
+// which must add up to x.size(dim), as torch.split. Their gradients meet in one tensor.
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim);
 // Zero above (tril) / below (triu) the k-th diagonal of the last two dims.

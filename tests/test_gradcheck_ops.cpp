@@ -271,6 +271,12 @@ TEST_CASE("gradcheck: cat, stack, split, chunk, repeat_interleave, tril, triu") 
         const auto parts = gg::split(in[0], 3);  // 3 + 3 + 1 rows, each weighted differently
         return gg::cat({parts[2], parts[0] * 2.0, parts[1] * 3.0}, 0);
     }, {x});
+    // Pieces of given sizes: one unused (its slice of the gradient is 0), one used twice, and x
+    // read beside them (its two gradients add up).
+    check_gradient("split by sizes", [](const Inputs& in) {
+        const auto parts = gg::split(in[0], {2, 4, 1}, 0);
+        return gg::cat({parts[2] * 3.0, parts[0] * parts[0]}, 0) + in[0].narrow(0, 4, 3);
+    }, {x});
     check_gradient("chunk", [](const Inputs& in) {
         const auto parts = gg::chunk(in[0], 2, 1);
         return parts[0] * parts[1];
