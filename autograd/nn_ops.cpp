@@ -17,6 +17,17 @@ namespace {
 Tensor to_rows(const Tensor& x, int64_t dim) { return x.detach().transpose(dim, -1).contiguous(); }
 Tensor from_rows(const Tensor& rows, int64_t dim) { return rows.transpose(dim, -1); }
 
+// t (..., C) as the (rows, C) matrix the gating kernels read (Backend::swiglu_forward): a
+// view when its channels are contiguous and its rows one stride apart, as in a slice of a
+// wider product, else a contiguous copy.
+Tensor gated_rows(const Tensor& t) {
+    const int64_t nd = t.dim(), C = nd ? t.size(-1) : 1;
+    bool even_rows = nd > 0 && (C == 1 || t.strides()[nd - 1] == 1);
+    for (int64_t d = 0; even_rows && d + 2 < nd; ++d)
+        even_rows = t.size(d) == 1 || t.strides()[d] == t.strides()[d + 1] * t.size(d + 1);
+    return (even_rows ? t : t.contiguous()).view({C ? t.numel() / C : 0, C});
+}
+
 // A contiguous tensor (..., C) as the backend's (rows, C) matrix.
 View as_matrix(const Tensor& t) {
     const int64_t C = t.dim() ? t.size(-1) : 1;
@@ -132,12 +143,13 @@ Tensor swiglu(const Tensor& a, const Tensor& b) {
         throw std::invalid_argument("swiglu: a " + describe(a) + " and b " + describe(b) +
                                     ": need floating a and b of one shape, dtype and device");
     const Device dev = a.device();
-    const Tensor ac = a.detach().contiguous(), bc = b.detach().contiguous();
+    const Tensor ac = gated_rows(a.detach()), bc = gated_rows(b.detach());  // (rows, C)
     Tensor y = Tensor::empty(a.shape(), a.dtype(), dev);
-    backend(dev).swiglu_forward(y.view_desc(), ac.view_desc(), bc.view_desc());
+    backend(dev).swiglu_forward(as_matrix(y), ac.view_desc(), bc.view_desc());
+    const Shape shape = a.shape();
     return record("swiglu", y, {a, b}, [=](const Tensor& g) {
-        Tensor da = Tensor::empty(ac.shape(), ac.dtype(), dev), db = Tensor::empty(bc.shape(), bc.dtype(), dev);
-        backend(dev).swiglu_backward(da.view_desc(), db.view_desc(), g.contiguous().view_desc(), ac.view_desc(),
+        Tensor da = Tensor::empty(shape, ac.dtype(), dev), db = Tensor::empty(shape, ac.dtype(), dev);
+        backend(dev).swiglu_backward(as_matrix(da), as_matrix(db), as_matrix(g.contiguous()), ac.view_desc(),
                                      bc.view_desc());
         return std::vector<Tensor>{da, db};
     }, {ac, bc});
@@ -151,12 +163,13 @@ Tensor sigmoid_gate(const Tensor& s, const Tensor& a) {
         throw std::invalid_argument("sigmoid_gate: s " + describe(s) + " and a " + describe(a) +
                                     ": need floating s and a of one shape, dtype and device");
     const Device dev = s.device();
-    const Tensor sc = s.detach().contiguous(), ac = a.detach().contiguous();
+    const Tensor sc = gated_rows(s.detach()), ac = gated_rows(a.detach());  // (rows, C)
     Tensor y = Tensor::empty(s.shape(), s.dtype(), dev);
-    backend(dev).sigmoid_gate_forward(y.view_desc(), sc.view_desc(), ac.view_desc());
+    backend(dev).sigmoid_gate_forward(as_matrix(y), sc.view_desc(), ac.view_desc());
+    const Shape shape = s.shape();
     return record("sigmoid_gate", y, {s, a}, [=](const Tensor& g) {
-        Tensor ds = Tensor::empty(sc.shape(), sc.dtype(), dev), da = Tensor::empty(ac.shape(), ac.dtype(), dev);
-        backend(dev).sigmoid_gate_backward(ds.view_desc(), da.view_desc(), g.contiguous().view_desc(), sc.view_desc(),
+        Tensor ds = Tensor::empty(shape, sc.dtype(), dev), da = Tensor::empty(shape, sc.dtype(), dev);
+        backend(dev).sigmoid_gate_backward(as_matrix(ds), as_matrix(da), as_matrix(g.contiguous()), sc.view_desc(),
                                            ac.view_desc());
         return std::vector<Tensor>{ds, da};
     }, {sc, ac});

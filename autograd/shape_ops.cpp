@@ -1,7 +1,8 @@
 // shape_ops.cpp — joining and splitting tensors, repeating, triangular masks.
 //
-// split/chunk are narrow() views whose gradients meet in one tensor; repeat_interleave is unsqueeze → expand → reshape;
-// tril/triu are where() with an index mask. Their gradients come from those pieces.
+// split/chunk are narrow() views whose gradients meet in one tensor; repeat_interleave is
+// unsqueeze → expand → reshape; tril/triu are where() with an index mask. Their gradients
+// come from those pieces.
 #include <memory>
 #include <stdexcept>
 #include <string>

@@ -309,7 +309,8 @@ __device__ void load_tile(T* tile, const Operand<S>& src, int64_t bh, int64_t he
 
 // lse_s[r] ← lse[row0 + r] and delta[r][h] ← Σ over half h of D of dO[row0 + r] ⊙ O[row0 + r],
 // for the 64 rows of a query tile of head bh (lse: that head's) (0 past `rows`); Δ_r =
-// delta[r][0] + delta[r][1], in that order. Two threads per row: the loads are issued with the tile's, in the same phase.
+// delta[r][0] + delta[r][1], in that order. Two threads per row: the loads are issued with the
+// tile's, in the same phase.
 template <class T, int kD, class S>
 __device__ void load_row_stats(T* lse_s, T (*delta)[2], const T* lse, const Operand<const S>& dO,
                                const Operand<const S>& O, int64_t bh, int64_t heads, int64_t row0, int64_t rows,
