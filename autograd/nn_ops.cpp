@@ -190,11 +190,19 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
                                     "dtype and device");
     const Device dev = x.device();
     const Tensor c = cos.detach().contiguous(), s = sin.detach().contiguous();
-    Tensor y = Tensor::empty(x.shape(), x.dtype(), dev);
+    // The heads of a (B, T, H·D) projection (x.view(B, T, H, D).transpose(1, 2)) lie token-major:
+    // y and dx are laid out so too, and dx goes back to the projection as a view, not a copy.
+    const bool token_major = x.strides()[1] < x.strides()[2];
+    const Shape shape = x.shape();
+    const auto empty_like_x = [=](DType dtype) {
+        return token_major ? Tensor::empty({shape[0], shape[2], shape[1], shape[3]}, dtype, dev).transpose(1, 2)
+                           : Tensor::empty(shape, dtype, dev);
+    };
+    Tensor y = empty_like_x(x.dtype());
     backend(dev).rope(y.view_desc(), x.detach().view_desc(), c.view_desc(), s.view_desc(), false);
     // The rotation is linear and orthogonal (up to YaRN's scale), so backward is its transpose.
     return record("rope", y, {x}, [=](const Tensor& g) {
-        Tensor dx = Tensor::empty(g.shape(), g.dtype(), dev);
+        Tensor dx = empty_like_x(g.dtype());
         backend(dev).rope(dx.view_desc(), g.view_desc(), c.view_desc(), s.view_desc(), true);
         return std::vector<Tensor>{dx};
     }, {c, s});

@@ -148,8 +148,9 @@ struct Backend {
     void (*sigmoid_gate_forward)(const View& y, const View& s, const View& a);
     void (*sigmoid_gate_backward)(const View& ds, const View& da, const View& dy, const View& s, const View& a);
 
-    // RoPE (nn/rope.h) of x (B, H, T, D), any strides, into contiguous out, with the (T, D)
-    // tables cos and sin (their columns c and c + D/2 equal): each channel pair rotates,
+    // RoPE (nn/rope.h) of x (B, H, T, D), any strides, into out (B, H, T, D) with contiguous
+    // channels, with the (T, D) tables cos and sin (their columns c and c + D/2 equal): each
+    // channel pair rotates,
     //   out_c = x_c cos_c − x_{c+D/2} sin_c,   out_{c+D/2} = x_{c+D/2} cos_c + x_c sin_c   (c < D/2).
     // transpose rotates the other way (sin → −sin): the transposed map, which is backward.
     void (*rope)(const View& out, const View& x, const View& cos, const View& sin, bool transpose);

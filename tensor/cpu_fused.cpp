@@ -178,8 +178,8 @@ void cpu_sigmoid_gate_backward(const View& ds, const View& da, const View& dy, c
     });
 }
 
-// One (b, h, t) row of D channels per work item; x is read through its strides, so the
-// (B, H, T, D) view of a (B, T, H·D) projection needs no copy first. Its channels are
+// One (b, h, t) row of D channels per work item; x is read and out written through their
+// strides, so the (B, H, T, D) view of a (B, T, H·D) projection needs no copy either way. Its channels are
 // usually contiguous: a stride of 1 known at compile time lets the compiler vectorise the row.
 void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose) {
     if (any_bf16({out, x, cos, sin}))
@@ -197,7 +197,7 @@ void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, 
                     const int64_t b = row / (H * T), h = row / T % H, t = row % T;
                     const E* xr = xp + b * x.strides[0] + h * x.strides[1] + t * x.strides[2];  // (D), stride channel_stride
                     const E *c = cp + t * D, *s = sp + t * D;                                    // (D) each
-                    E* o = op + row * D;                                                          // (D)
+                    E* o = op + b * out.strides[0] + h * out.strides[1] + t * out.strides[2];     // (D)
                     for (int64_t i = 0; i < half; ++i) {
                         const E x1 = xr[i * channel_stride], x2 = xr[(i + half) * channel_stride];
                         o[i] = x1 * c[i] - sign * x2 * s[i];

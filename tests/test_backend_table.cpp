@@ -385,18 +385,26 @@ TEST_CASE("table: SwiGLU and the sigmoid gate forward and backward, RoPE each wa
                     check_close(std::string(g.name) + " on slices, on the CPU", sliced[i], dense[i], 0);
             }
         }
-        // (B, H, T, D): contiguous, the (B, H, T, D) view of a (B, T, H, D) tensor, and empty.
+        // x and out (B, H, T, D): contiguous, the (B, H, T, D) view of a (B, T, H, D) tensor, and
+        // empty. Into either out the CPU writes the same values.
         for (const Shape& s : {Shape{2, 3, 5, 8}, Shape{1, 1, 1, 2}, Shape{0, 2, 3, 4}}) {
             CAPTURE(shape_str(s));
             const Tensor cos = random({s[2], s[3]}, dt, gen), sin = random({s[2], s[3]}, dt, gen);
-            const Tensor transposed = random({s[0], s[2], s[1], s[3]}, dt, gen).transpose(1, 2);
-            for (const Tensor& x : {random(s, dt, gen), transposed})
-                for (bool transpose : {false, true})
-                    compare(std::string("rope") + (transpose ? " (transposed)" : ""), {zeros(s, dt), x, cos, sin}, {0},
-                            [transpose](const Backend& be, const std::vector<View>& v) {
-                                be.rope(v[0], v[1], v[2], v[3], transpose);
-                            },
-                            tolerance(dt));
+            const auto token_major = [&](const Tensor& t) { return t.view({s[0], s[2], s[1], s[3]}).transpose(1, 2); };
+            for (const Tensor& x : {random(s, dt, gen), token_major(random(s, dt, gen))})
+                for (bool transpose : {false, true}) {
+                    const auto rope = [transpose](const Backend& be, const std::vector<View>& v) {
+                        be.rope(v[0], v[1], v[2], v[3], transpose);
+                    };
+                    const std::string what = std::string("rope") + (transpose ? " (transposed)" : "");
+                    const Tensor out = zeros(s, dt), out_token_major = token_major(zeros(s, dt));
+                    compare(what, {out, x, cos, sin}, {0}, rope, tolerance(dt));
+                    compare(what + " into a token-major out", {out_token_major, x, cos, sin}, {0}, rope, tolerance(dt));
+                    rope(backend(Device::CPU), {out.view_desc(), x.view_desc(), cos.view_desc(), sin.view_desc()});
+                    rope(backend(Device::CPU),
+                         {out_token_major.view_desc(), x.view_desc(), cos.view_desc(), sin.view_desc()});
+                    check_close(what + " into a token-major out, on the CPU", out_token_major, out, 0);
+                }
         }
     }
 }
