@@ -84,7 +84,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     for (int64_t i = 0, start = 0; i < int64_t(sizes.size()); start += sizes[i++]) starts.push_back(start);
     const Tensor joint = record("split", x.alias(x.shape(), x.strides(), x.offset()), {x}, [=](const Tensor& g) {
         for (size_t i = 0; i < sizes.size(); ++i)
-            if (!shared->written[i]) backend(g.device()).fill(g.narrow(dim, starts[i], sizes[i]).view_desc(), 0);
+            if (!shared->written[i]) g.narrow(dim, starts[i], sizes[i]).fill_(0);
         *shared = {Tensor(), std::vector<bool>(sizes.size())};  // ready for the next backward (retain_graph)
         return std::vector<Tensor>{g};
     });
