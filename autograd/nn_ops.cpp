@@ -155,6 +155,29 @@ Tensor swiglu(const Tensor& a, const Tensor& b) {
     }, {ac, bc});
 }
 
+Tensor swiglu(const Tensor& h) {
+    check_defined(h, "swiglu");
+    if (!is_floating(h.dtype()) || h.dim() == 0 || h.size(-1) % 2 != 0)
+        throw std::invalid_argument("swiglu: h " + describe(h) + ": need floating h (..., 2n), a and b side by side");
+    const Device dev = h.device();
+    const int64_t n = h.size(-1) / 2;
+    const Tensor hd = h.detach();
+    const Tensor ac = gated_rows(hd.narrow(-1, 0, n)), bc = gated_rows(hd.narrow(-1, n, n));  // (rows, n)
+    Shape shape = h.shape();
+    shape.back() = n;
+    Tensor y = Tensor::empty(shape, h.dtype(), dev);
+    backend(dev).swiglu_forward(as_matrix(y), ac.view_desc(), bc.view_desc());
+    const Shape h_shape = h.shape();
+    // da and db are written where they lie in dh: nothing to join.
+    return record("swiglu", y, {h}, [=](const Tensor& g) {
+        const Tensor dh = Tensor::empty(h_shape, ac.dtype(), dev);
+        backend(dev).swiglu_backward(gated_rows(dh.narrow(-1, 0, n)).view_desc(),
+                                     gated_rows(dh.narrow(-1, n, n)).view_desc(), as_matrix(g.contiguous()),
+                                     ac.view_desc(), bc.view_desc());
+        return std::vector<Tensor>{dh};
+    }, {ac, bc});
+}
+
 Tensor sigmoid_gate(const Tensor& s, const Tensor& a) {
     if (autocast_mixes(s, a)) return sigmoid_gate(autocast_float32(s), autocast_float32(a));  // the promote rule
     check_defined(s, "sigmoid_gate");

@@ -92,6 +92,9 @@ Tensor z_loss(const Tensor& logits);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 // SwiGLU's product silu(a) ⊙ b = a σ(a) b, one fused kernel each way: a, b of one shape.
 Tensor swiglu(const Tensor& a, const Tensor& b);
+// The same of a = h[..., :n] and b = h[..., n:], read in place: h (..., 2n) → (..., n). Its
+// gradient is one (..., 2n) tensor, so a product x [W1; W2]ᵀ needs no split (nn/layers.h).
+Tensor swiglu(const Tensor& h);
 // σ(s) ⊙ a in one pass each way (the G1 gate): s and a of one shape, dtype and device.
 Tensor sigmoid_gate(const Tensor& s, const Tensor& a);
 // RoPE's rotation of x (B, H, T, D) by the constant (T, D) tables cos and sin (nn/rope.h):

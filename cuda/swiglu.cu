@@ -8,8 +8,8 @@
 //   forward:   y = σ(s) · a
 //   backward:  ds = dy · a · σ(s) (1 − σ(s)),   da = dy · σ(s)
 //
-// The inputs' rows may lie apart (a row stride above C): the slices of one wider product, as
-// nn/layers.h's fused_linear makes them, are read in place. The outputs are contiguous.
+// Every operand is (rows, C) with contiguous channels, and its rows may lie apart: the halves
+// of one (rows, 2C) product (nn/layers.h's SwiGLU), or its slices, are read and written in place.
 // One element per thread in a grid-stride loop of 256-thread blocks, in the CPU's formulas
 // and types (tensor/cpu_fused.cpp): σ(a) = 1 / (1 + exp(−a)) in T, so the emulator matches
 // the CPU bit for bit and a GPU within its maths library's few ulps. bf16 is loaded as float,
@@ -26,58 +26,61 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
-// An input (rows, C) whose rows lie ld apart: element i of the row-major order is at(i).
+// An operand (rows, C) whose rows lie ld apart: element i of the row-major order is at(i). T is
+// const for an input.
 template <class T>
 struct Rows {
-    const T* data;
+    T* data;
     int64_t C, ld;
-    __device__ T at(int64_t i) const { return data[i / C * ld + i % C]; }
+    __device__ T& at(int64_t i) const { return data[i / C * ld + i % C]; }
 };
 template <class T>
 Rows<T> rows(const View& v) {
     const int64_t C = v.ndim ? v.shape[v.ndim - 1] : 1;
-    return {static_cast<const T*>(v.data), C, v.ndim > 1 ? v.strides[v.ndim - 2] : C};
+    return {static_cast<T*>(v.data), C, v.ndim > 1 ? v.strides[v.ndim - 2] : C};
 }
 
-// a, b, y: (n) = (rows, C), a and b at their row strides.
+// a, b, y: (n) = (rows, C), each at its row stride.
 template <class T>
-__global__ void swiglu_forward_elements(T* y, Rows<T> a, Rows<T> b, int64_t n) {
+__global__ void swiglu_forward_elements(Rows<T> y, Rows<const T> a, Rows<const T> b, int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const compute_t<T> ai = a.at(i), bi = b.at(i);
-        y[i] = T(ai / (1 + std::exp(-ai)) * bi);
+        y.at(i) = T(ai / (1 + std::exp(-ai)) * bi);
     }
 }
 
-// dy, a, b, da, db: (n) = (rows, C), a and b at their row strides.
+// dy, a, b, da, db: (n) = (rows, C), each at its row stride.
 template <class T>
-__global__ void swiglu_backward_elements(T* da, T* db, const T* dy, Rows<T> a, Rows<T> b, int64_t n) {
+__global__ void swiglu_backward_elements(Rows<T> da, Rows<T> db, Rows<const T> dy, Rows<const T> a,
+                                         Rows<const T> b, int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         using C = compute_t<T>;
-        const C ai = a.at(i), bi = b.at(i), dyi = dy[i];
+        const C ai = a.at(i), bi = b.at(i), dyi = dy.at(i);
         const C sig = 1 / (1 + std::exp(-ai));
-        da[i] = T(dyi * bi * sig * (1 + ai * (1 - sig)));
-        db[i] = T(dyi * ai * sig);
+        da.at(i) = T(dyi * bi * sig * (1 + ai * (1 - sig)));
+        db.at(i) = T(dyi * ai * sig);
     }
 }
 
-// s, a, y: (n) = (rows, C), s and a at their row strides.
+// s, a, y: (n) = (rows, C), each at its row stride.
 template <class T>
-__global__ void sigmoid_gate_forward_elements(T* y, Rows<T> s, Rows<T> a, int64_t n) {
+__global__ void sigmoid_gate_forward_elements(Rows<T> y, Rows<const T> s, Rows<const T> a, int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const compute_t<T> si = s.at(i), ai = a.at(i);
-        y[i] = T(1 / (1 + std::exp(-si)) * ai);
+        y.at(i) = T(1 / (1 + std::exp(-si)) * ai);
     }
 }
 
-// dy, s, a, ds, da: (n) = (rows, C), s and a at their row strides.
+// dy, s, a, ds, da: (n) = (rows, C), each at its row stride.
 template <class T>
-__global__ void sigmoid_gate_backward_elements(T* ds, T* da, const T* dy, Rows<T> s, Rows<T> a, int64_t n) {
+__global__ void sigmoid_gate_backward_elements(Rows<T> ds, Rows<T> da, Rows<const T> dy, Rows<const T> s,
+                                               Rows<const T> a, int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         using C = compute_t<T>;
-        const C si = s.at(i), ai = a.at(i), dyi = dy[i];
+        const C si = s.at(i), ai = a.at(i), dyi = dy.at(i);
         const C sig = 1 / (1 + std::exp(-si));
-        ds[i] = T(dyi * ai * sig * (1 - sig));
-        da[i] = T(dyi * sig);
+        ds.at(i) = T(dyi * ai * sig * (1 - sig));
+        da.at(i) = T(dyi * sig);
     }
 }
 
@@ -88,7 +91,7 @@ void swiglu_forward(const View& y, const View& a, const View& b) {
     if (n == 0) return;
     dispatch_floating_bf16(a.dtype, [&]<class T>() {
         launch("swiglu_forward_elements", swiglu_forward_elements<T>, grid_covering(n, kThreads), dim3(kThreads), 0,
-               static_cast<T*>(y.data), rows<T>(a), rows<T>(b), n);
+               rows<T>(y), rows<const T>(a), rows<const T>(b), n);
     });
 }
 
@@ -97,8 +100,7 @@ void swiglu_backward(const View& da, const View& db, const View& dy, const View&
     if (n == 0) return;
     dispatch_floating_bf16(a.dtype, [&]<class T>() {
         launch("swiglu_backward_elements", swiglu_backward_elements<T>, grid_covering(n, kThreads), dim3(kThreads), 0,
-               static_cast<T*>(da.data), static_cast<T*>(db.data), static_cast<const T*>(dy.data), rows<T>(a),
-               rows<T>(b), n);
+               rows<T>(da), rows<T>(db), rows<const T>(dy), rows<const T>(a), rows<const T>(b), n);
     });
 }
 
@@ -107,7 +109,7 @@ void sigmoid_gate_forward(const View& y, const View& s, const View& a) {
     if (n == 0) return;
     dispatch_floating_bf16(s.dtype, [&]<class T>() {
         launch("sigmoid_gate_forward_elements", sigmoid_gate_forward_elements<T>, grid_covering(n, kThreads),
-               dim3(kThreads), 0, static_cast<T*>(y.data), rows<T>(s), rows<T>(a), n);
+               dim3(kThreads), 0, rows<T>(y), rows<const T>(s), rows<const T>(a), n);
     });
 }
 
@@ -116,8 +118,7 @@ void sigmoid_gate_backward(const View& ds, const View& da, const View& dy, const
     if (n == 0) return;
     dispatch_floating_bf16(s.dtype, [&]<class T>() {
         launch("sigmoid_gate_backward_elements", sigmoid_gate_backward_elements<T>, grid_covering(n, kThreads),
-               dim3(kThreads), 0, static_cast<T*>(ds.data), static_cast<T*>(da.data), static_cast<const T*>(dy.data),
-               rows<T>(s), rows<T>(a), n);
+               dim3(kThreads), 0, rows<T>(ds), rows<T>(da), rows<const T>(dy), rows<const T>(s), rows<const T>(a), n);
     });
 }
 

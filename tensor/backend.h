@@ -136,14 +136,15 @@ struct Backend {
                               const View& rstd, int64_t rows, int64_t cols);
 
     // SwiGLU's gating product (nn/layers.h), one pass each way instead of a silu and a product,
-    // each with its own backward. a, b are (rows, C) with contiguous channels but rows that may
-    // lie apart (the slices of one wider product); y, dy, da, db are contiguous (rows, C):
+    // each with its own backward. Every operand is (rows, C) with contiguous channels, and its
+    // rows may lie apart: a, b and da, db can be the halves of one (rows, 2C) product and its
+    // gradient:
     //   y = silu(a) · b = a σ(a) b;   da = dy · b · σ(a) (1 + a (1 − σ(a))),   db = dy · a σ(a)
     void (*swiglu_forward)(const View& y, const View& a, const View& b);
     void (*swiglu_backward)(const View& da, const View& db, const View& dy, const View& a, const View& b);
 
     // The G1 gate (nn/attention.h), one pass each way instead of a sigmoid and a product, each
-    // with its own backward; s, a are laid out as SwiGLU's a, b, and the rest contiguous:
+    // with its own backward; its operands laid out as SwiGLU's:
     //   y = σ(s) · a;   ds = dy · a · σ(s) (1 − σ(s)),   da = dy · σ(s)
     void (*sigmoid_gate_forward)(const View& y, const View& s, const View& a);
     void (*sigmoid_gate_backward)(const View& ds, const View& da, const View& dy, const View& s, const View& a);

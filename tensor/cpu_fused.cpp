@@ -104,17 +104,19 @@ void with_sigmoid(const T* a, int64_t begin, int64_t end, F&& f) {
     }
 }
 
-// The gating products below read their two inputs x, z as (rows, C) matrices whose rows may
-// lie apart (the slices of one wider product: nn/layers.h's fused_linear) and write contiguous
-// (rows, C) outputs. Calls f(xr, zr, o, C) for each row: xr, zr its inputs, o the index of its
-// first element in the outputs.
-template <class T, class F>
-void for_each_gated_row(const View& x, const View& z, F&& f) {
-    const int64_t C = x.ndim ? x.shape[x.ndim - 1] : 1, rows = C ? x.numel() / C : 0;
-    const int64_t ldx = x.ndim > 1 ? x.strides[x.ndim - 2] : C, ldz = z.ndim > 1 ? z.strides[z.ndim - 2] : C;
-    const T *xp = ptr<T>(x), *zp = ptr<T>(z);
+// The gating products below take every operand as (rows, C) with contiguous channels, its
+// rows at its own stride: the halves of one (rows, 2C) product (nn/layers.h's SwiGLU), or its
+// slices, are read and written in place. Row r of operand v:
+template <class T>
+T* row(const View& v, int64_t r) {
+    return ptr<T>(v) + r * (v.ndim > 1 ? v.strides[v.ndim - 2] : 0);
+}
+// Calls f(r, C) for each row r of the (rows, C) operand v.
+template <class F>
+void for_each_row(const View& v, F&& f) {
+    const int64_t C = v.ndim ? v.shape[v.ndim - 1] : 1, rows = C ? v.numel() / C : 0;
     parallel_range(rows, [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) f(xp + r * ldx, zp + r * ldz, r * C, C);
+        for (int64_t r = begin; r < end; ++r) f(r, C);
     }, C);
 }
 
@@ -125,9 +127,10 @@ void cpu_swiglu_forward(const View& y, const View& a, const View& b) {
     if (any_bf16({y, a, b}))
         return via_float32<2, 1>({a, b}, {y}, [&](auto& i, auto& o) { cpu_swiglu_forward(o[0], i[0], i[1]); });
     dispatch_floating(a.dtype, [&]<class T>() {
-        T* yp = ptr<T>(y);
-        for_each_gated_row<T>(a, b, [=](const T* ap, const T* bp, int64_t o, int64_t C) {
-            with_sigmoid(ap, 0, C, [=](int64_t j, T sig) { yp[o + j] = ap[j] * sig * bp[j]; });
+        for_each_row(a, [&](int64_t r, int64_t C) {
+            const T *ap = row<const T>(a, r), *bp = row<const T>(b, r);
+            T* yp = row<T>(y, r);
+            with_sigmoid(ap, 0, C, [=](int64_t j, T sig) { yp[j] = ap[j] * sig * bp[j]; });
         });
     });
 }
@@ -138,12 +141,12 @@ void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const V
             cpu_swiglu_backward(o[0], o[1], i[0], i[1], i[2]);
         });
     dispatch_floating(a.dtype, [&]<class T>() {
-        const T* g = ptr<T>(dy);
-        T *dap = ptr<T>(da), *dbp = ptr<T>(db);
-        for_each_gated_row<T>(a, b, [=](const T* ap, const T* bp, int64_t o, int64_t C) {
+        for_each_row(a, [&](int64_t r, int64_t C) {
+            const T *ap = row<const T>(a, r), *bp = row<const T>(b, r), *g = row<const T>(dy, r);
+            T *dap = row<T>(da, r), *dbp = row<T>(db, r);
             with_sigmoid(ap, 0, C, [=](int64_t j, T sig) {
-                dap[o + j] = g[o + j] * bp[j] * sig * (1 + ap[j] * (1 - sig));  // d silu/da = σ (1 + a (1 − σ))
-                dbp[o + j] = g[o + j] * ap[j] * sig;
+                dap[j] = g[j] * bp[j] * sig * (1 + ap[j] * (1 - sig));  // d silu/da = σ (1 + a (1 − σ))
+                dbp[j] = g[j] * ap[j] * sig;
             });
         });
     });
@@ -154,9 +157,10 @@ void cpu_sigmoid_gate_forward(const View& y, const View& s, const View& a) {
     if (any_bf16({y, s, a}))
         return via_float32<2, 1>({s, a}, {y}, [&](auto& i, auto& o) { cpu_sigmoid_gate_forward(o[0], i[0], i[1]); });
     dispatch_floating(s.dtype, [&]<class T>() {
-        T* yp = ptr<T>(y);
-        for_each_gated_row<T>(s, a, [=](const T* sp, const T* ap, int64_t o, int64_t C) {
-            with_sigmoid(sp, 0, C, [=](int64_t j, T sig) { yp[o + j] = sig * ap[j]; });
+        for_each_row(s, [&](int64_t r, int64_t C) {
+            const T *sp = row<const T>(s, r), *ap = row<const T>(a, r);
+            T* yp = row<T>(y, r);
+            with_sigmoid(sp, 0, C, [=](int64_t j, T sig) { yp[j] = sig * ap[j]; });
         });
     });
 }
@@ -167,12 +171,12 @@ void cpu_sigmoid_gate_backward(const View& ds, const View& da, const View& dy, c
             cpu_sigmoid_gate_backward(o[0], o[1], i[0], i[1], i[2]);
         });
     dispatch_floating(s.dtype, [&]<class T>() {
-        const T* g = ptr<T>(dy);
-        T *dsp = ptr<T>(ds), *dap = ptr<T>(da);
-        for_each_gated_row<T>(s, a, [=](const T* sp, const T* ap, int64_t o, int64_t C) {
+        for_each_row(s, [&](int64_t r, int64_t C) {
+            const T *sp = row<const T>(s, r), *ap = row<const T>(a, r), *g = row<const T>(dy, r);
+            T *dsp = row<T>(ds, r), *dap = row<T>(da, r);
             with_sigmoid(sp, 0, C, [=](int64_t j, T sig) {
-                dsp[o + j] = g[o + j] * ap[j] * sig * (1 - sig);  // dσ/ds = σ (1 − σ)
-                dap[o + j] = g[o + j] * sig;
+                dsp[j] = g[j] * ap[j] * sig * (1 - sig);  // dσ/ds = σ (1 − σ)
+                dap[j] = g[j] * sig;
             });
         });
     });

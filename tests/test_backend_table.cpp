@@ -352,8 +352,13 @@ TEST_CASE("table: SwiGLU and the sigmoid gate forward and backward, RoPE each wa
              be.sigmoid_gate_backward(v[0], v[1], v[2], v[3], v[4]);
          }},
     };
+    // The outputs dense, or as x and z are when x is given as a slice: the two halves of one
+    // (rows, 2C + 1) buffer.
     const auto operands = [](const Gating& g, const Tensor& dy, const Tensor& x, const Tensor& z) {
-        const Tensor out = zeros(dy.shape(), dy.dtype()), more = zeros(dy.shape(), dy.dtype());
+        const int64_t C = dy.size(-1);
+        const Tensor wide = x.is_contiguous() ? Tensor() : zeros({dy.size(0), 2 * C + 1}, dy.dtype());
+        const Tensor out = wide.defined() ? wide.narrow(1, 0, C) : zeros(dy.shape(), dy.dtype()),
+                     more = wide.defined() ? wide.narrow(1, C + 1, C) : zeros(dy.shape(), dy.dtype());
         return g.backward ? std::vector<Tensor>{out, more, dy, x, z} : std::vector<Tensor>{out, x, z};
     };
     const auto outputs = [](const Gating& g) {
@@ -364,8 +369,8 @@ TEST_CASE("table: SwiGLU and the sigmoid gate forward and backward, RoPE each wa
             const Tensor a = random({n}, dt, gen), b = random({n}, dt, gen), dy = random({n}, dt, gen);
             for (const Gating& g : gatings) compare(g.name, operands(g, dy, a, b), outputs(g), g.entry, tolerance(dt));
         }
-        // The inputs as the (rows, C) halves of one (rows, 2C + 1) product, rows 2C + 1 apart: the
-        // table agrees across devices, and with itself on contiguous copies.
+        // Inputs and outputs as the (rows, C) halves of one (rows, 2C + 1) buffer, rows 2C + 1
+        // apart: the table agrees across devices, and with itself on contiguous ones.
         for (const auto& [rows, C] : {std::pair<int64_t, int64_t>{7, 5}, {1, 3}, {0, 4}}) {
             const Tensor wide = random({rows, 2 * C + 1}, dt, gen), dy = random({rows, C}, dt, gen);
             const Tensor a = wide.narrow(1, 0, C), b = wide.narrow(1, C + 1, C);

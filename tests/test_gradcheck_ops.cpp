@@ -215,6 +215,10 @@ TEST_CASE("gradcheck: swiglu, sigmoid_gate and rope (fused kernels)") {
     check_gradient("swiglu of non-contiguous inputs",
                    [](const Inputs& in) { return gg::swiglu(in[0].transpose(0, 1), in[1]); },
                    {normal({4, 3}, gen), normal({3, 4}, gen)});
+    check_gradient("swiglu of the halves of one (2, 3, 8)", [](const Inputs& in) { return gg::swiglu(in[0]); },
+                   {normal({2, 3, 8}, gen)});
+    check_gradient("swiglu of the halves of a slice (3, 6) of a (3, 9)",
+                   [](const Inputs& in) { return gg::swiglu(in[0].narrow(1, 2, 6)); }, {normal({3, 9}, gen)});
     check_gradient("sigmoid_gate over (2, 3, 5) w.r.t. the logits and the gated values",
                    [](const Inputs& in) { return gg::sigmoid_gate(in[0], in[1]); },
                    {normal({2, 3, 5}, gen), normal({2, 3, 5}, gen)});
