@@ -17,6 +17,17 @@ namespace {
 Tensor to_rows(const Tensor& x, int64_t dim) { return x.detach().transpose(dim, -1).contiguous(); }
 Tensor from_rows(const Tensor& rows, int64_t dim) { return rows.transpose(dim, -1); }
 
+// t (..., C) as the (rows, C) matrix the gating kernels read (Backend::swiglu_forward): a
+// view when its channels are contiguous and its rows one stride apart, as in a slice of a
+// wider product, else a contiguous copy.
+Tensor gated_rows(const Tensor& t) {
+    const int64_t nd = t.dim(), C = nd ? t.size(-1) : 1;
+    bool even_rows = nd > 0 && (C == 1 || t.strides()[nd - 1] == 1);
+    for (int64_t d = 0; even_rows && d + 2 < nd; ++d)
+        even_rows = t.size(d) == 1 || t.strides()[d] == t.strides()[d + 1] * t.size(d + 1);
+    return (even_rows ? t : t.contiguous()).view({C ? t.numel() / C : 0, C});
+}
+
 // A contiguous tensor (..., C) as the backend's (rows, C) matrix.
 View as_matrix(const Tensor& t) {
     const int64_t C = t.dim() ? t.size(-1) : 1;
@@ -146,14 +157,38 @@ Tensor swiglu(const Tensor& a, const Tensor& b) {
         throw std::invalid_argument("swiglu: a " + describe(a) + " and b " + describe(b) +
                                     ": need floating a and b of one shape, dtype and device");
     const Device dev = a.device();
-    const Tensor ac = a.detach().contiguous(), bc = b.detach().contiguous();
+    const Tensor ac = gated_rows(a.detach()), bc = gated_rows(b.detach());  // (rows, C)
     Tensor y = Tensor::empty(a.shape(), a.dtype(), dev);
-    backend(dev).swiglu_forward(y.view_desc(), ac.view_desc(), bc.view_desc());
+    backend(dev).swiglu_forward(as_matrix(y), ac.view_desc(), bc.view_desc());
+    const Shape shape = a.shape();
     return record("swiglu", y, {a, b}, [=](const Tensor& g) {
-        Tensor da = Tensor::empty(ac.shape(), ac.dtype(), dev), db = Tensor::empty(bc.shape(), bc.dtype(), dev);
-        backend(dev).swiglu_backward(da.view_desc(), db.view_desc(), g.contiguous().view_desc(), ac.view_desc(),
+        Tensor da = Tensor::empty(shape, ac.dtype(), dev), db = Tensor::empty(shape, ac.dtype(), dev);
+        backend(dev).swiglu_backward(as_matrix(da), as_matrix(db), as_matrix(g.contiguous()), ac.view_desc(),
                                      bc.view_desc());
         return std::vector<Tensor>{da, db};
+    }, {ac, bc});
+}
+
+Tensor swiglu(const Tensor& h) {
+    check_defined(h, "swiglu");
+    if (!is_floating(h.dtype()) || h.dim() == 0 || h.size(-1) % 2 != 0)
+        throw std::invalid_argument("swiglu: h " + describe(h) + ": need floating h (..., 2n), a and b side by side");
+    const Device dev = h.device();
+    const int64_t n = h.size(-1) / 2;
+    const Tensor hd = h.detach();
+    const Tensor ac = gated_rows(hd.narrow(-1, 0, n)), bc = gated_rows(hd.narrow(-1, n, n));  // (rows, n)
+    Shape shape = h.shape();
+    shape.back() = n;
+    Tensor y = Tensor::empty(shape, h.dtype(), dev);
+    backend(dev).swiglu_forward(as_matrix(y), ac.view_desc(), bc.view_desc());
+    const Shape h_shape = h.shape();
+    // da and db are written where they lie in dh: nothing to join.
+    return record("swiglu", y, {h}, [=](const Tensor& g) {
+        const Tensor dh = Tensor::empty(h_shape, ac.dtype(), dev);
+        backend(dev).swiglu_backward(gated_rows(dh.narrow(-1, 0, n)).view_desc(),
+                                     gated_rows(dh.narrow(-1, n, n)).view_desc(), as_matrix(g.contiguous()),
+                                     ac.view_desc(), bc.view_desc());
+        return std::vector<Tensor>{dh};
     }, {ac, bc});
 }
 
@@ -165,12 +200,13 @@ Tensor sigmoid_gate(const Tensor& s, const Tensor& a) {
         throw std::invalid_argument("sigmoid_gate: s " + describe(s) + " and a " + describe(a) +
                                     ": need floating s and a of one shape, dtype and device");
     const Device dev = s.device();
-    const Tensor sc = s.detach().contiguous(), ac = a.detach().contiguous();
+    const Tensor sc = gated_rows(s.detach()), ac = gated_rows(a.detach());  // (rows, C)
     Tensor y = Tensor::empty(s.shape(), s.dtype(), dev);
-    backend(dev).sigmoid_gate_forward(y.view_desc(), sc.view_desc(), ac.view_desc());
+    backend(dev).sigmoid_gate_forward(as_matrix(y), sc.view_desc(), ac.view_desc());
+    const Shape shape = s.shape();
     return record("sigmoid_gate", y, {s, a}, [=](const Tensor& g) {
-        Tensor ds = Tensor::empty(sc.shape(), sc.dtype(), dev), da = Tensor::empty(ac.shape(), ac.dtype(), dev);
-        backend(dev).sigmoid_gate_backward(ds.view_desc(), da.view_desc(), g.contiguous().view_desc(), sc.view_desc(),
+        Tensor ds = Tensor::empty(shape, sc.dtype(), dev), da = Tensor::empty(shape, sc.dtype(), dev);
+        backend(dev).sigmoid_gate_backward(as_matrix(ds), as_matrix(da), as_matrix(g.contiguous()), sc.view_desc(),
                                            ac.view_desc());
         return std::vector<Tensor>{ds, da};
     }, {sc, ac});
@@ -191,11 +227,19 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
                                     "dtype and device");
     const Device dev = x.device();
     const Tensor c = cos.detach().contiguous(), s = sin.detach().contiguous();
-    Tensor y = Tensor::empty(x.shape(), x.dtype(), dev);
+    // The heads of a (B, T, H·D) projection (x.view(B, T, H, D).transpose(1, 2)) lie token-major:
+    // y and dx are laid out so too, and dx goes back to the projection as a view, not a copy.
+    const bool token_major = x.strides()[1] < x.strides()[2];
+    const Shape shape = x.shape();
+    const auto empty_like_x = [=](DType dtype) {
+        return token_major ? Tensor::empty({shape[0], shape[2], shape[1], shape[3]}, dtype, dev).transpose(1, 2)
+                           : Tensor::empty(shape, dtype, dev);
+    };
+    Tensor y = empty_like_x(x.dtype());
     backend(dev).rope(y.view_desc(), x.detach().view_desc(), c.view_desc(), s.view_desc(), false);
     // The rotation is linear and orthogonal (up to YaRN's scale), so backward is its transpose.
     return record("rope", y, {x}, [=](const Tensor& g) {
-        Tensor dx = Tensor::empty(g.shape(), g.dtype(), dev);
+        Tensor dx = empty_like_x(g.dtype());
         backend(dev).rope(dx.view_desc(), g.view_desc(), c.view_desc(), s.view_desc(), true);
         return std::vector<Tensor>{dx};
     }, {c, s});

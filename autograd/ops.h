@@ -92,6 +92,9 @@ Tensor z_loss(const Tensor& logits);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 // SwiGLU's product silu(a) ⊙ b = a σ(a) b, one fused kernel each way: a, b of one shape.
 Tensor swiglu(const Tensor& a, const Tensor& b);
+// The same of a = h[..., :n] and b = h[..., n:], read in place: h (..., 2n) → (..., n). Its
+// gradient is one (..., 2n) tensor, so a product x [W1; W2]ᵀ needs no split (nn/layers.h).
+Tensor swiglu(const Tensor& h);
 // σ(s) ⊙ a in one pass each way (the G1 gate): s and a of one shape, dtype and device.
 Tensor sigmoid_gate(const Tensor& s, const Tensor& a);
 // RoPE's rotation of x (B, H, T, D) by the constant (T, D) tables cos and sin (nn/rope.h):
@@ -113,7 +116,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx);
 // --- joining, splitting, masks (autograd/shape_ops.cpp) ---
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Views of x along dim: pieces of split_size (the last one shorter), or of the given sizes,
+// which must add up to x.size(dim), as torch.split. Their gradients meet in one tensor.
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim);
 // Zero above (tril) / below (triu) the k-th diagonal of the last two dims.

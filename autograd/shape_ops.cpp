@@ -1,12 +1,15 @@
 // shape_ops.cpp — joining and splitting tensors, repeating, triangular masks.
 //
-// split/chunk are narrow() views; repeat_interleave is unsqueeze → expand → reshape;
-// tril/triu are where() with an index mask. Their gradients come from those pieces.
+// split/chunk are narrow() views whose gradients meet in one tensor; repeat_interleave is
+// unsqueeze → expand → reshape; tril/triu are where() with an index mask. Their gradients
+// come from those pieces.
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "tensor/views.h"
 
 namespace gg {
 
@@ -52,14 +55,64 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
     return cat(expanded, dim);
 }
 
+namespace {
+// What the pieces of one split share in backward: x's gradient, into which each piece writes
+// its own, and which pieces have written.
+struct SplitGradient {
+    Tensor grad;  // x's shape; undefined until the first piece's gradient comes
+    std::vector<bool> written;
+};
+}  // namespace
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+    check_defined(x, "split");
+    dim = wrap_dim(dim, x.dim(), "split");
+    int64_t total = 0;
+    bool ok = true;
+    for (int64_t size : sizes) ok = ok && size >= 0, total += size;
+    if (!ok || total != x.size(dim))
+        throw std::invalid_argument("split: sizes " + shape_str(sizes) + " do not add up to dim " +
+                                    std::to_string(dim) + " of " + shape_str(x.shape()));
+    // Each piece is a view. Its gradient, as narrow's, would be a zero tensor of x's shape with
+    // the piece's slice written in, one per piece, then summed; here every piece writes its
+    // slice into one gradient of x instead: one copy per piece, no zeros, no sums. The pieces
+    // hang on `joint`, x seen through one more node: the engine runs it after every piece
+    // (it comes before them all), so that when it hands the gradient on to x, every piece has
+    // written, and it fills with zeros only the slices of pieces that received no gradient.
+    const auto shared = std::make_shared<SplitGradient>(SplitGradient{Tensor(), std::vector<bool>(sizes.size())});
+    std::vector<int64_t> starts;
+    for (int64_t i = 0, start = 0; i < int64_t(sizes.size()); start += sizes[i++]) starts.push_back(start);
+    const Tensor joint = record("split", x.alias(x.shape(), x.strides(), x.offset()), {x}, [=](const Tensor& g) {
+        for (size_t i = 0; i < sizes.size(); ++i)
+            if (!shared->written[i]) g.narrow(dim, starts[i], sizes[i]).fill_(0);
+        *shared = {Tensor(), std::vector<bool>(sizes.size())};  // ready for the next backward (retain_graph)
+        return std::vector<Tensor>{g};
+    });
+    std::vector<Tensor> pieces;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        const ViewGeometry view = narrow_geometry(joint, dim, starts[i], sizes[i]);
+        pieces.push_back(record("split", joint.alias(view.shape, view.strides, view.offset), {joint},
+                                [=](const Tensor& g) {
+            // The first piece of a pass allocates x's gradient and hands it to `joint`; the
+            // others only write into it. A piece that has already written starts a new pass.
+            const bool first = !shared->grad.defined() || shared->written[i];
+            if (first) *shared = {Tensor::empty(x.shape(), g.dtype(), g.device()), std::vector<bool>(sizes.size())};
+            backend(g.device()).copy(shared->grad.narrow(dim, starts[i], sizes[i]).view_desc(), g.view_desc());
+            shared->written[i] = true;
+            return std::vector<Tensor>{first ? shared->grad : Tensor()};
+        }));
+    }
+    return pieces;
+}
+
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
     check_defined(x, "split");
     dim = wrap_dim(dim, x.dim(), "split");
     if (split_size <= 0) throw std::invalid_argument("split: size " + std::to_string(split_size) + " must be positive");
-    std::vector<Tensor> parts;
+    std::vector<int64_t> sizes;
     for (int64_t start = 0; start < x.size(dim); start += split_size)
-        parts.push_back(x.narrow(dim, start, std::min(split_size, x.size(dim) - start)));
-    return parts;
+        sizes.push_back(std::min(split_size, x.size(dim) - start));
+    return split(x, sizes, dim);
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {

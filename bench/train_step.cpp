@@ -1,6 +1,7 @@
 // train_step.cpp — time one training step (forward + backward + AdamW) of a preset model.
 //
 //   ./build/bench/train_step tiny [steps] [--device cpu|cuda]  → one JSON line: median ms per step, tokens/s
+//                                                                (and on cuda the kernels launched per step)
 //   ./build/bench/train_step medium --device cuda --precision bf16
 //                                                              → the step in mixed precision, as the trainer
 //                                                                takes it: forward under gg::Autocast(bf16)
@@ -76,7 +77,10 @@ int main(int argc, char** argv) {
         const Tensor targets = randint(0, config.model.vocab_size, {B, T}, gen).to(device);
         std::vector<double> ms;
         double last_loss = 0;  // reported, so that a run that diverged (NaN) shows it
+        const bool on_cuda = device == Device::CUDA;
+        int64_t launches_before = 0;  // cuda::kernel_launches() when the timed steps begin
         for (int s = 0; s < steps + 3; ++s) {  // the first 3 steps warm caches and allocators
+            if (on_cuda && s == 3) launches_before = cuda::kernel_launches();
             const auto t0 = std::chrono::steady_clock::now();
             Tensor loss;
             {
@@ -95,13 +99,17 @@ int main(int argc, char** argv) {
         }
         std::sort(ms.begin(), ms.end());
         const double median = ms[ms.size() / 2];
-        const std::string where = device == Device::CUDA ? cuda::device_name() : "cpu";
+        const std::string where = on_cuda ? cuda::device_name() : "cpu";
+        // Launches cost a GPU step time of their own, whatever the kernels do (cuda/launch.h).
+        const std::string launches =
+            on_cuda ? ", \"launches_per_step\": " + std::to_string((cuda::kernel_launches() - launches_before) / steps)
+                    : "";
         std::printf("{\"impl\": \"gatedgrad\", \"preset\": \"%s\", \"device\": \"%s\", \"params\": %lld, "
                     "\"precision\": \"%s\", \"batch\": %lld, \"seq_len\": %lld, \"median_ms\": %.2f, "
-                    "\"tokens_per_s\": %.0f, \"loss\": %.4f}\n",
+                    "\"tokens_per_s\": %.0f, \"loss\": %.4f%s}\n",
                     argv[1], where.c_str(), static_cast<long long>(model.num_parameters()),
                     precision_name(config.precision), static_cast<long long>(B), static_cast<long long>(T), median,
-                    B * T / median * 1000, last_loss);
+                    B * T / median * 1000, last_loss, launches.c_str());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "train_step: %s\n", e.what());
         return 1;

@@ -44,8 +44,9 @@ using namespace attention;
 // grid (B·Hkv, ⌈Tk / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(4, 3 · 64).
 template <class S, int kD>
 __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks(4, 3 * kTile))
-    attention_dkdv_kernel(AttentionShape s, bool vector, S* dK, S* dV, const S* dO, const S* Q, const S* K,
-                          const S* V, const S* O, const compute_t<S>* lse) {
+    attention_dkdv_kernel(AttentionShape s, bool vector, Operand<S> dK, Operand<S> dV, Operand<const S> dO,
+                          Operand<const S> Q, Operand<const S> K, Operand<const S> V, Operand<const S> O,
+                          const compute_t<S>* lse) {
     using T = compute_t<S>;
     using L = Layout<T, kD>;
     const int D = int(s.D);
@@ -61,8 +62,8 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
     T* W = dOs + L::tile + lane.warp * L::weights;  // (64, ldw) this warp's Pᵀ, then dSᵀ: W[i][key]
     T* lse_s = dOs + L::tile + kWarps * L::weights;  // (64) of the query tile
     T(*delta)[2] = reinterpret_cast<T(*)[2]>(lse_s + kTile);  // (64, 2) halves of Δ
-    load_tile<T, kD>(Ks, K + bhk * s.Tk * D, j0, s.Tk, D, vector);
-    load_tile<T, kD>(Vs, V + bhk * s.Tk * D, j0, s.Tk, D, vector);
+    load_tile<T, kD>(Ks, K, bhk, s.Hkv, j0, s.Tk, D, vector);
+    load_tile<T, kD>(Vs, V, bhk, s.Hkv, j0, s.Tk, D, vector);
 
     Accumulator<T, kD> dk, dv;  // this lane's part of its 4 keys' sums
     clear<T, kD>(dk);
@@ -75,10 +76,9 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
             const TileMask mask = classify(s, i0, i_end, j0, j_end);
             if (mask == TileMask::empty) continue;
             __syncthreads();  // every warp is done with the previous query tile
-            load_tile<T, kD>(Qs, Q + bh * s.Tq * D, i0, s.Tq, D, vector);
-            load_tile<T, kD>(dOs, dO + bh * s.Tq * D, i0, s.Tq, D, vector);
-            load_row_stats<T, kD>(lse_s, delta, lse + bh * s.Tq, dO + bh * s.Tq * D, O + bh * s.Tq * D, i0, s.Tq,
-                                  D, vector);
+            load_tile<T, kD>(Qs, Q, bh, s.H, i0, s.Tq, D, vector);
+            load_tile<T, kD>(dOs, dO, bh, s.H, i0, s.Tq, D, vector);
+            load_row_stats<T, kD>(lse_s, delta, lse + bh * s.Tq, dO, O, bh, s.H, i0, s.Tq, D, vector);
             __syncthreads();
 
             LaneScores<T> p;  // Pᵀ: the lane's 4 keys × 8 queries
@@ -118,8 +118,8 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
     for (int r = 0; r < kLaneRows; ++r) {
         const int64_t j = j0 + lane.row(r);
         if (j >= j_end) continue;
-        store_lane_row<T, kD>(dK + (bhk * s.Tk + j) * D, dk[r], T(s.scale), D, vector, lane);
-        store_lane_row<T, kD>(dV + (bhk * s.Tk + j) * D, dv[r], T(1), D, vector, lane);
+        store_lane_row<T, kD>(dK.rows(bhk, s.Hkv) + j * dK.row, dk[r], T(s.scale), D, vector, lane);
+        store_lane_row<T, kD>(dV.rows(bhk, s.Hkv) + j * dV.row, dv[r], T(1), D, vector, lane);
     }
 }
 
@@ -127,16 +127,14 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
 // grid (B·H, ⌈Tq / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(3, 3 · 64).
 template <class S, int kD>
 __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks(3, 3 * kTile))
-    attention_dq_kernel(AttentionShape s, bool vector, S* dQ, const S* dO, const S* Q, const S* K, const S* V,
-                        const S* O, const compute_t<S>* lse) {
+    attention_dq_kernel(AttentionShape s, bool vector, Operand<S> dQ, Operand<const S> dO, Operand<const S> Q,
+                        Operand<const S> K, Operand<const S> V, Operand<const S> O, const compute_t<S>* lse) {
     using T = compute_t<S>;
     using L = Layout<T, kD>;
     const int D = int(s.D);
     const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
     const int64_t i0 = heavy_first_tile() * kTile, i_end = min(i0 + kTile, s.Tq);
     const Lane lane = this_lane();
-    const S* k = K + bhk * s.Tk * D;  // (Tk, D)
-    const S* v = V + bhk * s.Tk * D;  // (Tk, D)
 
     GG_DYNAMIC_SHARED(T, smem);
     T* Qs = smem;                                    // (64, ld) this block's queries
@@ -145,9 +143,9 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
     T* W = KVs + L::tile + lane.warp * L::weights;   // (64, ldw) this warp's dP, then dS: W[j][row]
     T* lse_s = KVs + L::tile + kWarps * L::weights;  // (64)
     T(*delta)[2] = reinterpret_cast<T(*)[2]>(lse_s + kTile);  // (64, 2) halves of Δ
-    load_tile<T, kD>(Qs, Q + bh * s.Tq * D, i0, s.Tq, D, vector);
-    load_tile<T, kD>(dOs, dO + bh * s.Tq * D, i0, s.Tq, D, vector);
-    load_row_stats<T, kD>(lse_s, delta, lse + bh * s.Tq, dO + bh * s.Tq * D, O + bh * s.Tq * D, i0, s.Tq, D, vector);
+    load_tile<T, kD>(Qs, Q, bh, s.H, i0, s.Tq, D, vector);
+    load_tile<T, kD>(dOs, dO, bh, s.H, i0, s.Tq, D, vector);
+    load_row_stats<T, kD>(lse_s, delta, lse + bh * s.Tq, dO, O, bh, s.H, i0, s.Tq, D, vector);
     __syncthreads();
     T lse_r[kLaneRows], delta_r[kLaneRows];  // of the lane's 4 queries
     GG_UNROLL
@@ -163,13 +161,13 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
         const TileMask mask = classify(s, i0, i_end, j0, j_end);
         if (mask == TileMask::empty) continue;
         __syncthreads();  // every warp is done with the previous keys
-        load_tile<T, kD>(KVs, v, j0, s.Tk, D, vector);
+        load_tile<T, kD>(KVs, V, bhk, s.Hkv, j0, s.Tk, D, vector);
         __syncthreads();
         LaneScores<T> ds;  // dP, then dS
         tile_scores<T, kD>(ds, dOs, KVs, lane);
         store_weights<T, kD>(W, ds, lane);  // parked: only this lane reads its slots back
         __syncthreads();  // every warp is done with the values
-        load_tile<T, kD>(KVs, k, j0, s.Tk, D, vector);
+        load_tile<T, kD>(KVs, K, bhk, s.Hkv, j0, s.Tk, D, vector);
         __syncthreads();
         LaneScores<T> p;
         tile_scores<T, kD>(p, Qs, KVs, lane);
@@ -194,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
     GG_UNROLL
     for (int r = 0; r < kLaneRows; ++r) {
         const int64_t i = i0 + lane.row(r);
-        if (i < i_end) store_lane_row<T, kD>(dQ + (bh * s.Tq + i) * D, dq[r], T(s.scale), D, vector, lane);
+        if (i < i_end) store_lane_row<T, kD>(dQ.rows(bh, s.H) + i * dQ.row, dq[r], T(s.scale), D, vector, lane);
     }
 }
 
@@ -204,18 +202,17 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
     if (s.D == 0) return;  // every gradient is empty
     using T = compute_t<S>;
     using L = Layout<T, kD>;
-    const bool vector = vectors_fit<T>(s.D, {dQ.data, dK.data, dV.data, dO.data, Q.data, K.data, V.data, O.data});
+    const bool vector = vectors_fit<T>(s.D, {dQ, dK, dV, dO, Q, K, V, O});
     if (s.B * s.Hkv * s.Tk > 0)
         launch("attention_backward_dkdv", attention_dkdv_kernel<S, kD>,
                tile_grid("attention_backward", s.B * s.Hkv, s.Tk), dim3(kThreads), L::shared_bytes(4, 3 * kTile), s,
-               vector, static_cast<S*>(dK.data), static_cast<S*>(dV.data), static_cast<const S*>(dO.data),
-               static_cast<const S*>(Q.data), static_cast<const S*>(K.data), static_cast<const S*>(V.data),
-               static_cast<const S*>(O.data), static_cast<const T*>(lse.data));
+               vector, operand<S>(dK), operand<S>(dV), operand<const S>(dO), operand<const S>(Q), operand<const S>(K),
+               operand<const S>(V), operand<const S>(O), static_cast<const T*>(lse.data));
     if (s.B * s.H * s.Tq > 0)
         launch("attention_backward_dq", attention_dq_kernel<S, kD>, tile_grid("attention_backward", s.B * s.H, s.Tq),
-               dim3(kThreads), L::shared_bytes(3, 3 * kTile), s, vector, static_cast<S*>(dQ.data),
-               static_cast<const S*>(dO.data), static_cast<const S*>(Q.data), static_cast<const S*>(K.data),
-               static_cast<const S*>(V.data), static_cast<const S*>(O.data), static_cast<const T*>(lse.data));
+               dim3(kThreads), L::shared_bytes(3, 3 * kTile), s, vector, operand<S>(dQ), operand<const S>(dO),
+               operand<const S>(Q), operand<const S>(K), operand<const S>(V), operand<const S>(O),
+               static_cast<const T*>(lse.data));
 }
 
 }  // namespace

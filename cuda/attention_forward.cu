@@ -66,26 +66,25 @@ __device__ void online_softmax(LaneScores<T>& p, T (&m)[kLaneRows], T (&l)[kLane
     }
 }
 
-// O (B, H, Tq, D), lse (B, H, Tq) ← Q (B, H, Tq, D), K, V (B, Hkv, Tk, D).
+// O (B, H, Tq, D), lse (B, H, Tq) ← Q (B, H, Tq, D), K, V (B, Hkv, Tk, D); lse contiguous, the others
+// any Operand.
 // grid (B·H, ⌈Tq / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(2, 0).
 template <class S, int kD>
 __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks(2, 0))
-    attention_forward_kernel(AttentionShape s, bool vector, S* O, compute_t<S>* lse, const S* Q, const S* K,
-                             const S* V) {
+    attention_forward_kernel(AttentionShape s, bool vector, Operand<S> O, compute_t<S>* lse, Operand<const S> Q,
+                             Operand<const S> K, Operand<const S> V) {
     using T = compute_t<S>;
     using L = Layout<T, kD>;
     const int D = int(s.D);
     const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
     const int64_t i0 = heavy_first_tile() * kTile, i_end = min(i0 + kTile, s.Tq);
     const Lane lane = this_lane();
-    const S* k = K + bhk * s.Tk * D;  // (Tk, D)
-    const S* v = V + bhk * s.Tk * D;  // (Tk, D)
 
     GG_DYNAMIC_SHARED(T, smem);
     T* Qs = smem;                                      // (64, ld) this block's queries
     T* KVs = Qs + L::tile;                             // (64, ld) the current keys, then their values
     T* P = KVs + L::tile + lane.warp * L::weights;     // (64, ldw) this warp's probabilities, P[j][row]
-    load_tile<T, kD>(Qs, Q + bh * s.Tq * D, i0, s.Tq, D, vector);
+    load_tile<T, kD>(Qs, Q, bh, s.H, i0, s.Tq, D, vector);
 
     T m[kLaneRows], l[kLaneRows];  // running max (the same in a row's 8 lanes), this lane's part of the sum
     Accumulator<T, kD> acc;        // this lane's part of Σ_j exp(s_ij − m_i) v_j
@@ -98,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
         const TileMask mask = classify(s, i0, i_end, j0, j_end);
         if (mask == TileMask::empty) continue;
         __syncthreads();  // every warp is done with the previous tile's values
-        load_tile<T, kD>(KVs, k, j0, s.Tk, D, vector);
+        load_tile<T, kD>(KVs, K, bhk, s.Hkv, j0, s.Tk, D, vector);
         __syncthreads();
         LaneScores<T> p;
         tile_scores<T, kD>(p, Qs, KVs, lane);
@@ -106,7 +105,7 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
         else online_softmax<T, kD>(p, m, l, acc, visible_pairs(s, lane, i0, j0, true), T(s.scale));
         store_weights<T, kD>(P, p, lane);
         __syncthreads();  // every warp is done with the keys
-        load_tile<T, kD>(KVs, v, j0, s.Tk, D, vector);
+        load_tile<T, kD>(KVs, V, bhk, s.Hkv, j0, s.Tk, D, vector);
         __syncthreads();  // the values, and every lane's P, are in place
         tile_accumulate<T, kD>(acc, P, KVs, lane);
     }
@@ -117,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
         const int64_t i = i0 + lane.row(r);
         if (i >= i_end) continue;
         // A row that sees no key at all has O = 0 and lse = −∞, as on the CPU.
-        store_lane_row<T, kD>(O + (bh * s.Tq + i) * D, acc[r], sum > 0 ? T(1) / sum : T(0), D, vector, lane);
+        store_lane_row<T, kD>(O.rows(bh, s.H) + i * O.row, acc[r], sum > 0 ? T(1) / sum : T(0), D, vector, lane);
         if (lane.cg == 0) lse[bh * s.Tq + i] = m[r] + std::log(sum);
     }
 }
@@ -125,15 +124,16 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
 // probs (B, H, Tq, Tk) ← exp(Q Kᵀ · scale − lse), 0 where hidden; one thread per element,
 // grid-stride.
 template <class S, class T = compute_t<S>>
-__global__ void attention_probs_kernel(AttentionShape s, S* probs, const S* Q, const S* K, const T* lse) {
+__global__ void attention_probs_kernel(AttentionShape s, S* probs, Operand<const S> Q, Operand<const S> K,
+                                       const T* lse) {
     const int64_t n = s.B * s.H * s.Tq * s.Tk;
     for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
         const int64_t j = e % s.Tk, row = e / s.Tk, i = row % s.Tq, bh = row / s.Tq;
         const KeyRange keys = visible_keys(s, i);
         T p = 0;
         if (j >= keys.first && j <= keys.last) {
-            const S* q = Q + row * s.D;                        // (D)
-            const S* k = K + (kv_head(s, bh) * s.Tk + j) * s.D;  // (D)
+            const S* q = Q.rows(bh, s.H) + i * Q.row;                // (D)
+            const S* k = K.rows(kv_head(s, bh), s.Hkv) + j * K.row;  // (D)
             T dot = 0;
             for (int64_t d = 0; d < s.D; ++d) dot += T(q[d]) * T(k[d]);
             p = std::exp(dot * T(s.scale) - lse[row]);
@@ -146,11 +146,10 @@ template <class S, int kD>
 void forward(const AttentionShape& s, const View& O, const View& lse, const View& Q, const View& K, const View& V) {
     using T = compute_t<S>;
     if (s.B * s.H * s.Tq == 0) return;
-    const bool vector = vectors_fit<T>(s.D, {O.data, Q.data, K.data, V.data});
+    const bool vector = vectors_fit<T>(s.D, {O, Q, K, V});
     launch("attention_forward", attention_forward_kernel<S, kD>, tile_grid("attention_forward", s.B * s.H, s.Tq),
-           dim3(kThreads), Layout<T, kD>::shared_bytes(2, 0), s, vector, static_cast<S*>(O.data),
-           static_cast<T*>(lse.data), static_cast<const S*>(Q.data), static_cast<const S*>(K.data),
-           static_cast<const S*>(V.data));
+           dim3(kThreads), Layout<T, kD>::shared_bytes(2, 0), s, vector, operand<S>(O), static_cast<T*>(lse.data),
+           operand<const S>(Q), operand<const S>(K), operand<const S>(V));
 }
 
 // probs from the lse that either forward kernel wrote, when asked for.
@@ -160,8 +159,7 @@ void write_probs(const AttentionShape& s, const View& probs, const View& Q, cons
     if (probs.data == nullptr || probs.numel() == 0) return;
     const int64_t blocks = std::min<int64_t>((probs.numel() + 255) / 256, 65536);
     launch("attention_probs", attention_probs_kernel<S>, dim3(unsigned(blocks)), dim3(256), 0, s,
-           static_cast<S*>(probs.data), static_cast<const S*>(Q.data), static_cast<const S*>(K.data),
-           static_cast<const T*>(lse.data));
+           static_cast<S*>(probs.data), operand<const S>(Q), operand<const S>(K), static_cast<const T*>(lse.data));
 }
 
 }  // namespace

@@ -139,13 +139,35 @@ __device__ void store_global(S* row, const T* in, int d, int D, bool vector) {
         if (d + e < D) row[d + e] = S(in[e]);
 }
 
-// Whether every tensor allows the 16-byte path: D a multiple of the vector and each pointer
-// 16-byte aligned, so that every row starts aligned.
+// Whether every tensor allows the 16-byte path: D and every stride a multiple of the vector
+// and each pointer 16-byte aligned, so that every row starts aligned.
 template <class T>
-bool vectors_fit(int64_t D, std::initializer_list<const void*> pointers) {
-    bool fit = D % Vector<T>::n == 0;
-    for (const void* p : pointers) fit = fit && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+bool vectors_fit(int64_t D, std::initializer_list<View> views) {
+    constexpr int n = Vector<T>::n;
+    bool fit = D % n == 0;
+    for (const View& v : views) {
+        fit = fit && reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
+        for (int d = 0; d + 1 < v.ndim; ++d) fit = fit && v.strides[d] % n == 0;
+    }
     return fit;
+}
+
+// ---- operands ----------------------------------------------------------------------------------
+
+// One (B, heads, T, D) operand — Q, K, V, O, dO or a gradient — with any strides but a
+// contiguous last dim: element (b, h, t, d) is data[b·batch + h·head + t·row + d]. The heads
+// split from a (B, T, heads·D) projection are such views, and the kernels read and write them
+// in place instead of through a contiguous copy (nn/attention.cpp).
+template <class S>
+struct Operand {
+    S* data;
+    int64_t batch, head, row;  // strides, in elements
+    // The first of the T rows of head bh = b·heads + h; the next ones follow at stride row.
+    __device__ S* rows(int64_t bh, int64_t heads) const { return data + bh / heads * batch + bh % heads * head; }
+};
+template <class S>
+Operand<S> operand(const View& v) {
+    return {static_cast<S*>(v.data), v.strides[0], v.strides[1], v.strides[2]};
 }
 
 // ---- layout ------------------------------------------------------------------------------------
@@ -260,37 +282,41 @@ __device__ inline bool pair_visible(uint32_t bits, int r, int k) { return (bits 
 
 // ---- moving tiles --------------------------------------------------------------------------
 
-// tile (64, ld) ← rows [row0, row0 + 64) of src (rows, D), by the whole block; zeros past
-// `rows` and past D (up to kD), so that the products read only defined values and padding
-// adds nothing. Consecutive threads take consecutive 16 bytes of a row: the global reads are
-// coalesced and a quarter warp's stores cover 32 banks once.
+// tile (64, ld) ← rows [row0, row0 + 64) of src (rows, D) at row stride src_ld, by the whole
+// block; zeros past `rows` and past D (up to kD), so that the products read only defined
+// values and padding adds nothing. Consecutive threads take consecutive 16 bytes of a row: the
+// global reads are coalesced and a quarter warp's stores cover 32 banks once.
 template <class T, int kD, bool kVector, class S>
-__device__ void load_tile_as(T* tile, const S* src, int64_t row0, int64_t rows, int D) {
+__device__ void load_tile_as(T* tile, const S* src, int64_t src_ld, int64_t row0, int64_t rows, int D) {
     using L = Layout<T, kD>;
     constexpr int chunks = kD / L::V, pass = kThreads / chunks;  // rows per pass of the block
     const int r = int(threadIdx.x) / chunks, d = int(threadIdx.x) % chunks * L::V;
     const int64_t valid = rows - row0 - r;  // this thread's rows n·pass exist below `valid`
-    const S* from = src + (row0 + r) * D;
+    const S* from = src + (row0 + r) * src_ld;
     T* to = tile + r * L::ld + d;
     GG_UNROLL
     for (int n = 0; n < kTile / pass; ++n) {
         T v[L::V] = {};
-        if (n * pass < valid) load_global(v, from + int64_t(n) * pass * D, d, D, kVector);
+        if (n * pass < valid) load_global(v, from + int64_t(n) * pass * src_ld, d, D, kVector);
         store_vector(to + n * pass * L::ld, v);
     }
 }
+// The same from head bh of an operand with `heads` heads.
 template <class T, int kD, class S>
-__device__ void load_tile(T* tile, const S* src, int64_t row0, int64_t rows, int D, bool vector) {
-    if (vector) load_tile_as<T, kD, true>(tile, src, row0, rows, D);
-    else load_tile_as<T, kD, false>(tile, src, row0, rows, D);
+__device__ void load_tile(T* tile, const Operand<S>& src, int64_t bh, int64_t heads, int64_t row0, int64_t rows,
+                          int D, bool vector) {
+    if (vector) load_tile_as<T, kD, true>(tile, src.rows(bh, heads), src.row, row0, rows, D);
+    else load_tile_as<T, kD, false>(tile, src.rows(bh, heads), src.row, row0, rows, D);
 }
 
 // lse_s[r] ← lse[row0 + r] and delta[r][h] ← Σ over half h of D of dO[row0 + r] ⊙ O[row0 + r],
-// for the 64 rows of a query tile (0 past `rows`); Δ_r = delta[r][0] + delta[r][1], in that
-// order. Two threads per row: the loads are issued with the tile's, in the same phase.
+// for the 64 rows of a query tile of head bh (lse: that head's) (0 past `rows`); Δ_r =
+// delta[r][0] + delta[r][1], in that order. Two threads per row: the loads are issued with the
+// tile's, in the same phase.
 template <class T, int kD, class S>
-__device__ void load_row_stats(T* lse_s, T (*delta)[2], const T* lse, const S* dO, const S* O, int64_t row0,
-                               int64_t rows, int D, bool vector) {
+__device__ void load_row_stats(T* lse_s, T (*delta)[2], const T* lse, const Operand<const S>& dO,
+                               const Operand<const S>& O, int64_t bh, int64_t heads, int64_t row0, int64_t rows,
+                               int D, bool vector) {
     constexpr int V = Vector<T>::n, half = kD / 2;
     static_assert(kThreads == 2 * kTile, "two threads per row");
     const int r = int(threadIdx.x) / 2, h = int(threadIdx.x) % 2;
@@ -301,8 +327,8 @@ __device__ void load_row_stats(T* lse_s, T (*delta)[2], const T* lse, const S* d
         for (int n = 0; n < half / V; ++n) {
             const int d = h * half + n * V;
             T a[V], b[V];
-            load_global(a, dO + row * D, d, D, vector);
-            load_global(b, O + row * D, d, D, vector);
+            load_global(a, dO.rows(bh, heads) + row * dO.row, d, D, vector);
+            load_global(b, O.rows(bh, heads) + row * O.row, d, D, vector);
             GG_UNROLL
             for (int e = 0; e < V; ++e) sum += a[e] * b[e];
         }

@@ -35,17 +35,19 @@ struct BuildQueries {
     MemoryStats (*memory_stats)();
     void (*empty_cache)();
     DeviceInfo (*device_info)();
+    int64_t (*kernel_launches)();
 };
 
 const BuildQueries& selected_build() {
     const Selection& s = selection();
     if (s.mode == Mode::none) throw std::runtime_error(s.error);
 #if GG_CUDA_GPU
-    static const BuildQueries gpu_build{gpu::memory_stats, gpu::empty_cache, gpu::device_info};
+    static const BuildQueries gpu_build{gpu::memory_stats, gpu::empty_cache, gpu::device_info,
+                                        gpu::kernel_launches};
     if (s.mode == Mode::gpu) return gpu_build;
 #endif
     static const BuildQueries emulated_build{emulated::memory_stats, emulated::empty_cache,
-                                             [] { return DeviceInfo{"emulator"}; }};
+                                             [] { return DeviceInfo{"emulator"}; }, emulated::kernel_launches};
     return emulated_build;
 }
 
@@ -83,6 +85,7 @@ DeviceInfo device_info() {
 std::string device_name() { return device_info().name; }
 MemoryStats memory_stats() { return selected_build().memory_stats(); }
 void empty_cache() { selected_build().empty_cache(); }
+int64_t kernel_launches() { return selected_build().kernel_launches(); }
 
 void synchronize() {
     const Selection& s = selection();

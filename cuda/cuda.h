@@ -10,6 +10,7 @@
 //                              "no CUDA device: <why>; set GATEDGRAD_CUDA=emulator ...".
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "tensor/caching_allocator.h"
@@ -55,6 +56,11 @@ std::string device_name();
 // throws the selection's error when there is none.
 MemoryStats memory_stats();
 void empty_cache();
+
+// Kernels launched on the device since the process started (cuda/launch.h): read it before
+// and after some work to count that work's launches. cuBLAS calls (GATEDGRAD_GEMM=cublas,
+// cuda/gemm.h) launch kernels of their own, which it does not see.
+int64_t kernel_launches();
 
 // Waits for every kernel queued on the device; throws the first error a kernel reported.
 void synchronize();

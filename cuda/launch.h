@@ -9,6 +9,7 @@
 // and give the emulator a per-block array instead (where `__shared__` does not compile).
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -66,6 +67,14 @@ inline dim3 grid_covering(int64_t n, unsigned threads) {
     return dim3(unsigned(std::min((n + threads - 1) / threads, kMaxBlocks)));
 }
 
+// Kernels this build has launched since the process started; every launch below adds one.
+// The count a training step makes is what its time on a GPU pays for launching alone (a few
+// microseconds each, however small the kernel), so cuda/cuda.h hands it out as
+// kernel_launches() for the benches and tests to read.
+namespace GG_CUDA_BUILD {
+inline std::atomic<int64_t> launch_count{0};
+}
+
 #ifdef __CUDACC__
 
 // The stream kernels run on (the runtime owns it).
@@ -82,6 +91,7 @@ void launch(const char* name, Kernel kernel, dim3 grid, dim3 block, size_t share
             throw std::runtime_error(std::string("cuda: ") + name + ": " + cudaGetErrorString(error));
     }
     kernel<<<grid, block, shared_bytes, current_stream()>>>(args...);
+    gpu::launch_count.fetch_add(1, std::memory_order_relaxed);
     const cudaError_t error = cudaGetLastError();
     if (error != cudaSuccess) throw std::runtime_error(std::string("cuda: ") + name + ": " + cudaGetErrorString(error));
 }
@@ -103,6 +113,7 @@ void check_device_error();  // cuda/device_error.h
 template <class Kernel, class... Args>
 void launch(const char* name, Kernel kernel, dim3 grid, dim3 block, size_t shared_bytes, Args... args) {
     ::gg::emu::launch(name, kernel, grid, block, shared_bytes, args...);
+    emulated::launch_count.fetch_add(1, std::memory_order_relaxed);
     emulated::check_device_error();
 }
 

@@ -55,6 +55,7 @@ void* allocate(size_t nbytes) { return allocator().allocate(nbytes); }
 void deallocate(void* ptr, size_t) { allocator().deallocate(ptr); }
 MemoryStats memory_stats() { return allocator().stats(); }
 void empty_cache() { allocator().empty_cache(); }
+int64_t kernel_launches() { return launch_count.load(std::memory_order_relaxed); }
 
 #ifdef __CUDACC__
 

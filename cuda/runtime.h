@@ -48,6 +48,7 @@ namespace gpu {
 const Backend& backend_table();  // cuda/backend.cu, with -Dkernel_table=true
 MemoryStats memory_stats();      // cuda/memory.cu: the caching allocator's counters
 void empty_cache();
+int64_t kernel_launches();       // cuda/memory.cu: launch_count (cuda/launch.h)
 // cuda/runtime.cu: "" when cudaGetDeviceCount reports at least one device, else why not, e.g.
 // "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version (cudaErrorInsufficientDriver)".
 std::string probe_devices();
@@ -57,6 +58,7 @@ namespace emulated {
 const Backend& backend_table();
 MemoryStats memory_stats();
 void empty_cache();
+int64_t kernel_launches();
 }  // namespace emulated
 
 }  // namespace gg::cuda

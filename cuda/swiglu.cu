@@ -1,13 +1,15 @@
-// swiglu.cu — SwiGLU's gating product over contiguous a, b of n elements (tensor/backend.h):
+// swiglu.cu — SwiGLU's gating product over a, b (rows, C) (tensor/backend.h):
 //
 //   forward:   y = silu(a) · b = a σ(a) b
 //   backward:  da = dy · b · σ(a) (1 + a (1 − σ(a))),   db = dy · a σ(a)
 //
-// and its sibling, the G1 gate of gated attention over contiguous s, a:
+// and its sibling, the G1 gate of gated attention over s, a (rows, C):
 //
 //   forward:   y = σ(s) · a
 //   backward:  ds = dy · a · σ(s) (1 − σ(s)),   da = dy · σ(s)
 //
+// Every operand is (rows, C) with contiguous channels, and its rows may lie apart: the halves
+// of one (rows, 2C) product (nn/layers.h's SwiGLU), or its slices, are read and written in place.
 // One element per thread in a grid-stride loop of 256-thread blocks, in the CPU's formulas
 // and types (tensor/cpu_fused.cpp): σ(a) = 1 / (1 + exp(−a)) in T, so the emulator matches
 // the CPU bit for bit and a GPU within its maths library's few ulps. bf16 is loaded as float,
@@ -24,46 +26,61 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
-
-// a, b, y: (n).
+// An operand (rows, C) whose rows lie ld apart: element i of the row-major order is at(i). T is
+// const for an input.
 template <class T>
-__global__ void swiglu_forward_elements(T* y, const T* a, const T* b, int64_t n) {
+struct Rows {
+    T* data;
+    int64_t C, ld;
+    __device__ T& at(int64_t i) const { return data[i / C * ld + i % C]; }
+};
+template <class T>
+Rows<T> rows(const View& v) {
+    const int64_t C = v.ndim ? v.shape[v.ndim - 1] : 1;
+    return {static_cast<T*>(v.data), C, v.ndim > 1 ? v.strides[v.ndim - 2] : C};
+}
+
+// a, b, y: (n) = (rows, C), each at its row stride.
+template <class T>
+__global__ void swiglu_forward_elements(Rows<T> y, Rows<const T> a, Rows<const T> b, int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        const compute_t<T> ai = a[i], bi = b[i];
-        y[i] = T(ai / (1 + std::exp(-ai)) * bi);
+        const compute_t<T> ai = a.at(i), bi = b.at(i);
+        y.at(i) = T(ai / (1 + std::exp(-ai)) * bi);
     }
 }
 
-// dy, a, b, da, db: (n).
+// dy, a, b, da, db: (n) = (rows, C), each at its row stride.
 template <class T>
-__global__ void swiglu_backward_elements(T* da, T* db, const T* dy, const T* a, const T* b, int64_t n) {
+__global__ void swiglu_backward_elements(Rows<T> da, Rows<T> db, Rows<const T> dy, Rows<const T> a,
+                                         Rows<const T> b, int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         using C = compute_t<T>;
-        const C ai = a[i], bi = b[i], dyi = dy[i];
+        const C ai = a.at(i), bi = b.at(i), dyi = dy.at(i);
         const C sig = 1 / (1 + std::exp(-ai));
-        da[i] = T(dyi * bi * sig * (1 + ai * (1 - sig)));
-        db[i] = T(dyi * ai * sig);
+        da.at(i) = T(dyi * bi * sig * (1 + ai * (1 - sig)));
+        db.at(i) = T(dyi * ai * sig);
     }
 }
 
-// s, a, y: (n).
+// s, a, y: (n) = (rows, C), each at its row stride.
 template <class T>
-__global__ void sigmoid_gate_forward_elements(T* y, const T* s, const T* a, int64_t n) {
+__global__ void sigmoid_gate_forward_elements(Rows<T> y, Rows<const T> s, Rows<const T> a, int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        const compute_t<T> si = s[i], ai = a[i];
-        y[i] = T(1 / (1 + std::exp(-si)) * ai);
+        const compute_t<T> si = s.at(i), ai = a.at(i);
+        y.at(i) = T(1 / (1 + std::exp(-si)) * ai);
     }
 }
 
-// dy, s, a, ds, da: (n).
+// dy, s, a, ds, da: (n) = (rows, C), each at its row stride.
 template <class T>
-__global__ void sigmoid_gate_backward_elements(T* ds, T* da, const T* dy, const T* s, const T* a, int64_t n) {
+__global__ void sigmoid_gate_backward_elements(Rows<T> ds, Rows<T> da, Rows<const T> dy, Rows<const T> s,
+                                               Rows<const T> a, int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         using C = compute_t<T>;
-        const C si = s[i], ai = a[i], dyi = dy[i];
+        const C si = s.at(i), ai = a.at(i), dyi = dy.at(i);
         const C sig = 1 / (1 + std::exp(-si));
-        ds[i] = T(dyi * ai * sig * (1 - sig));
-        da[i] = T(dyi * sig);
+        ds.at(i) = T(dyi * ai * sig * (1 - sig));
+        da.at(i) = T(dyi * sig);
     }
 }
 
@@ -74,7 +91,7 @@ void swiglu_forward(const View& y, const View& a, const View& b) {
     if (n == 0) return;
     dispatch_floating_bf16(a.dtype, [&]<class T>() {
         launch("swiglu_forward_elements", swiglu_forward_elements<T>, grid_covering(n, kThreads), dim3(kThreads), 0,
-               static_cast<T*>(y.data), static_cast<const T*>(a.data), static_cast<const T*>(b.data), n);
+               rows<T>(y), rows<const T>(a), rows<const T>(b), n);
     });
 }
 
@@ -83,8 +100,7 @@ void swiglu_backward(const View& da, const View& db, const View& dy, const View&
     if (n == 0) return;
     dispatch_floating_bf16(a.dtype, [&]<class T>() {
         launch("swiglu_backward_elements", swiglu_backward_elements<T>, grid_covering(n, kThreads), dim3(kThreads), 0,
-               static_cast<T*>(da.data), static_cast<T*>(db.data), static_cast<const T*>(dy.data),
-               static_cast<const T*>(a.data), static_cast<const T*>(b.data), n);
+               rows<T>(da), rows<T>(db), rows<const T>(dy), rows<const T>(a), rows<const T>(b), n);
     });
 }
 
@@ -93,8 +109,7 @@ void sigmoid_gate_forward(const View& y, const View& s, const View& a) {
     if (n == 0) return;
     dispatch_floating_bf16(s.dtype, [&]<class T>() {
         launch("sigmoid_gate_forward_elements", sigmoid_gate_forward_elements<T>, grid_covering(n, kThreads),
-               dim3(kThreads), 0, static_cast<T*>(y.data), static_cast<const T*>(s.data),
-               static_cast<const T*>(a.data), n);
+               dim3(kThreads), 0, rows<T>(y), rows<const T>(s), rows<const T>(a), n);
     });
 }
 
@@ -103,8 +118,7 @@ void sigmoid_gate_backward(const View& ds, const View& da, const View& dy, const
     if (n == 0) return;
     dispatch_floating_bf16(s.dtype, [&]<class T>() {
         launch("sigmoid_gate_backward_elements", sigmoid_gate_backward_elements<T>, grid_covering(n, kThreads),
-               dim3(kThreads), 0, static_cast<T*>(ds.data), static_cast<T*>(da.data), static_cast<const T*>(dy.data),
-               static_cast<const T*>(s.data), static_cast<const T*>(a.data), n);
+               dim3(kThreads), 0, rows<T>(ds), rows<T>(da), rows<const T>(dy), rows<const T>(s), rows<const T>(a), n);
     });
 }
 

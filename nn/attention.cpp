@@ -13,6 +13,20 @@ namespace gg::nn {
 
 // ---------------------------------------------------------------- the fused primitive
 
+namespace {
+// The attention kernels read and write (B, heads, T, D) operands through their strides, as
+// long as each row of D values is contiguous (Backend::attention_forward): the heads split from
+// a projection, x.view(B, T, H, dk).transpose(1, 2), go in as they are, without a copy.
+Tensor rows_contiguous(const Tensor& t) {
+    return (t.size(3) == 1 || t.strides()[3] == 1) && t.strides()[2] >= t.size(3) ? t : t.contiguous();
+}
+// An empty (B, heads, T, D) result laid out as (B, T, heads, D): as O, the heads then merge into
+// (B, T, heads·D) by a view; as dQ, dK, dV, the gradient of the split above by a view.
+Tensor empty_token_major(int64_t B, int64_t heads, int64_t T, int64_t D, DType dtype, Device dev) {
+    return Tensor::empty({B, T, heads, D}, dtype, dev).transpose(1, 2);
+}
+}  // namespace
+
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const SdpaOptions& options, Tensor* probs, Tensor* lse_out) {
     const Tensor q = autocast_lower(q_in), k = autocast_lower(k_in), v = autocast_lower(v_in);
@@ -35,9 +49,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Hkv = k.size(1), Tk = k.size(2);
     const AttentionShape s{B, H, Hkv, Tq, Tk, D, options.causal, options.window,
                            options.scale > 0 ? options.scale : 1.0 / std::sqrt(double(D)), options.exclude_self};
-    const Tensor Q = q.detach().contiguous(), K = k.detach().contiguous(), V = v.detach().contiguous();
+    const Tensor Q = rows_contiguous(q.detach()), K = rows_contiguous(k.detach()), V = rows_contiguous(v.detach());
     const Device dev = q.device();
-    Tensor O = Tensor::empty({B, H, Tq, D}, q.dtype(), dev);
+    Tensor O = empty_token_major(B, H, Tq, D, q.dtype(), dev);
     // The log-sum-exp backward recomputes the probabilities from stays float32 for bfloat16
     // operands: rounded to 8 bits, e^(s − lse) would be off by up to 0.4% for lse ≈ 1.
     Tensor lse = Tensor::empty({B, H, Tq}, q.dtype() == DType::bf16 ? DType::f32 : q.dtype(), dev);
@@ -51,11 +65,12 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     const Tensor O_saved = O.detach();
     if (lse_out) *lse_out = lse.detach();
     return record("scaled_dot_product_attention", O, {q, k, v}, [=](const Tensor& g) {
-        Tensor dQ = Tensor::empty(Q.shape(), Q.dtype(), dev), dK = Tensor::empty(K.shape(), K.dtype(), dev),
-               dV = Tensor::empty(V.shape(), V.dtype(), dev);
-        backend(dev).attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(), g.contiguous().view_desc(),
-                                        Q.view_desc(), K.view_desc(), V.view_desc(), O_saved.view_desc(),
-                                        lse.view_desc());
+        const Tensor dQ = empty_token_major(B, H, Tq, D, Q.dtype(), dev),
+                     dK = empty_token_major(B, Hkv, Tk, D, K.dtype(), dev),
+                     dV = empty_token_major(B, Hkv, Tk, D, V.dtype(), dev);
+        backend(dev).attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(),
+                                        rows_contiguous(g).view_desc(), Q.view_desc(), K.view_desc(), V.view_desc(),
+                                        O_saved.view_desc(), lse.view_desc());
         return std::vector<Tensor>{dQ, dK, dV};
     }, {Q, K, V, O_saved, lse});
 }
@@ -191,10 +206,10 @@ Tensor GatedAttention::apply_gate_fn(const Tensor& z) const {
     return z;
 }
 
-Tensor GatedAttention::gate_values(const Tensor& source) const {
+Tensor GatedAttention::gate_values(const Tensor& logits) const {
     const auto [heads, width] = gate_layout(options_);
-    // (B, T, d) → (B, T, heads·width) → (B, heads, T, width)
-    return to_heads(apply_gate_fn(w_g->forward(source)), heads);
+    // (B, T, heads·width) → (B, heads, T, width)
+    return to_heads(apply_gate_fn(logits), heads);
 }
 
 Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& gate_source,
@@ -209,21 +224,30 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     const bool gated = o.gated();
     Tensor gate;
 
-    Tensor q = to_heads(w_q->forward(x), H);    // (B, H, T, dk)
-    Tensor k = to_heads(w_k->forward(x), Hkv);  // (B, Hkv, T, dk)
-    Tensor v = to_heads(w_v->forward(x), Hkv);  // (B, Hkv, T, dk)
+    // Every projection of x in one GEMM (fused_linear): Q, K, V and, where the gate reads x
+    // (all positions but G3, and G4 given the residual stream), the gate logits x W_g.
+    const bool gate_reads_x = gated && o.gate != GatePosition::scores_from_query &&
+                              !(o.gate == GatePosition::residual && gate_source.defined());
+    std::vector<const Linear*> projections{w_q.get(), w_k.get(), w_v.get()};
+    if (gate_reads_x) projections.push_back(w_g.get());
+    const std::vector<Tensor> projected = fused_linear(x, projections);  // (B, T, ·) views of one product
+    const Tensor gate_logits = gate_reads_x ? projected[3] : Tensor();  // (B, T, heads·width)
+
+    Tensor q = to_heads(projected[0], H);    // (B, H, T, dk)
+    Tensor k = to_heads(projected[1], Hkv);  // (B, Hkv, T, dk)
+    Tensor v = to_heads(projected[2], Hkv);  // (B, Hkv, T, dk)
     if (q_norm) q = q_norm->forward(q), k = k_norm->forward(k);
     // The paper's value/key/query gates, after QK-norm: a norm after them would undo them.
-    if (gated && o.gate == GatePosition::value) v = v * (gate = gate_values(x));
-    if (gated && o.gate == GatePosition::key) k = k * (gate = gate_values(x));
-    if (gated && o.gate == GatePosition::query) q = q * (gate = gate_values(x));
+    if (gated && o.gate == GatePosition::value) v = v * (gate = gate_values(gate_logits));
+    if (gated && o.gate == GatePosition::key) k = k * (gate = gate_values(gate_logits));
+    if (gated && o.gate == GatePosition::query) q = q * (gate = gate_values(gate_logits));
     if (rope_) q = rope_->forward(q, past), k = rope_->forward(k, past);
     if (cache) {
         cache->append(k, v);
         k = cache->k, v = cache->v;
     }
     // G2, G3: scale each query row's logits by its gate, i.e. scale the query vector.
-    if (gated && o.gate == GatePosition::scores_from_x) q = q * (gate = gate_values(x));  // (B, H, T, 1)
+    if (gated && o.gate == GatePosition::scores_from_x) q = q * (gate = gate_values(gate_logits));  // (B, H, T, 1)
     if (gated && o.gate == GatePosition::scores_from_query)
         q = q * (gate = apply_gate_fn(sum(q * w_g_query.view({1, H, 1, dk}), {-1}, true)));  // σ(Q_i w_i)
 
@@ -236,19 +260,17 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     // functions and sharings broadcast a product with the gate values in head layout.
     const bool fused_g1 = gated && o.gate == GatePosition::sdpa_output && o.gate_fn == GateFunction::sigmoid &&
                           o.sharing == GateSharing::elementwise;
-    if (gated && o.gate == GatePosition::sdpa_output && !fused_g1) heads = heads * (gate = gate_values(x));
+    if (gated && o.gate == GatePosition::sdpa_output && !fused_g1) heads = heads * (gate = gate_values(gate_logits));
 
     Tensor merged = heads.transpose(1, 2).reshape({B, T, H * dk});  // (B, T, H·dk)
     if (fused_g1) {
-        const Tensor logits = w_g->forward(x);  // (B, T, H·dk)
-        merged = sigmoid_gate(logits, merged);
-        if (capture) gate = to_heads(sigmoid(logits.detach()), H);
+        merged = sigmoid_gate(gate_logits, merged);
+        if (capture) gate = to_heads(sigmoid(gate_logits.detach()), H);
     }
     Tensor y = w_o->forward(merged);  // (B, T, d)
     if (gated && (o.gate == GatePosition::after_merge || o.gate == GatePosition::residual)) {
         // G5 reads the attention input norm(x); G4 the raw residual stream (gate_source).
-        const Tensor& source = o.gate == GatePosition::residual && gate_source.defined() ? gate_source : x;
-        gate = gate_values(source);                                           // (B, heads, T, width)
+        gate = gate_values(gate_reads_x ? gate_logits : w_g->forward(gate_source));  // (B, heads, T, width)
         // d seen as H chunks of dk, so every sharing broadcasts: (H, dk), (H, 1) or (1, dk).
         y = (to_heads(y, H) * gate).transpose(1, 2).reshape({B, T, o.d_model});
     }
@@ -298,8 +320,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t heads, bool caus
 
 Tensor MultiHeadAttention::forward(const Tensor& x) const {
     const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
-    const Tensor q = to_heads(w_q->forward(x), n_heads), k = to_heads(w_k->forward(x), n_heads),
-                 v = to_heads(w_v->forward(x), n_heads);
+    const std::vector<Tensor> qkv = fused_linear(x, {w_q.get(), w_k.get(), w_v.get()});  // (B, T, d) each
+    const Tensor q = to_heads(qkv[0], n_heads), k = to_heads(qkv[1], n_heads), v = to_heads(qkv[2], n_heads);
     const Tensor heads = scaled_dot_product_attention(q, k, v, {causal, 0, 0});
     return w_o->forward(heads.transpose(1, 2).reshape({B, T, d}));
 }

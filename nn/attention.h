@@ -132,7 +132,7 @@ public:
     Tensor w_g_query;  // G3's per-head vectors (h, dk)
 
 private:
-    Tensor gate_values(const Tensor& source) const;  // σ(source W_g), in the module's gate layout
+    Tensor gate_values(const Tensor& logits) const;  // σ(source W_g) from its logits, in the gate layout
     Tensor apply_gate_fn(const Tensor& z) const;
     AttentionOptions options_;
     std::optional<RoPE> rope_;

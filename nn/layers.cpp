@@ -36,6 +36,32 @@ Tensor Linear::forward(const Tensor& x) const {
     return bias.defined() ? y + autocast_lower(bias) : y;  // under autocast the whole layer is bfloat16
 }
 
+Tensor joined_linear(const Tensor& x, const std::vector<const Linear*>& layers) {
+    std::vector<Tensor> weights, biases;
+    for (const Linear* layer : layers) {
+        if (layer->input_transform || layer->bias.defined() != layers[0]->bias.defined()) return Tensor();
+        check_last_dim("Linear", x, layer->weight.size(1));
+        weights.push_back(layer->weight);
+        if (layer->bias.defined()) biases.push_back(layer->bias);
+    }
+    // Joining the weights copies them each step: (Σ out_i, in) values, a small cost next to
+    // the (..., Σ out_i) activations, and it leaves each layer's parameter as it is (its name,
+    // its checkpoint entry, the optimiser's view of it).
+    const Tensor y = matmul(x, cat(weights, 0).t());  // (..., Σ out_i)
+    return biases.empty() ? y : y + autocast_lower(cat(biases, 0));
+}
+
+std::vector<Tensor> fused_linear(const Tensor& x, const std::vector<const Linear*>& layers) {
+    const Tensor joined = joined_linear(x, layers);  // (..., Σ out_i)
+    std::vector<Tensor> out;
+    std::vector<int64_t> sizes;
+    for (const Linear* layer : layers) {
+        if (!joined.defined()) out.push_back(layer->forward(x));
+        sizes.push_back(layer->weight.size(0));
+    }
+    return joined.defined() ? split(joined, sizes, -1) : out;
+}
+
 Embedding::Embedding(int64_t num_embeddings, int64_t dim) {
     weight = randn({num_embeddings, dim});
     register_parameter("weight", weight);
@@ -72,7 +98,11 @@ SwiGLU::SwiGLU(int64_t dim, int64_t hidden)
       w2(register_module("w2", std::make_shared<Linear>(dim, hidden, false))),
       w3(register_module("w3", std::make_shared<Linear>(hidden, dim, false))) {}
 
-Tensor SwiGLU::forward(const Tensor& x) const { return w3->forward(swiglu(w1->forward(x), w2->forward(x))); }
+Tensor SwiGLU::forward(const Tensor& x) const {
+    // x [W1; W2]ᵀ (..., 2·hidden) in one GEMM, whose halves swiglu reads in place.
+    const Tensor joined = joined_linear(x, {w1.get(), w2.get()});
+    return w3->forward(joined.defined() ? swiglu(joined) : swiglu(w1->forward(x), w2->forward(x)));
+}
 
 LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t dim) {
     weight = randn({max_len, dim}) * 0.02;

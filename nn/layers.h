@@ -20,6 +20,15 @@ public:
     std::function<Tensor(const Tensor&)> input_transform;
 };
 
+// The products of several Linear layers that read the same x side by side, (..., in) →
+// (..., Σ out_i), from one GEMM: the weights (and biases) joined along out by a differentiable
+// cat. One GEMM each way instead of one per layer, and the layers' dx arrive summed. Undefined
+// when the layers cannot be joined: one has an input_transform, or a bias where another has none.
+Tensor joined_linear(const Tensor& x, const std::vector<const Linear*>& layers);
+// The same split into one (..., out_i) view per layer (gg::split, whose gradients meet in one
+// tensor): each layer's forward(x), run one by one when the layers cannot be joined.
+std::vector<Tensor> fused_linear(const Tensor& x, const std::vector<const Linear*>& layers);
+
 // Rows of a (num_embeddings, dim) table, N(0, 1) init as torch.
 class Embedding : public Module {
 public:

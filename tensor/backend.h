@@ -123,9 +123,11 @@ struct Backend {
     void (*cross_entropy)(const View& loss, const View& dlogits, const View& logits, const View& targets,
                           const View& row_scale, int64_t ignore_index);
 
-    // Fused attention over contiguous operands: O = softmax(Q Kᵀ · scale + mask) V and the
-    // row log-sum-exp lse (B, H, Tq) that backward needs to recompute the probabilities.
-    // probs (B, H, Tq, Tk) is filled only when its data pointer is not null.
+    // Fused attention: O = softmax(Q Kᵀ · scale + mask) V and the row log-sum-exp lse (B, H, Tq)
+    // that backward needs to recompute the probabilities. Q, K, V, O, dO, dQ, dK, dV may have any
+    // strides whose last is 1 and whose row stride (dim 2) is at least D: the heads split from a
+    // (B, T, heads·D) projection are read and written where they lie. lse is contiguous, and so
+    // is probs (B, H, Tq, Tk), filled only when its data pointer is not null.
     void (*attention_forward)(const AttentionShape& s, const View& O, const View& lse, const View& probs,
                               const View& Q, const View& K, const View& V);
     void (*attention_backward)(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
@@ -143,20 +145,23 @@ struct Backend {
     void (*rms_norm_backward)(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
                               const View& rstd, int64_t rows, int64_t cols);
 
-    // SwiGLU's gating product (nn/layers.h) over contiguous a, b, y of n elements, one pass
-    // each way instead of a silu and a product, each with its own backward:
+    // SwiGLU's gating product (nn/layers.h), one pass each way instead of a silu and a product,
+    // each with its own backward. Every operand is (rows, C) with contiguous channels, and its
+    // rows may lie apart: a, b and da, db can be the halves of one (rows, 2C) product and its
+    // gradient:
     //   y = silu(a) · b = a σ(a) b;   da = dy · b · σ(a) (1 + a (1 − σ(a))),   db = dy · a σ(a)
     void (*swiglu_forward)(const View& y, const View& a, const View& b);
     void (*swiglu_backward)(const View& da, const View& db, const View& dy, const View& a, const View& b);
 
-    // The G1 gate (nn/attention.h) over contiguous s, a, y of n elements, one pass each way
-    // instead of a sigmoid and a product, each with its own backward:
+    // The G1 gate (nn/attention.h), one pass each way instead of a sigmoid and a product, each
+    // with its own backward; its operands laid out as SwiGLU's:
     //   y = σ(s) · a;   ds = dy · a · σ(s) (1 − σ(s)),   da = dy · σ(s)
     void (*sigmoid_gate_forward)(const View& y, const View& s, const View& a);
     void (*sigmoid_gate_backward)(const View& ds, const View& da, const View& dy, const View& s, const View& a);
 
-    // RoPE (nn/rope.h) of x (B, H, T, D), any strides, into contiguous out, with the (T, D)
-    // tables cos and sin (their columns c and c + D/2 equal): each channel pair rotates,
+    // RoPE (nn/rope.h) of x (B, H, T, D), any strides, into out (B, H, T, D) with contiguous
+    // channels, with the (T, D) tables cos and sin (their columns c and c + D/2 equal): each
+    // channel pair rotates,
     //   out_c = x_c cos_c − x_{c+D/2} sin_c,   out_{c+D/2} = x_{c+D/2} cos_c + x_c sin_c   (c < D/2).
     // transpose rotates the other way (sin → −sin): the transposed map, which is backward.
     void (*rope)(const View& out, const View& x, const View& cos, const View& sin, bool transpose);

@@ -75,17 +75,31 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
         cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-// One (batch, head)'s operands, each (T, D) row-major.
+// The (T, D) rows of head bh = b·heads + h of a (B, heads, T, D) view whose last dim is
+// contiguous: row t starts at at + t·ld. The heads split from a (B, T, heads·D) projection are
+// such views (ld = heads·D), read and written in place (nn/attention.cpp).
+template <class T>
+struct Rows {
+    T* at;
+    int64_t ld;
+};
+template <class T>
+Rows<T> rows_of(const View& v, int64_t bh, int64_t heads) {
+    return {static_cast<T*>(v.data) + bh / heads * v.strides[0] + bh % heads * v.strides[1], v.strides[2]};
+}
+
+// One (batch, head)'s operands.
 template <class T>
 struct Head {
-    const T *q, *k, *v;
+    Rows<const T> q, k, v;
 };
 
 // S (rows, n) = scale · Q[i0 : i0+rows] K[k0 : k0+n]ᵀ, with −∞ where key k0 + j is hidden
 // from query i0 + r (its softmax weight is then exactly 0).
 template <class T>
 void tile_scores(const AttentionShape& s, const Head<T>& h, int64_t i0, int64_t rows, int64_t k0, int64_t n, T* S) {
-    gemm<T>(false, true, rows, n, s.D, T(s.scale), h.q + i0 * s.D, s.D, h.k + k0 * s.D, s.D, T(0), S, n);
+    gemm<T>(false, true, rows, n, s.D, T(s.scale), h.q.at + i0 * h.q.ld, h.q.ld, h.k.at + k0 * h.k.ld, h.k.ld, T(0), S,
+            n);
     const T hidden = -std::numeric_limits<T>::infinity();
     for (int64_t r = 0; r < rows; ++r) {
         const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
@@ -137,8 +151,7 @@ void for_each_kv_head(const AttentionShape& s, F&& f) {
 
 template <class T>
 Head<T> head(const AttentionShape& s, const View& Q, const View& K, const View& V, int64_t bh, int64_t bhk) {
-    return {static_cast<const T*>(Q.data) + bh * s.Tq * s.D, static_cast<const T*>(K.data) + bhk * s.Tk * s.D,
-            static_cast<const T*>(V.data) + bhk * s.Tk * s.D};
+    return {rows_of<const T>(Q, bh, s.H), rows_of<const T>(K, bhk, s.Hkv), rows_of<const T>(V, bhk, s.Hkv)};
 }
 
 template <class T>
@@ -147,11 +160,11 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
     const int64_t D = s.D;
     for_each_kv_head(s, [&](int64_t bh, int64_t bhk) {
         const Head<T> h = head<T>(s, Q, K, V, bh, bhk);
-        T* o = static_cast<T*>(O.data) + bh * s.Tq * D;     // (Tq, D)
-        T* l = static_cast<T*>(lse.data) + bh * s.Tq;        // (Tq)
+        const auto [o, ldo] = rows_of<T>(O, bh, s.H);  // (Tq, D)
+        T* l = static_cast<T*>(lse.data) + bh * s.Tq;   // (Tq)
         std::vector<T> S(kQueryBlock * kKeyTile), m(kQueryBlock), z(kQueryBlock);
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
-            std::fill(o + i0 * D, o + (i0 + rows) * D, T(0));
+            for (int64_t r = 0; r < rows; ++r) std::fill_n(o + (i0 + r) * ldo, D, T(0));
             std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
             std::fill(z.begin(), z.end(), T(0));
             for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
@@ -171,12 +184,13 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                     std::fill(row + end, row + n, T(0));
                     z[r] = z[r] * rescale + sum;
                     m[r] = m_new;
-                    for (int64_t d = 0; d < D; ++d) o[(i0 + r) * D + d] *= rescale;
+                    for (int64_t d = 0; d < D; ++d) o[(i0 + r) * ldo + d] *= rescale;
                 }
-                gemm<T>(false, false, rows, D, n, T(1), S.data(), n, h.v + k0 * D, D, T(1), o + i0 * D, D);
+                gemm<T>(false, false, rows, D, n, T(1), S.data(), n, h.v.at + k0 * h.v.ld, h.v.ld, T(1), o + i0 * ldo,
+                        ldo);
             });
             for (int64_t r = 0; r < rows; ++r) {
-                for (int64_t d = 0; d < D; ++d) o[(i0 + r) * D + d] /= z[r];
+                for (int64_t d = 0; d < D; ++d) o[(i0 + r) * ldo + d] /= z[r];
                 l[i0 + r] = m[r] + std::log(z[r]);
             }
         });
@@ -196,30 +210,35 @@ template <class T>
 void backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
               const View& Q, const View& K, const View& V, const View& O, const View& lse) {
     const int64_t D = s.D;
-    // dK, dV are accumulated by every query head of a group: clear them first.
-    std::fill_n(static_cast<T*>(dK.data), s.B * s.Hkv * s.Tk * D, T(0));
-    std::fill_n(static_cast<T*>(dV.data), s.B * s.Hkv * s.Tk * D, T(0));
     for_each_kv_head(s, [&](int64_t bh, int64_t bhk) {
         const Head<T> h = head<T>(s, Q, K, V, bh, bhk);
-        const T* o = static_cast<const T*>(O.data) + bh * s.Tq * D;    // (Tq, D)
-        const T* go = static_cast<const T*>(dO.data) + bh * s.Tq * D;  // (Tq, D)
-        const T* l = static_cast<const T*>(lse.data) + bh * s.Tq;      // (Tq)
-        T* gq = static_cast<T*>(dQ.data) + bh * s.Tq * D;              // (Tq, D)
-        T* gk = static_cast<T*>(dK.data) + bhk * s.Tk * D;             // (Tk, D)
-        T* gv = static_cast<T*>(dV.data) + bhk * s.Tk * D;             // (Tk, D)
+        const auto [o, ldo] = rows_of<const T>(O, bh, s.H);     // (Tq, D)
+        const auto [go, ldgo] = rows_of<const T>(dO, bh, s.H);  // (Tq, D)
+        const T* l = static_cast<const T*>(lse.data) + bh * s.Tq;  // (Tq)
+        const auto [gq, ldgq] = rows_of<T>(dQ, bh, s.H);        // (Tq, D)
+        const auto [gk, ldgk] = rows_of<T>(dK, bhk, s.Hkv);     // (Tk, D)
+        const auto [gv, ldgv] = rows_of<T>(dV, bhk, s.Hkv);     // (Tk, D)
+        // dK, dV are accumulated by every query head of the group: the first one clears them.
+        if (bh % s.H % (s.H / s.Hkv) == 0)
+            for (int64_t j = 0; j < s.Tk; ++j) std::fill_n(gk + j * ldgk, D, T(0)), std::fill_n(gv + j * ldgv, D, T(0));
         std::vector<T> P(kQueryBlock * kKeyTile), dS(kQueryBlock * kKeyTile), delta(kQueryBlock);
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
-            for (int64_t r = 0; r < rows; ++r) delta[r] = dot(go + (i0 + r) * D, o + (i0 + r) * D, D);
-            std::fill(gq + i0 * D, gq + (i0 + rows) * D, T(0));
+            for (int64_t r = 0; r < rows; ++r) {
+                delta[r] = dot(go + (i0 + r) * ldgo, o + (i0 + r) * ldo, D);
+                std::fill_n(gq + (i0 + r) * ldgq, D, T(0));
+            }
             for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
                 tile_probabilities(s, h, i0, rows, k0, n, l, P.data());
-                gemm<T>(true, false, n, D, rows, T(1), P.data(), n, go + i0 * D, D, T(1), gv + k0 * D, D);
-                gemm<T>(false, true, rows, n, D, T(1), go + i0 * D, D, h.v + k0 * D, D, T(0), dS.data(), n);  // dP
+                gemm<T>(true, false, n, D, rows, T(1), P.data(), n, go + i0 * ldgo, ldgo, T(1), gv + k0 * ldgv, ldgv);
+                gemm<T>(false, true, rows, n, D, T(1), go + i0 * ldgo, ldgo, h.v.at + k0 * h.v.ld, h.v.ld, T(0),
+                        dS.data(), n);  // dP
                 for (int64_t r = 0; r < rows; ++r)
                     for (int64_t j = 0; j < n; ++j)
                         dS[r * n + j] = P[r * n + j] * (dS[r * n + j] - delta[r]) * T(s.scale);
-                gemm<T>(false, false, rows, D, n, T(1), dS.data(), n, h.k + k0 * D, D, T(1), gq + i0 * D, D);
-                gemm<T>(true, false, n, D, rows, T(1), dS.data(), n, h.q + i0 * D, D, T(1), gk + k0 * D, D);
+                gemm<T>(false, false, rows, D, n, T(1), dS.data(), n, h.k.at + k0 * h.k.ld, h.k.ld, T(1),
+                        gq + i0 * ldgq, ldgq);
+                gemm<T>(true, false, n, D, rows, T(1), dS.data(), n, h.q.at + i0 * h.q.ld, h.q.ld, T(1),
+                        gk + k0 * ldgk, ldgk);
             });
         });
     });

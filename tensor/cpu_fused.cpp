@@ -105,6 +105,22 @@ void with_sigmoid(const T* a, int64_t begin, int64_t end, F&& f) {
     }
 }
 
+// The gating products below take every operand as (rows, C) with contiguous channels, its
+// rows at its own stride: the halves of one (rows, 2C) product (nn/layers.h's SwiGLU), or its
+// slices, are read and written in place. Row r of operand v:
+template <class T>
+T* row(const View& v, int64_t r) {
+    return ptr<T>(v) + r * (v.ndim > 1 ? v.strides[v.ndim - 2] : 0);
+}
+// Calls f(r, C) for each row r of the (rows, C) operand v.
+template <class F>
+void for_each_row(const View& v, F&& f) {
+    const int64_t C = v.ndim ? v.shape[v.ndim - 1] : 1, rows = C ? v.numel() / C : 0;
+    parallel_range(rows, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) f(r, C);
+    }, C);
+}
+
 }  // namespace
 
 // y = a σ(a) b, element by element; backward from the same σ(a).
@@ -112,10 +128,10 @@ void cpu_swiglu_forward(const View& y, const View& a, const View& b) {
     if (any_bf16({y, a, b}))
         return via_float32<2, 1>({a, b}, {y}, [&](auto& i, auto& o) { cpu_swiglu_forward(o[0], i[0], i[1]); });
     dispatch_floating(a.dtype, [&]<class T>() {
-        const T *ap = ptr<T>(a), *bp = ptr<T>(b);
-        T* yp = ptr<T>(y);
-        parallel_range(a.numel(), [=](int64_t begin, int64_t end) {
-            with_sigmoid(ap, begin, end, [=](int64_t j, T sig) { yp[j] = ap[j] * sig * bp[j]; });
+        for_each_row(a, [&](int64_t r, int64_t C) {
+            const T *ap = row<const T>(a, r), *bp = row<const T>(b, r);
+            T* yp = row<T>(y, r);
+            with_sigmoid(ap, 0, C, [=](int64_t j, T sig) { yp[j] = ap[j] * sig * bp[j]; });
         });
     });
 }
@@ -126,10 +142,10 @@ void cpu_swiglu_backward(const View& da, const View& db, const View& dy, const V
             cpu_swiglu_backward(o[0], o[1], i[0], i[1], i[2]);
         });
     dispatch_floating(a.dtype, [&]<class T>() {
-        const T *ap = ptr<T>(a), *bp = ptr<T>(b), *g = ptr<T>(dy);
-        T *dap = ptr<T>(da), *dbp = ptr<T>(db);
-        parallel_range(a.numel(), [=](int64_t begin, int64_t end) {
-            with_sigmoid(ap, begin, end, [=](int64_t j, T sig) {
+        for_each_row(a, [&](int64_t r, int64_t C) {
+            const T *ap = row<const T>(a, r), *bp = row<const T>(b, r), *g = row<const T>(dy, r);
+            T *dap = row<T>(da, r), *dbp = row<T>(db, r);
+            with_sigmoid(ap, 0, C, [=](int64_t j, T sig) {
                 dap[j] = g[j] * bp[j] * sig * (1 + ap[j] * (1 - sig));  // d silu/da = σ (1 + a (1 − σ))
                 dbp[j] = g[j] * ap[j] * sig;
             });
@@ -142,10 +158,10 @@ void cpu_sigmoid_gate_forward(const View& y, const View& s, const View& a) {
     if (any_bf16({y, s, a}))
         return via_float32<2, 1>({s, a}, {y}, [&](auto& i, auto& o) { cpu_sigmoid_gate_forward(o[0], i[0], i[1]); });
     dispatch_floating(s.dtype, [&]<class T>() {
-        const T *sp = ptr<T>(s), *ap = ptr<T>(a);
-        T* yp = ptr<T>(y);
-        parallel_range(s.numel(), [=](int64_t begin, int64_t end) {
-            with_sigmoid(sp, begin, end, [=](int64_t j, T sig) { yp[j] = sig * ap[j]; });
+        for_each_row(s, [&](int64_t r, int64_t C) {
+            const T *sp = row<const T>(s, r), *ap = row<const T>(a, r);
+            T* yp = row<T>(y, r);
+            with_sigmoid(sp, 0, C, [=](int64_t j, T sig) { yp[j] = sig * ap[j]; });
         });
     });
 }
@@ -156,10 +172,10 @@ void cpu_sigmoid_gate_backward(const View& ds, const View& da, const View& dy, c
             cpu_sigmoid_gate_backward(o[0], o[1], i[0], i[1], i[2]);
         });
     dispatch_floating(s.dtype, [&]<class T>() {
-        const T *sp = ptr<T>(s), *ap = ptr<T>(a), *g = ptr<T>(dy);
-        T *dsp = ptr<T>(ds), *dap = ptr<T>(da);
-        parallel_range(s.numel(), [=](int64_t begin, int64_t end) {
-            with_sigmoid(sp, begin, end, [=](int64_t j, T sig) {
+        for_each_row(s, [&](int64_t r, int64_t C) {
+            const T *sp = row<const T>(s, r), *ap = row<const T>(a, r), *g = row<const T>(dy, r);
+            T *dsp = row<T>(ds, r), *dap = row<T>(da, r);
+            with_sigmoid(sp, 0, C, [=](int64_t j, T sig) {
                 dsp[j] = g[j] * ap[j] * sig * (1 - sig);  // dσ/ds = σ (1 − σ)
                 dap[j] = g[j] * sig;
             });
@@ -167,8 +183,8 @@ void cpu_sigmoid_gate_backward(const View& ds, const View& da, const View& dy, c
     });
 }
 
-// One (b, h, t) row of D channels per work item; x is read through its strides, so the
-// (B, H, T, D) view of a (B, T, H·D) projection needs no copy first. Its channels are
+// One (b, h, t) row of D channels per work item; x is read and out written through their
+// strides, so the (B, H, T, D) view of a (B, T, H·D) projection needs no copy either way. Its channels are
 // usually contiguous: a stride of 1 known at compile time lets the compiler vectorise the row.
 void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose) {
     if (any_bf16({out, x, cos, sin}))
@@ -186,7 +202,7 @@ void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, 
                     const int64_t b = row / (H * T), h = row / T % H, t = row % T;
                     const E* xr = xp + b * x.strides[0] + h * x.strides[1] + t * x.strides[2];  // (D), stride channel_stride
                     const E *c = cp + t * D, *s = sp + t * D;                                    // (D) each
-                    E* o = op + row * D;                                                          // (D)
+                    E* o = op + b * out.strides[0] + h * out.strides[1] + t * out.strides[2];     // (D)
                     for (int64_t i = 0; i < half; ++i) {
                         const E x1 = xr[i * channel_stride], x2 = xr[(i + half) * channel_stride];
                         o[i] = x1 * c[i] - sign * x2 * s[i];

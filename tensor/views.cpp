@@ -35,12 +35,38 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op, const S
     return shape;
 }
 
+namespace {
+// The strides under which `shape` sees the same elements as t, in the same order, when some
+// do. t's dims fall into runs whose memory is contiguous within the run (stride[d] =
+// stride[d+1]·size[d+1]); the new shape may split and merge dims within a run, never across
+// one. So the heads (B, T, H, dk) of a slice (B, T, H·dk) of a wider (B, T, N) projection are
+// a view: only the last dim is split, and its elements are adjacent. As torch.view.
+bool strided_view(const Tensor& t, const Shape& shape, Strides& strides) {
+    strides.assign(shape.size(), 0);
+    int64_t view_d = int64_t(shape.size()) - 1;
+    int64_t base = t.dim() ? t.strides().back() : 1, run = 1, covered = 1;  // the run's innermost stride, sizes
+    for (int64_t d = t.dim() - 1; d >= 0; --d) {
+        run *= t.shape()[d];
+        const bool run_ends = d == 0 || (t.shape()[d - 1] != 1 && t.strides()[d - 1] != run * base);
+        if (!run_ends) continue;
+        while (view_d >= 0 && (covered < run || shape[view_d] == 1)) {
+            strides[view_d] = covered * base;
+            covered *= shape[view_d--];
+        }
+        if (covered != run) return false;
+        if (d > 0) base = t.strides()[d - 1], run = 1, covered = 1;
+    }
+    return view_d < 0;
+}
+}  // namespace
+
 ViewGeometry view_geometry(const Tensor& t, const Shape& requested) {
     Shape shape = infer_shape(requested, t.numel(), "view", t.shape());
-    if (!t.is_contiguous())
-        throw std::invalid_argument("view: tensor of shape " + shape_str(t.shape()) +
-                                    " is not contiguous; use reshape() (which copies)");
     Strides strides = contiguous_strides(shape);
+    if (!t.is_contiguous() && t.numel() > 0 && !strided_view(t, shape, strides))
+        throw std::invalid_argument("view: tensor of shape " + shape_str(t.shape()) + " is not contiguous and " +
+                                    shape_str(shape) + " merges dims its strides keep apart; use reshape() (which "
+                                    "copies)");
     return {std::move(shape), std::move(strides), t.offset()};
 }
 

@@ -15,7 +15,8 @@ struct ViewGeometry {
     int64_t offset;  // in elements, from the start of the storage
 };
 
-// Row-major strides for `requested` (one -1 inferred); t must be contiguous.
+// `requested` (one -1 inferred) over t's elements in row-major order: row-major strides when t
+// is contiguous; otherwise t may only split or merge dims that lie contiguously in memory.
 ViewGeometry view_geometry(const Tensor& t, const Shape& requested);
 // Dims reordered: out dim i is t's dim dims[i].
 ViewGeometry permute_geometry(const Tensor& t, const std::vector<int64_t>& dims);

@@ -346,38 +346,82 @@ TEST_CASE("table: RMSNorm forward and backward") {
 
 TEST_CASE("table: SwiGLU and the sigmoid gate forward and backward, RoPE each way") {
     Generator gen(11);
+    // Each gating entry with its operands: y, x, z forward; dx, dz, dy, x, z backward.
+    struct Gating {
+        const char* name;
+        bool backward;
+        Entry entry;
+    };
+    const Gating gatings[] = {
+        {"swiglu_forward", false,
+         [](const Backend& be, const std::vector<View>& v) { be.swiglu_forward(v[0], v[1], v[2]); }},
+        {"swiglu_backward", true,
+         [](const Backend& be, const std::vector<View>& v) { be.swiglu_backward(v[0], v[1], v[2], v[3], v[4]); }},
+        {"sigmoid_gate_forward", false,
+         [](const Backend& be, const std::vector<View>& v) { be.sigmoid_gate_forward(v[0], v[1], v[2]); }},
+        {"sigmoid_gate_backward", true,
+         [](const Backend& be, const std::vector<View>& v) {
+             be.sigmoid_gate_backward(v[0], v[1], v[2], v[3], v[4]);
+         }},
+    };
+    // The outputs dense, or as x and z are when x is given as a slice: the two halves of one
+    // (rows, 2C + 1) buffer.
+    const auto operands = [](const Gating& g, const Tensor& dy, const Tensor& x, const Tensor& z) {
+        const int64_t C = dy.size(-1);
+        const Tensor wide = x.is_contiguous() ? Tensor() : zeros({dy.size(0), 2 * C + 1}, dy.dtype());
+        const Tensor out = wide.defined() ? wide.narrow(1, 0, C) : zeros(dy.shape(), dy.dtype()),
+                     more = wide.defined() ? wide.narrow(1, C + 1, C) : zeros(dy.shape(), dy.dtype());
+        return g.backward ? std::vector<Tensor>{out, more, dy, x, z} : std::vector<Tensor>{out, x, z};
+    };
+    const auto outputs = [](const Gating& g) {
+        return g.backward ? std::vector<size_t>{0, 1} : std::vector<size_t>{0};
+    };
     for (DType dt : kFloats) {
         for (int64_t n : {0, 1, 5, 1027}) {
-            const Tensor a = random({n}, dt, gen), b = random({n}, dt, gen);
-            compare("swiglu_forward", {zeros({n}, dt), a, b}, {0},
-                    [](const Backend& be, const std::vector<View>& v) { be.swiglu_forward(v[0], v[1], v[2]); },
-                    tolerance(dt));
-            compare("swiglu_backward", {zeros({n}, dt), zeros({n}, dt), random({n}, dt, gen), a, b}, {0, 1},
-                    [](const Backend& be, const std::vector<View>& v) {
-                        be.swiglu_backward(v[0], v[1], v[2], v[3], v[4]);
-                    },
-                    tolerance(dt));
-            compare("sigmoid_gate_forward", {zeros({n}, dt), a, b}, {0},
-                    [](const Backend& be, const std::vector<View>& v) { be.sigmoid_gate_forward(v[0], v[1], v[2]); },
-                    tolerance(dt));
-            compare("sigmoid_gate_backward", {zeros({n}, dt), zeros({n}, dt), random({n}, dt, gen), a, b}, {0, 1},
-                    [](const Backend& be, const std::vector<View>& v) {
-                        be.sigmoid_gate_backward(v[0], v[1], v[2], v[3], v[4]);
-                    },
-                    tolerance(dt));
+            const Tensor a = random({n}, dt, gen), b = random({n}, dt, gen), dy = random({n}, dt, gen);
+            for (const Gating& g : gatings) compare(g.name, operands(g, dy, a, b), outputs(g), g.entry, tolerance(dt));
         }
-        // (B, H, T, D): contiguous, the (B, H, T, D) view of a (B, T, H, D) tensor, and empty.
+        // Inputs and outputs as the (rows, C) halves of one (rows, 2C + 1) buffer, rows 2C + 1
+        // apart: the table agrees across devices, and with itself on contiguous ones.
+        for (const auto& [rows, C] : {std::pair<int64_t, int64_t>{7, 5}, {1, 3}, {0, 4}}) {
+            const Tensor wide = random({rows, 2 * C + 1}, dt, gen), dy = random({rows, C}, dt, gen);
+            const Tensor a = wide.narrow(1, 0, C), b = wide.narrow(1, C + 1, C);
+            for (const Gating& g : gatings) {
+                CAPTURE(g.name);
+                compare(std::string(g.name) + " on slices", operands(g, dy, a, b), outputs(g), g.entry, tolerance(dt));
+                const std::vector<Tensor> sliced = operands(g, dy, a, b),
+                                          dense = operands(g, dy, a.contiguous(), b.contiguous());
+                const auto views = [](const std::vector<Tensor>& ts) {
+                    std::vector<View> v;
+                    for (const Tensor& t : ts) v.push_back(t.view_desc());
+                    return v;
+                };
+                g.entry(backend(Device::CPU), views(sliced));
+                g.entry(backend(Device::CPU), views(dense));
+                for (size_t i : outputs(g))
+                    check_close(std::string(g.name) + " on slices, on the CPU", sliced[i], dense[i], 0);
+            }
+        }
+        // x and out (B, H, T, D): contiguous, the (B, H, T, D) view of a (B, T, H, D) tensor, and
+        // empty. Into either out the CPU writes the same values.
         for (const Shape& s : {Shape{2, 3, 5, 8}, Shape{1, 1, 1, 2}, Shape{0, 2, 3, 4}}) {
             CAPTURE(shape_str(s));
             const Tensor cos = random({s[2], s[3]}, dt, gen), sin = random({s[2], s[3]}, dt, gen);
-            const Tensor transposed = random({s[0], s[2], s[1], s[3]}, dt, gen).transpose(1, 2);
-            for (const Tensor& x : {random(s, dt, gen), transposed})
-                for (bool transpose : {false, true})
-                    compare(std::string("rope") + (transpose ? " (transposed)" : ""), {zeros(s, dt), x, cos, sin}, {0},
-                            [transpose](const Backend& be, const std::vector<View>& v) {
-                                be.rope(v[0], v[1], v[2], v[3], transpose);
-                            },
-                            tolerance(dt));
+            const auto token_major = [&](const Tensor& t) { return t.view({s[0], s[2], s[1], s[3]}).transpose(1, 2); };
+            for (const Tensor& x : {random(s, dt, gen), token_major(random(s, dt, gen))})
+                for (bool transpose : {false, true}) {
+                    const auto rope = [transpose](const Backend& be, const std::vector<View>& v) {
+                        be.rope(v[0], v[1], v[2], v[3], transpose);
+                    };
+                    const std::string what = std::string("rope") + (transpose ? " (transposed)" : "");
+                    const Tensor out = zeros(s, dt), out_token_major = token_major(zeros(s, dt));
+                    compare(what, {out, x, cos, sin}, {0}, rope, tolerance(dt));
+                    compare(what + " into a token-major out", {out_token_major, x, cos, sin}, {0}, rope, tolerance(dt));
+                    rope(backend(Device::CPU), {out.view_desc(), x.view_desc(), cos.view_desc(), sin.view_desc()});
+                    rope(backend(Device::CPU),
+                         {out_token_major.view_desc(), x.view_desc(), cos.view_desc(), sin.view_desc()});
+                    check_close(what + " into a token-major out, on the CPU", out_token_major, out, 0);
+                }
         }
     }
 }

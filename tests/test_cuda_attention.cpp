@@ -180,6 +180,68 @@ TEST_CASE("cuda attention: two runs give the same bits") {
     }
 }
 
+namespace {
+
+// x's values in a (B, heads, T, D) view of a NaN-filled (B, T, heads + 1, D) buffer: the heads
+// of a projection (B, T, ·) split by view and transpose, each row of D at stride (heads + 1)·D,
+// one head's width of NaN before them (the buffer is returned alongside, to see that it stays).
+struct SplitHeads {
+    Tensor buffer, heads;
+};
+SplitHeads split_heads(const Tensor& x) {
+    const int64_t B = x.size(0), heads = x.size(1), T = x.size(2), D = x.size(3);
+    const Tensor buffer = full({B, T, heads + 1, D}, std::nan(""), x.dtype());
+    const Tensor view = buffer.narrow(2, 1, heads).transpose(1, 2);  // (B, heads, T, D)
+    view.copy_(x);
+    return {buffer, view};
+}
+
+// Each entry on operands and results laid out as split heads gives what the CPU gives on
+// contiguous ones, and leaves the NaN around them untouched.
+void check_split_heads(const Case& c, DType dtype, ForwardEntry forward, BackwardEntry backward) {
+    INFO("B ", c.B, ", H ", c.H, ", Hkv ", c.Hkv, ", Tq ", c.Tq, ", Tk ", c.Tk, ", D ", c.D, ", ", dtype_name(dtype));
+    const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
+    const Backend& cpu = backend(Device::CPU);
+    const Inputs in = make_inputs(c, dtype, 5);
+    const Forward want = run_forward(cpu.attention_forward, in, false);
+    const Backward want_grad = run_backward(cpu.attention_backward, in, want);
+
+    const SplitHeads Q = split_heads(in.Q), K = split_heads(in.K), V = split_heads(in.V), dO = split_heads(in.dO);
+    const auto result_like = [&](const Tensor& x) { return split_heads(zeros(x.shape(), dtype)); };
+    const SplitHeads O = result_like(in.Q), dQ = result_like(in.Q), dK = result_like(in.K), dV = result_like(in.V);
+    const Tensor lse = Tensor::empty({c.B, c.H, c.Tq}, dtype);
+    forward(in.shape, O.heads.view_desc(), lse.view_desc(), View{nullptr, dtype}, Q.heads.view_desc(),
+            K.heads.view_desc(), V.heads.view_desc());
+    CHECK(mismatch(O.heads, want.O.to_vector<double>(), tol) == "");
+    CHECK(mismatch(lse, want.lse.to_vector<double>(), tol) == "");
+    backward(in.shape, dQ.heads.view_desc(), dK.heads.view_desc(), dV.heads.view_desc(), dO.heads.view_desc(),
+             Q.heads.view_desc(), K.heads.view_desc(), V.heads.view_desc(), O.heads.view_desc(), lse.view_desc());
+    CHECK(mismatch(dQ.heads, want_grad.dQ.to_vector<double>(), tol) == "");
+    CHECK(mismatch(dK.heads, want_grad.dK.to_vector<double>(), tol) == "");
+    CHECK(mismatch(dV.heads, want_grad.dV.to_vector<double>(), tol) == "");
+    for (const SplitHeads* result : {&O, &dQ, &dK, &dV}) {
+        const std::vector<double> gap = result->buffer.narrow(2, 0, 1).to_vector<double>();
+        CHECK(std::ranges::all_of(gap, [](double x) { return std::isnan(x); }));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("attention on the CPU and in the emulator: heads split from a projection are read and written in place") {
+    const std::vector<Case> cases{
+        {2, 2, 2, 17, 17, 8, true},
+        {1, 4, 2, 33, 33, 3, true},           // D not a multiple of the vector: one value at a time
+        {2, 4, 1, 5, 37, 16, true, 0, true},  // GQA, a KV cache, exclude_self
+        {1, 2, 2, 70, 70, 8, false, 20},
+    };
+    for (const Case& c : cases)
+        for (DType dtype : {DType::f32, DType::f64}) {
+            check_split_heads(c, dtype, backend(Device::CPU).attention_forward,
+                              backend(Device::CPU).attention_backward);
+            check_split_heads(c, dtype, cuda::emulated::attention_forward, cuda::emulated::attention_backward);
+        }
+}
+
 TEST_CASE("cuda attention: a head size beyond the kernels' registers is a clear error") {
     for (const auto& [dtype, D, limit] : {std::tuple{DType::f32, 129, "(128)"}, std::tuple{DType::f64, 65, "(64)"}}) {
         const Inputs in = make_inputs({1, 1, 1, 2, 2, D, true}, dtype, 1);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops.h"
 #include "cuda/build_config.h"
 #include "tensor/caching_allocator.h"
 #include "cuda/cuda.h"
@@ -332,4 +333,40 @@ TEST_CASE("an index error a kernel reports is thrown by the emulated launch, the
     CHECK_NOTHROW(gg::cuda::launch("check_ids", check_ids, dim3(1), dim3(32), 0, good.data(), int64_t(4), int64_t(257),
                                    gg::cuda::emulated::device_error()));
     CHECK_NOTHROW(gg::cuda::emulated::synchronize());
+}
+
+// ---- counting launches --------------------------------------------------------------------
+
+TEST_CASE("kernel_launches counts one per launch: an addition is one, attention one forward and two backward") {
+    if (!gg::device_available(gg::Device::CUDA)) return;  // nothing serves Device::CUDA: nothing to count
+    using gg::Tensor;
+    const gg::Backend& table = gg::backend(gg::Device::CUDA);
+    const auto launches_of = [](auto&& work) {
+        const int64_t before = gg::cuda::kernel_launches();
+        work();
+        return gg::cuda::kernel_launches() - before;
+    };
+    const auto on_device = [](const gg::Shape& shape) { return gg::ones(shape, gg::DType::f32, gg::Device::CUDA); };
+    const Tensor a = on_device({4, 8}), b = on_device({4, 8});
+    CHECK(launches_of([&] { (void)(a + b); }) == 1);
+
+    const int64_t B = 1, H = 2, T = 8, D = 32;
+    const gg::AttentionShape s{B, H, H, T, T, D, true, 0, 0.125};
+    const Tensor q = on_device({B, H, T, D}), o = on_device({B, H, T, D}), lse = on_device({B, H, T}),
+                 probs = on_device({B, H, T, T}), dq = on_device({B, H, T, D}), dk = on_device({B, H, T, D}),
+                 dv = on_device({B, H, T, D});
+    const gg::View none{nullptr, gg::DType::f32, 0, {}, {}};
+    CHECK(launches_of([&] {
+              table.attention_forward(s, o.view_desc(), lse.view_desc(), none, q.view_desc(), q.view_desc(),
+                                      q.view_desc());
+          }) == 1);
+    // The probabilities, when asked for, are a second kernel.
+    CHECK(launches_of([&] {
+              table.attention_forward(s, o.view_desc(), lse.view_desc(), probs.view_desc(), q.view_desc(),
+                                      q.view_desc(), q.view_desc());
+          }) == 2);
+    CHECK(launches_of([&] {
+              table.attention_backward(s, dq.view_desc(), dk.view_desc(), dv.view_desc(), q.view_desc(),
+                                       q.view_desc(), q.view_desc(), q.view_desc(), o.view_desc(), lse.view_desc());
+          }) == 2);
 }

@@ -218,6 +218,10 @@ TEST_CASE("gradcheck: swiglu, sigmoid_gate and rope (fused kernels)") {
     check_gradient("swiglu of non-contiguous inputs",
                    [](const Inputs& in) { return gg::swiglu(in[0].transpose(0, 1), in[1]); },
                    {normal({4, 3}, gen), normal({3, 4}, gen)});
+    check_gradient("swiglu of the halves of one (2, 3, 8)", [](const Inputs& in) { return gg::swiglu(in[0]); },
+                   {normal({2, 3, 8}, gen)});
+    check_gradient("swiglu of the halves of a slice (3, 6) of a (3, 9)",
+                   [](const Inputs& in) { return gg::swiglu(in[0].narrow(1, 2, 6)); }, {normal({3, 9}, gen)});
     check_gradient("sigmoid_gate over (2, 3, 5) w.r.t. the logits and the gated values",
                    [](const Inputs& in) { return gg::sigmoid_gate(in[0], in[1]); },
                    {normal({2, 3, 5}, gen), normal({2, 3, 5}, gen)});
@@ -273,6 +277,12 @@ TEST_CASE("gradcheck: cat, stack, split, chunk, repeat_interleave, tril, triu") 
     check_gradient("split", [](const Inputs& in) {
         const auto parts = gg::split(in[0], 3);  // 3 + 3 + 1 rows, each weighted differently
         return gg::cat({parts[2], parts[0] * 2.0, parts[1] * 3.0}, 0);
+    }, {x});
+    // Pieces of given sizes: one unused (its slice of the gradient is 0), one used twice, and x
+    // read beside them (its two gradients add up).
+    check_gradient("split by sizes", [](const Inputs& in) {
+        const auto parts = gg::split(in[0], {2, 4, 1}, 0);
+        return gg::cat({parts[2] * 3.0, parts[0] * parts[0]}, 0) + in[0].narrow(0, 4, 3);
     }, {x});
     check_gradient("chunk", [](const Inputs& in) {
         const auto parts = gg::chunk(in[0], 2, 1);

@@ -55,6 +55,40 @@ TEST_CASE("nn: Linear::input_transform is applied to x before the product, and i
     CHECK(max_abs_diff(lin.forward(x), plain) == 0);
 }
 
+TEST_CASE("nn: fused_linear gives each layer's forward from one product, and the same gradients") {
+    Generator gen(3);
+    for (bool bias : {false, true}) {
+        CAPTURE(bias);
+        Linear a(5, 4, bias), b(5, 2, bias), c(5, 3, bias);
+        for (Linear* layer : {&a, &b, &c}) layer->to(DType::f64), randomize(*layer, gen);
+        const Tensor x = randn({2, 3, 5}, gen, DType::f64);
+        const std::vector<Tensor> fused = fused_linear(x, {&a, &b, &c});
+        REQUIRE(fused.size() == 3);
+        CHECK(max_abs_diff(fused[0], a.forward(x)) < 1e-12);
+        CHECK(max_abs_diff(fused[1], b.forward(x)) < 1e-12);
+        CHECK(max_abs_diff(fused[2], c.forward(x)) < 1e-12);
+        CHECK(fused[1].shares_storage(fused[2]));  // views of one product
+        // A different weight per output, so that every layer's gradient differs from the others'.
+        const auto loss = [&](const std::vector<Tensor>& ys) {
+            return sum(ys[0] * 2.0) + sum(ys[1] * ys[1]) + sum(ys[2] * -3.0);
+        };
+        const Tensor xf = x.clone().requires_grad_(), xs = x.clone().requires_grad_();
+        loss(fused_linear(xf, {&a, &b, &c})).backward();
+        const std::vector<Tensor> fused_grads{xf.grad(), a.weight.grad(), b.weight.grad(), c.weight.grad()};
+        for (Linear* layer : {&a, &b, &c}) layer->zero_grad();
+        loss({a.forward(xs), b.forward(xs), c.forward(xs)}).backward();
+        const std::vector<Tensor> separate_grads{xs.grad(), a.weight.grad(), b.weight.grad(), c.weight.grad()};
+        for (size_t i = 0; i < fused_grads.size(); ++i) CHECK(max_abs_diff(fused_grads[i], separate_grads[i]) < 1e-12);
+        if (bias) CHECK(max_abs_diff(c.bias.grad(), full({3}, -18.0, DType::f64)) < 1e-12);
+    }
+    // A layer with an input_transform runs on its own, with it.
+    Linear a(5, 4, false), b(5, 2, false);
+    b.input_transform = [](const Tensor& in) { return in * 2.0; };
+    const Tensor x = randn({3, 5}, gen);
+    CHECK(max_abs_diff(fused_linear(x, {&a, &b})[1], b.forward(x)) == 0);
+    CHECK_THROWS_AS(fused_linear(zeros({2, 4}), {&a, &b}), std::invalid_argument);
+}
+
 TEST_CASE("nn: Embedding picks rows, and repeated ids add up in the gradient") {
     Generator gen(2);
     Embedding emb(6, 4);

@@ -623,6 +623,35 @@ TEST_CASE("tensor: cat, stack, split and chunk") {
     REQUIRE(uneven.size() == 3);
     CHECK(uneven[2].numel() == 1);
     CHECK_THROWS_WITH_AS(gg::split(x, 0), doctest::Contains("split: size 0 must be positive"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(gg::split(x, {3, 3}), doctest::Contains("split: sizes (3,3) do not add up to dim 0 of (7)"),
+                         std::invalid_argument);
+    CHECK_THROWS_AS(gg::split(x, {8, -1}), std::invalid_argument);
+}
+
+TEST_CASE("tensor: split's pieces write their gradients into one, again on every backward pass") {
+    Tensor x = gg::arange(0, 12, 1, DType::f64).view({2, 6});
+    x.requires_grad_();
+    const auto parts = gg::split(x, {1, 3, 2}, -1);  // slices of each row: strided
+    // parts[2] gets no gradient: its slice of x's gradient is 0, not what the buffer held before.
+    const Tensor loss = gg::sum(parts[0] * 5.0) + gg::sum(parts[1] * parts[1]);
+    loss.backward(Tensor(), true);
+    CHECK(mismatch(x.grad(), {5, 2, 4, 6, 0, 0, 5, 14, 16, 18, 0, 0}) == "");
+    loss.backward();  // the retained graph once more: the gradients add up on the leaf
+    CHECK(mismatch(x.grad(), {10, 4, 8, 12, 0, 0, 10, 28, 32, 36, 0, 0}) == "");
+}
+
+TEST_CASE("tensor: view splits or merges dims that lie contiguously, also in a slice of a wider tensor") {
+    // The heads of a projection (B, T, H·dk) that is a slice of a (B, T, N) product.
+    const Tensor wide = gg::arange(0, 2 * 3 * 10, 1, DType::f64).view({2, 3, 10});
+    const Tensor slice = wide.narrow(2, 2, 6);      // (2, 3, 6): strides (30, 10, 1)
+    const Tensor heads = slice.view({2, 3, 2, 3});  // H = 2, dk = 3
+    CHECK(heads.shares_storage(wide));
+    CHECK(heads.strides() == gg::Strides{30, 10, 3, 1});
+    CHECK(mismatch(heads, slice.contiguous().to_vector<double>()) == "");
+    CHECK(mismatch(slice.view({2, 3, 6, 1}).squeeze(-1), slice.contiguous().to_vector<double>()) == "");
+    // Rows 10 apart hold only 6 values each: (3, 6) cannot become 18 values of one stride.
+    CHECK_THROWS_WITH_AS(slice.view({2, 18}), doctest::Contains("view: tensor of shape (2,3,6) is not contiguous"),
+                         std::invalid_argument);
 }
 
 TEST_CASE("tensor: repeat_interleave, tril and triu") {
