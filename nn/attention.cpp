@@ -198,7 +198,7 @@ Tensor GatedAttention::gate_values(const Tensor& source) const {
 }
 
 Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& gate_source,
-                               AttentionCapture* capture) const {
+                               AttentionCapture* capture, const Tensor& residual) const {
     check_defined(x, "GatedAttention");
     if (x.dim() != 3 || x.size(2) != options_.d_model)
         throw std::invalid_argument("GatedAttention: expected x (B, T, " + std::to_string(options_.d_model) +
@@ -244,13 +244,16 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
         merged = sigmoid_gate(logits, merged);
         if (capture) gate = to_heads(sigmoid(logits.detach()), H);
     }
-    Tensor y = w_o->forward(merged);  // (B, T, d)
-    if (gated && (o.gate == GatePosition::after_merge || o.gate == GatePosition::residual)) {
+    // G4 and G5 gate W_O's output, so the residual is added after them; otherwise W_O's GEMM adds it.
+    const bool gate_after_w_o = gated && (o.gate == GatePosition::after_merge || o.gate == GatePosition::residual);
+    Tensor y = w_o->forward(merged, gate_after_w_o ? Tensor() : residual);  // (B, T, d)
+    if (gate_after_w_o) {
         // G5 reads the attention input norm(x); G4 the raw residual stream (gate_source).
         const Tensor& source = o.gate == GatePosition::residual && gate_source.defined() ? gate_source : x;
         gate = gate_values(source);                                           // (B, heads, T, width)
         // d seen as H chunks of dk, so every sharing broadcasts: (H, dk), (H, 1) or (1, dk).
         y = (to_heads(y, H) * gate).transpose(1, 2).reshape({B, T, o.d_model});
+        if (residual.defined()) y = residual + y;
     }
     if (capture) *capture = {probs.detach(), lse, gate.defined() ? gate.detach() : Tensor()};
     return y;

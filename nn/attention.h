@@ -120,9 +120,10 @@ public:
     explicit GatedAttention(const AttentionOptions& options);
     // x (B, T, d) → (B, T, d). gate_source: what the G4 gate reads (the raw residual
     // stream); other positions read x. With a cache, x holds only the new positions.
-    // With capture, the pass's probabilities and gate values are written into it.
+    // With capture, the pass's probabilities and gate values are written into it. With a
+    // residual (B, T, d), returns residual + the attention output (W_O's GEMM adds it).
     Tensor forward(const Tensor& x, KVCache* cache = nullptr, const Tensor& gate_source = Tensor(),
-                   AttentionCapture* capture = nullptr) const;
+                   AttentionCapture* capture = nullptr, const Tensor& residual = Tensor()) const;
 
     const AttentionOptions& options() const { return options_; }
     RoPE* rope() { return rope_ ? &*rope_ : nullptr; }
