@@ -41,12 +41,19 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     // The log-sum-exp backward recomputes the probabilities from stays float32 for bfloat16
     // operands: rounded to 8 bits, e^(s − lse) would be off by up to 0.4% for lse ≈ 1.
     Tensor lse = Tensor::empty({B, H, Tq}, q.dtype() == DType::bf16 ? DType::f32 : q.dtype(), dev);
-    View probs_view{nullptr, q.dtype(), {}, {}};
-    if (probs) {
-        *probs = Tensor::empty({B, H, Tq, Tk}, q.dtype(), dev);
-        probs_view = probs->view_desc();
-    }
-    backend(dev).attention_forward(s, O.view_desc(), lse.view_desc(), probs_view, Q.view_desc(), K.view_desc(),
+    // The probabilities, when the caller asks for them or backward will read them: a graph
+    // is being recorded and they fit the backend's budget (float32 and float64 only: bfloat16
+    // ones would be too coarse). The node holds them until backward has run.
+    const bool for_backward = grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+    const bool keep = for_backward && q.dtype() != DType::bf16 &&
+                      (probs || B * H * Tq * Tk * int64_t(dtype_size(q.dtype())) <= backend(dev).attention_keep_bytes);
+    const Tensor P = probs || keep ? Tensor::empty({B, H, Tq, Tk}, q.dtype(), dev) : Tensor();  // (B, H, Tq, Tk)
+    const Tensor kept = keep ? P.detach() : Tensor();
+    const auto view_or_none = [dtype = q.dtype()](const Tensor& t) {
+        return t.defined() ? t.view_desc() : View{nullptr, dtype};
+    };
+    if (probs) *probs = P;
+    backend(dev).attention_forward(s, O.view_desc(), lse.view_desc(), view_or_none(P), Q.view_desc(), K.view_desc(),
                                    V.view_desc());
     const Tensor O_saved = O.detach();
     if (lse_out) *lse_out = lse.detach();
@@ -55,9 +62,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                dV = Tensor::empty(V.shape(), V.dtype(), dev);
         backend(dev).attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(), g.contiguous().view_desc(),
                                         Q.view_desc(), K.view_desc(), V.view_desc(), O_saved.view_desc(),
-                                        lse.view_desc());
+                                        lse.view_desc(), view_or_none(kept));
         return std::vector<Tensor>{dQ, dK, dV};
-    }, {Q, K, V, O_saved, lse});
+    }, {Q, K, V, O_saved, lse, kept});
 }
 
 // ---------------------------------------------------------------- option names
