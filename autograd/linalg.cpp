@@ -110,10 +110,14 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     return record("matmul", gemm_forward(a, b), {a, b}, [a, b](const Tensor& g) {
         const Tensor da = sum_to(gemm_forward(g, b.transpose(-1, -2)), a.shape());
         if (b.dim() == 2 && a.dim() > 2) {
-            // A shared weight: dB = Σ_batch Aᵀ dY as one GEMM over all B·T rows.
+            // A shared weight: dB = Σ_batch Aᵀ dY as one GEMM over all B·T rows. When b is a
+            // transposed view (a Linear's Wᵀ), dB is made as (dYᵀ A)ᵀ instead, the same GEMM with
+            // its result in W's layout: W's gradient then arrives contiguous, with no copy to make it so.
             const int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));  // not -1: K may be 0
             const Tensor rows_a = a.reshape({rows, a.size(-1)}), rows_g = g.reshape({rows, g.size(-1)});
-            return std::vector<Tensor>{da, gemm_forward(rows_a.transpose(0, 1), rows_g)};
+            const bool transposed_b = b.strides()[0] == 1 && b.size(1) > 1;
+            return std::vector<Tensor>{da, transposed_b ? gemm_forward(rows_g.t(), rows_a).t()
+                                                        : gemm_forward(rows_a.t(), rows_g)};
         }
         return std::vector<Tensor>{da, sum_to(gemm_forward(a.transpose(-1, -2), g), b.shape())};
     }, {a, b});
