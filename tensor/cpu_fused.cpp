@@ -23,6 +23,19 @@ namespace {
 template <class T>
 T* ptr(const View& v) { return static_cast<T*>(v.data); }
 
+// Σ_{j < n} term(j) in double, as four interleaved partial sums: one running sum makes every
+// addition wait for the one before it (4 cycles each), four let the CPU overlap them. The
+// order is fixed, so the sum never depends on how rows are split over threads.
+template <class F>
+double sum_of(int64_t n, F&& term) {
+    double part[4] = {0, 0, 0, 0};
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4)
+        for (int lane = 0; lane < 4; ++lane) part[lane] += term(j + lane);
+    for (; j < n; ++j) part[0] += term(j);
+    return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
 template <class F>
 void dispatch_floating(DType dtype, F&& f) {
     if (dtype == DType::f32) f.template operator()<float>();
@@ -45,8 +58,7 @@ void cpu_rms_norm_forward(const View& y, const View& rstd, const View& x, const 
         parallel_range(rows, [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) {
                 const T* xr = xp + i * cols;
-                double sum_sq = 0;
-                for (int64_t c = 0; c < cols; ++c) sum_sq += double(xr[c]) * double(xr[c]);
+                const double sum_sq = sum_of(cols, [&](int64_t c) { return double(xr[c]) * double(xr[c]); });
                 const T ri = T(1 / std::sqrt(sum_sq / double(cols) + eps));
                 r[i] = ri;
                 T* yr = yp + i * cols;
@@ -70,8 +82,9 @@ void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, 
         parallel_range(rows, [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; ++i) {
                 const T *xr = xp + i * cols, *gr = g + i * cols;
-                double dot = 0;  // Σ_c w_c dy_c x_c
-                for (int64_t c = 0; c < cols; ++c) dot += double(w[c]) * double(gr[c]) * double(xr[c]);
+                const double dot = sum_of(cols, [&](int64_t c) {  // Σ_c w_c dy_c x_c
+                    return double(w[c]) * double(gr[c]) * double(xr[c]);
+                });
                 const T ri = r[i], correction = T(dot / double(cols)) * ri * ri;
                 T* dxr = dxp + i * cols;
                 for (int64_t c = 0; c < cols; ++c) dxr[c] = ri * (w[c] * gr[c] - xr[c] * correction);
@@ -244,12 +257,10 @@ void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const V
 void cpu_sum_squares(const View& acc, const View& x) {
     if (x.dtype == DType::bf16)
         return via_float32<1, 0>({x}, {}, [&](auto& i, auto&) { cpu_sum_squares(acc, i[0]); });
-    double sum = *ptr<double>(acc);
     dispatch_floating(x.dtype, [&]<class T>() {
         const T* xp = ptr<T>(x);
-        for (int64_t j = 0, n = x.numel(); j < n; ++j) sum += double(xp[j]) * double(xp[j]);
+        *ptr<double>(acc) += sum_of(x.numel(), [&](int64_t j) { return double(xp[j]) * double(xp[j]); });
     });
-    *ptr<double>(acc) = sum;
 }
 
 }  // namespace gg
