@@ -34,14 +34,17 @@ void check_floating(const char* op, const Tensor& x) {
         throw std::invalid_argument(std::string(op) + ": needs a floating tensor, got " + describe(x));
 }
 
-// How `t` looks when broadcast to `shape`: size-1 and missing leading dims get stride 0.
+// How `t` looks when broadcast to `shape` (no longer than kMaxDims, as it came from
+// broadcast_shapes of tensors): size-1 and missing leading dims get stride 0.
 View broadcast_desc(const Tensor& t, const Shape& shape) {
     const View v = t.view_desc();
-    const size_t lead = shape.size() - v.ndim;
-    Strides strides(shape.size(), 0);
-    for (size_t i = lead; i < shape.size(); ++i)
-        if (v.shape[i - lead] != 1) strides[i] = v.strides[i - lead];
-    return make_view(v.data, v.dtype, shape, strides);
+    View out{v.data, v.dtype, static_cast<int>(shape.size())};
+    const int lead = out.ndim - v.ndim;
+    for (int i = 0; i < out.ndim; ++i) {
+        out.shape[i] = shape[i];
+        out.strides[i] = i >= lead && v.shape[i - lead] != 1 ? v.strides[i - lead] : 0;
+    }
+    return out;
 }
 
 Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {

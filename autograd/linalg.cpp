@@ -1,4 +1,5 @@
-// linalg.cpp — matmul, as torch.matmul: 1-d and n-d operands, broadcast batch dims.
+// linalg.cpp — matmul, as torch.matmul: 1-d and n-d operands, broadcast batch dims; and
+// add_linear, a Linear layer whose output lands on a residual stream.
 //
 // Forward and both gradients are GEMMs through the backend (OpenBLAS on the CPU):
 //   Y = A B   ⇒   dA = dY Bᵀ,   dB = Aᵀ dY   (summed over broadcast batch dims).
@@ -109,13 +110,57 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     return record("matmul", gemm_forward(a, b), {a, b}, [a, b](const Tensor& g) {
         const Tensor da = sum_to(gemm_forward(g, b.transpose(-1, -2)), a.shape());
         if (b.dim() == 2 && a.dim() > 2) {
-            // A shared weight: dB = Σ_batch Aᵀ dY as one GEMM over all B·T rows.
+            // A shared weight: dB = Σ_batch Aᵀ dY as one GEMM over all B·T rows. When b is a
+            // transposed view (a Linear's Wᵀ), dB is made as (dYᵀ A)ᵀ instead, the same GEMM with
+            // its result in W's layout: W's gradient then arrives contiguous, with no copy to make it so.
             const int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));  // not -1: K may be 0
             const Tensor rows_a = a.reshape({rows, a.size(-1)}), rows_g = g.reshape({rows, g.size(-1)});
-            return std::vector<Tensor>{da, gemm_forward(rows_a.transpose(0, 1), rows_g)};
+            const bool transposed_b = b.strides()[0] == 1 && b.size(1) > 1;
+            return std::vector<Tensor>{da, transposed_b ? gemm_forward(rows_g.t(), rows_a).t()
+                                                        : gemm_forward(rows_a.t(), rows_g)};
         }
         return std::vector<Tensor>{da, sum_to(gemm_forward(a.transpose(-1, -2), g), b.shape())};
     }, {a, b});
+}
+
+Tensor add_linear(const Tensor& residual, const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+    const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in);
+    const Tensor bias = bias_in.defined() ? autocast_lower(bias_in) : Tensor();
+    check_defined(residual, "add_linear");
+    check_defined(x, "add_linear");
+    check_defined(weight, "add_linear");
+    const int64_t N = weight.dim() == 2 ? weight.size(0) : -1, K = weight.dim() == 2 ? weight.size(1) : -1;
+    Shape out_shape = x.shape();
+    if (!out_shape.empty()) out_shape.back() = N;
+    const bool mixed = residual.dtype() != x.dtype();  // under autocast: a bfloat16 product, a float32 stream
+    bool ok = x.dim() >= 1 && x.size(-1) == K && residual.shape() == out_shape && is_floating(x.dtype()) &&
+              weight.dtype() == x.dtype() && is_floating(residual.dtype()) && weight.device() == x.device() &&
+              residual.device() == x.device();
+    if (bias.defined()) ok = ok && bias.shape() == Shape{N} && bias.dtype() == x.dtype() && bias.device() == x.device();
+    if (!ok)
+        throw std::invalid_argument("add_linear: residual " + describe(residual) + ", x " + describe(x) + ", weight " +
+                                    describe(weight) + (bias.defined() ? ", bias " + describe(bias) : "") +
+                                    ": need x (..., K), weight (N, K), bias (N) and residual (..., N), floating, "
+                                    "of one dtype and device");
+    // The GEMM writes one dtype; a residual of another takes the product through add's promote rule.
+    if (mixed) return residual + (bias.defined() ? matmul(x, weight.t()) + bias : matmul(x, weight.t()));
+    const int64_t M = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));  // the rows of x
+    const Tensor rows_x = x.detach().reshape({M, K});  // (M, K)
+    // y (M, N) starts as residual (+ bias), and GEMM adds x Wᵀ to it (β = 1).
+    const Tensor start = residual.detach().reshape({M, N});
+    Tensor y = bias.defined() ? start + bias.detach() : start.clone();
+    if (M > 0 && N > 0 && K > 0) {
+        const GemmOperand A = gemm_operand(rows_x, {}), W = gemm_operand(weight.detach().t(), {});
+        backend(x.device()).gemm(x.dtype(), 1, A.trans, W.trans, M, N, K, 1, A.data, A.ld, 0, W.data, W.ld, 0, 1,
+                                 y.view_desc().data, N, 0);
+    }
+    return record("add_linear", y.view(out_shape), {residual, x, weight, bias}, [=](const Tensor& g) {
+        const Tensor rows_g = g.reshape({M, N});  // (M, N)
+        // dx = dY W (M, K);  dW = dYᵀ x (N, K), in W's own layout;  db = Σ_rows dY (N).
+        const Tensor dx = gemm_forward(rows_g, weight.detach()).view(x.shape());
+        const Tensor dw = gemm_forward(rows_g.t(), rows_x);
+        return std::vector<Tensor>{g, dx, dw, bias.defined() ? sum(rows_g, {0}) : Tensor()};
+    }, {rows_x, weight});
 }
 
 }  // namespace gg

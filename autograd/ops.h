@@ -76,6 +76,10 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false
 // --- linear algebra (autograd/linalg.cpp) ---
 // 1-d·1-d, matrix @ matrix, and batched with broadcast batch dims, as torch.matmul.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// residual + x Wᵀ (+ bias): a Linear layer whose output lands on a residual stream, with the
+// sum folded into the GEMM (it accumulates onto a copy of residual) instead of a pass of its
+// own. x (..., K), weight (N, K), bias (N) or undefined, residual (..., N).
+Tensor add_linear(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // --- neural-network ops (autograd/nn_ops.cpp) ---
 Tensor softmax(const Tensor& x, int64_t dim = -1);

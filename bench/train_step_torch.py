@@ -7,11 +7,16 @@ moments stay float32 in both.
     /usr/bin/python3 bench/train_step_torch.py CONFIG_JSON BATCH SEQ_LEN THREADS [STEPS] [cpu|cuda] [f32|bf16]
 """
 import json
+import os
 import pathlib
 import sys
 import time
 
-import torch
+# Debian's torch multiplies through OpenBLAS, whose own thread pool torch.set_num_threads does
+# not size: left alone it takes every core, and a "1-thread" step ran its GEMMs on 2. The pool
+# reads its size once, when the library loads, so it is set before torch is imported.
+os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[4]
+import torch  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "reference"))
 from torch_lm import LM  # noqa: E402

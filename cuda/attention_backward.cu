@@ -218,7 +218,7 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
 }  // namespace
 
 void attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
-                        const View& Q, const View& K, const View& V, const View& O, const View& lse) {
+                        const View& Q, const View& K, const View& V, const View& O, const View& lse, const View&) {
     attention::check_lse_dtype("attention_backward", Q.dtype, lse);
     if (attention::mma::mma_fits(Q.dtype, s.D, {dQ, dK, dV, dO, Q, K, V, O}))
         return attention_backward_mma(s, dQ, dK, dV, dO, Q, K, V, O, lse);

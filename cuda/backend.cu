@@ -38,6 +38,7 @@ const Backend table{
     .cross_entropy = cross_entropy,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
+    .attention_keep_bytes = 0,
     .rms_norm_forward = rms_norm_forward,
     .rms_norm_backward = rms_norm_backward,
     .swiglu_forward = swiglu_forward,

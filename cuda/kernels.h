@@ -71,8 +71,10 @@ void sgd_step(const SGDStep& s, const View& param, const View& grad, const View&
 
 void attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
                        const View& K, const View& V);
+// Recomputes the probabilities whether or not probs holds them (tensor/backend.h).
 void attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
-                        const View& Q, const View& K, const View& V, const View& O, const View& lse);
+                        const View& Q, const View& K, const View& V, const View& O, const View& lse,
+                        const View& probs);
 
 void gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
           const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b, double beta,

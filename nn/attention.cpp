@@ -55,12 +55,19 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     // The log-sum-exp backward recomputes the probabilities from stays float32 for bfloat16
     // operands: rounded to 8 bits, e^(s − lse) would be off by up to 0.4% for lse ≈ 1.
     Tensor lse = Tensor::empty({B, H, Tq}, q.dtype() == DType::bf16 ? DType::f32 : q.dtype(), dev);
-    View probs_view{nullptr, q.dtype(), {}, {}};
-    if (probs) {
-        *probs = Tensor::empty({B, H, Tq, Tk}, q.dtype(), dev);
-        probs_view = probs->view_desc();
-    }
-    backend(dev).attention_forward(s, O.view_desc(), lse.view_desc(), probs_view, Q.view_desc(), K.view_desc(),
+    // The probabilities, when the caller asks for them or backward will read them: a graph
+    // is being recorded and they fit the backend's budget (float32 and float64 only: bfloat16
+    // ones would be too coarse). The node holds them until backward has run.
+    const bool for_backward = grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+    const bool keep = for_backward && q.dtype() != DType::bf16 &&
+                      (probs || B * H * Tq * Tk * int64_t(dtype_size(q.dtype())) <= backend(dev).attention_keep_bytes);
+    const Tensor P = probs || keep ? Tensor::empty({B, H, Tq, Tk}, q.dtype(), dev) : Tensor();  // (B, H, Tq, Tk)
+    const Tensor kept = keep ? P.detach() : Tensor();
+    const auto view_or_none = [dtype = q.dtype()](const Tensor& t) {
+        return t.defined() ? t.view_desc() : View{nullptr, dtype};
+    };
+    if (probs) *probs = P;
+    backend(dev).attention_forward(s, O.view_desc(), lse.view_desc(), view_or_none(P), Q.view_desc(), K.view_desc(),
                                    V.view_desc());
     const Tensor O_saved = O.detach();
     if (lse_out) *lse_out = lse.detach();
@@ -70,9 +77,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                      dV = empty_token_major(B, Hkv, Tk, D, V.dtype(), dev);
         backend(dev).attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(),
                                         rows_contiguous(g).view_desc(), Q.view_desc(), K.view_desc(), V.view_desc(),
-                                        O_saved.view_desc(), lse.view_desc());
+                                        O_saved.view_desc(), lse.view_desc(), view_or_none(kept));
         return std::vector<Tensor>{dQ, dK, dV};
-    }, {Q, K, V, O_saved, lse});
+    }, {Q, K, V, O_saved, lse, kept});
 }
 
 // ---------------------------------------------------------------- option names
@@ -213,7 +220,7 @@ Tensor GatedAttention::gate_values(const Tensor& logits) const {
 }
 
 Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& gate_source,
-                               AttentionCapture* capture) const {
+                               AttentionCapture* capture, const Tensor& residual) const {
     check_defined(x, "GatedAttention");
     if (x.dim() != 3 || x.size(2) != options_.d_model)
         throw std::invalid_argument("GatedAttention: expected x (B, T, " + std::to_string(options_.d_model) +
@@ -267,12 +274,15 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
         merged = sigmoid_gate(gate_logits, merged);
         if (capture) gate = to_heads(sigmoid(gate_logits.detach()), H);
     }
-    Tensor y = w_o->forward(merged);  // (B, T, d)
-    if (gated && (o.gate == GatePosition::after_merge || o.gate == GatePosition::residual)) {
+    // G4 and G5 gate W_O's output, so the residual is added after them; otherwise W_O's GEMM adds it.
+    const bool gate_after_w_o = gated && (o.gate == GatePosition::after_merge || o.gate == GatePosition::residual);
+    Tensor y = w_o->forward(merged, gate_after_w_o ? Tensor() : residual);  // (B, T, d)
+    if (gate_after_w_o) {
         // G5 reads the attention input norm(x); G4 the raw residual stream (gate_source).
         gate = gate_values(gate_reads_x ? gate_logits : w_g->forward(gate_source));  // (B, heads, T, width)
         // d seen as H chunks of dk, so every sharing broadcasts: (H, dk), (H, 1) or (1, dk).
         y = (to_heads(y, H) * gate).transpose(1, 2).reshape({B, T, o.d_model});
+        if (residual.defined()) y = residual + y;
     }
     if (capture) *capture = {probs.detach(), lse, gate.defined() ? gate.detach() : Tensor()};
     return y;

@@ -35,6 +35,8 @@ struct SdpaOptions {
 // rest). When `probs` is given it receives the (B, H, Tq, Tk) attention probabilities;
 // when `lse` is given, the (B, H, Tq) log Σ_j exp(z_ij) of each softmax row, z = q·k·scale
 // over the keys the mask lets the query see (so z_ij = lse_i + log p_ij for those keys).
+// While a graph is recorded, backward reads the probabilities instead of recomputing them
+// when they fit the device's Backend::attention_keep_bytes or were asked for (not bfloat16).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const SdpaOptions& options = {}, Tensor* probs = nullptr, Tensor* lse = nullptr);
 
@@ -107,8 +109,9 @@ private:
 };
 
 // What one forward pass computed, for analysis (nn/analysis/analysis.h): the caller owns
-// it and passes it to forward(), which fills it in. Without one, nothing is kept (probabilities are never
-// materialised), so analysis costs memory only when asked for.
+// it and passes it to forward(), which fills it in. Without one, nothing is kept for the
+// caller, so analysis costs memory only when asked for (a training forward may still keep
+// short sequences' probabilities until backward: Backend::attention_keep_bytes).
 struct AttentionCapture {
     Tensor probs;  // (B, H, Tq, Tk) attention probabilities
     Tensor lse;    // (B, H, Tq) log-sum-exp of each row's logits (stability.h reads the logits from it)
@@ -120,9 +123,10 @@ public:
     explicit GatedAttention(const AttentionOptions& options);
     // x (B, T, d) → (B, T, d). gate_source: what the G4 gate reads (the raw residual
     // stream); other positions read x. With a cache, x holds only the new positions.
-    // With capture, the pass's probabilities and gate values are written into it.
+    // With capture, the pass's probabilities and gate values are written into it. With a
+    // residual (B, T, d), returns residual + the attention output (W_O's GEMM adds it).
     Tensor forward(const Tensor& x, KVCache* cache = nullptr, const Tensor& gate_source = Tensor(),
-                   AttentionCapture* capture = nullptr) const;
+                   AttentionCapture* capture = nullptr, const Tensor& residual = Tensor()) const;
 
     const AttentionOptions& options() const { return options_; }
     RoPE* rope() { return rope_ ? &*rope_ : nullptr; }

@@ -29,9 +29,10 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) {
     }
 }
 
-Tensor Linear::forward(const Tensor& x) const {
+Tensor Linear::forward(const Tensor& x, const Tensor& residual) const {
     check_last_dim("Linear", x, weight.size(1));
     const Tensor in = input_transform ? input_transform(x) : x;
+    if (residual.defined()) return add_linear(residual, in, weight, bias);
     const Tensor y = matmul(in, weight.t());  // the transpose is a view: GEMM reads it as such
     return bias.defined() ? y + autocast_lower(bias) : y;  // under autocast the whole layer is bfloat16
 }
@@ -98,10 +99,10 @@ SwiGLU::SwiGLU(int64_t dim, int64_t hidden)
       w2(register_module("w2", std::make_shared<Linear>(dim, hidden, false))),
       w3(register_module("w3", std::make_shared<Linear>(hidden, dim, false))) {}
 
-Tensor SwiGLU::forward(const Tensor& x) const {
+Tensor SwiGLU::forward(const Tensor& x, const Tensor& residual) const {
     // x [W1; W2]ᵀ (..., 2·hidden) in one GEMM, whose halves swiglu reads in place.
     const Tensor joined = joined_linear(x, {w1.get(), w2.get()});
-    return w3->forward(joined.defined() ? swiglu(joined) : swiglu(w1->forward(x), w2->forward(x)));
+    return w3->forward(joined.defined() ? swiglu(joined) : swiglu(w1->forward(x), w2->forward(x)), residual);
 }
 
 LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t dim) {

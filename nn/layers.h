@@ -13,7 +13,10 @@ namespace gg::nn {
 class Linear : public Module {
 public:
     Linear(int64_t in_features, int64_t out_features, bool bias = true);
-    Tensor forward(const Tensor& x) const;  // (..., in) → (..., out)
+    // (..., in) → (..., out). With a residual (..., out), residual + that, the sum folded into
+    // the GEMM (add_linear): a layer that writes onto a residual stream needs no pass of its
+    // own for the addition.
+    Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) const;
     Tensor weight, bias;                    // bias undefined when disabled
     // When set, forward() multiplies input_transform(x) instead of x: an experiment's hook
     // (tutorial 07 rounds every matmul input to bfloat16 with it). Not state: never saved.
@@ -66,7 +69,8 @@ public:
 class SwiGLU : public Module {
 public:
     SwiGLU(int64_t dim, int64_t hidden);
-    Tensor forward(const Tensor& x) const;  // (..., dim) → (..., dim)
+    // (..., dim) → (..., dim); with a residual, residual + that, added by W3 as Linear does.
+    Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) const;
     std::shared_ptr<Linear> w1, w2, w3;
 };
 

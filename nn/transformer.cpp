@@ -278,8 +278,9 @@ TransformerBlock::TransformerBlock(const LMConfig& c)
 
 Tensor TransformerBlock::forward(const Tensor& x, KVCache* cache, AttentionCapture* capture, Tensor* aux_loss) const {
     // G4's gate reads the raw residual stream x; every other position ignores gate_source.
-    Tensor h = x + attn->forward(norm1->forward(x), cache, x, capture);
-    if (ffn) h = h + ffn->forward(norm2->forward(h));
+    // Both residual sums are taken inside the output projections' GEMMs (Linear::forward).
+    Tensor h = attn->forward(norm1->forward(x), cache, x, capture, x);
+    if (ffn) h = ffn->forward(norm2->forward(h), h);
     if (moe) h = h + moe->forward(norm2->forward(h), aux_loss);
     return h;
 }

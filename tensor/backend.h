@@ -130,9 +130,16 @@ struct Backend {
     // is probs (B, H, Tq, Tk), filled only when its data pointer is not null.
     void (*attention_forward)(const AttentionShape& s, const View& O, const View& lse, const View& probs,
                               const View& Q, const View& K, const View& V);
+    // When probs' data pointer is not null it holds forward's probabilities, and backward may
+    // read them instead of recomputing Q Kᵀ and the softmax from lse.
     void (*attention_backward)(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
                                const View& dO, const View& Q, const View& K, const View& V, const View& O,
-                               const View& lse);
+                               const View& lse, const View& probs);
+    // The most bytes of probabilities (B, H, Tq, Tk) a training forward should keep for
+    // backward: short sequences then skip backward's recomputation. 0 where backward always
+    // recomputes them (the GPU, whose tiles are recomputed in shared memory for less than
+    // reading them back from device memory would cost).
+    int64_t attention_keep_bytes;
 
     // RMSNorm over the rows of contiguous (rows, cols) x with weight w (cols):
     //   rstd_r = 1 / √(mean_c x_rc² + eps),  y_rc = x_rc · rstd_r · w_c;  rstd (rows) is kept,

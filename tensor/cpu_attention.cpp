@@ -9,6 +9,10 @@
 // recompute the probabilities P = e^{S − lse} of each tile instead of storing them:
 //   dV += Pᵀ dO,   dP = dO Vᵀ,   dS = P ⊙ (dP − δ) · scale with δ_i = dO_i · O_i (= Σ_j P_ij dP_ij),
 //   dQ += dS K,    dK += dSᵀ Q.
+// Short sequences can afford to store P (B, H, Tq, Tk): when the caller passes a buffer,
+// forward keeps each tile's e^{S − m} as it goes and rescales it by e^{m − lse} at the end of
+// the query block, and backward reads P there, skipping one of its five GEMMs and the
+// exponentials (Backend::attention_keep_bytes says how much the CPU keeps).
 // Work is split over (batch, kv head) so that the query heads sharing a kv head (GQA) run
 // on one thread and their dK/dV sums never race; OpenBLAS stays on the calling thread
 // (tensor/cpu_backend.cpp), so the tiles' GEMMs do too.
@@ -154,6 +158,42 @@ Head<T> head(const AttentionShape& s, const View& Q, const View& K, const View& 
     return {rows_of<const T>(Q, bh, s.H), rows_of<const T>(K, bhk, s.Hkv), rows_of<const T>(V, bhk, s.Hkv)};
 }
 
+// One head's probabilities (Tq, Tk) as forward fills them in: each tile's e^{S − m} as the
+// online softmax meets it, m being each row's running max at the time, then once lse is
+// known P = e^{S − m} · e^{m − lse}. O is computed as it is without them.
+template <class T>
+struct KeptProbabilities {
+    T* p;                  // (Tq, Tk)
+    std::vector<T> shift;  // (tiles met in this query block, kQueryBlock): m of each stored row
+
+    // The tile [k0, k0 + n) of query rows [i0, i0 + rows): E (rows, n) = e^{S − m}, hidden keys 0.
+    void store(const AttentionShape& s, int64_t i0, int64_t rows, int64_t k0, int64_t n, const T* E, const T* m) {
+        for (int64_t r = 0; r < rows; ++r) std::copy_n(E + r * n, n, p + (i0 + r) * s.Tk + k0);
+        shift.insert(shift.end(), m, m + kQueryBlock);
+    }
+
+    // The query block's rows, given their lse: rescaled, and 0 at the keys no row of it sees.
+    void finish(const AttentionShape& s, int64_t i0, int64_t rows, const T* lse) {
+        const int64_t first = visible_keys(s, i0).first, last = visible_keys(s, i0 + rows - 1).last;
+        for (int64_t r = 0; r < rows; ++r) {
+            T* row = p + (i0 + r) * s.Tk;
+            std::fill(row, row + first, T(0));
+            std::fill(row + last + 1, row + s.Tk, T(0));
+        }
+        int64_t tile = 0;
+        for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
+            for (int64_t r = 0; r < rows; ++r) {
+                const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
+                const T rescale = std::exp(shift[tile * kQueryBlock + r] - lse[i0 + r]);
+                T* row = p + (i0 + r) * s.Tk + k0;
+                for (int64_t j = begin; j < end; ++j) row[j] *= rescale;
+            }
+            ++tile;
+        });
+        shift.clear();
+    }
+};
+
 template <class T>
 void forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
              const View& K, const View& V) {
@@ -163,6 +203,7 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
         const auto [o, ldo] = rows_of<T>(O, bh, s.H);  // (Tq, D)
         T* l = static_cast<T*>(lse.data) + bh * s.Tq;   // (Tq)
         std::vector<T> S(kQueryBlock * kKeyTile), m(kQueryBlock), z(kQueryBlock);
+        KeptProbabilities<T> kept{probs.data ? static_cast<T*>(probs.data) + bh * s.Tq * s.Tk : nullptr, {}};
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
             for (int64_t r = 0; r < rows; ++r) std::fill_n(o + (i0 + r) * ldo, D, T(0));
             std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
@@ -188,27 +229,20 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                 }
                 gemm<T>(false, false, rows, D, n, T(1), S.data(), n, h.v.at + k0 * h.v.ld, h.v.ld, T(1), o + i0 * ldo,
                         ldo);
+                if (kept.p) kept.store(s, i0, rows, k0, n, S.data(), m.data());
             });
             for (int64_t r = 0; r < rows; ++r) {
                 for (int64_t d = 0; d < D; ++d) o[(i0 + r) * ldo + d] /= z[r];
                 l[i0 + r] = m[r] + std::log(z[r]);
             }
-        });
-        if (!probs.data) return;
-        T* p = static_cast<T*>(probs.data) + bh * s.Tq * s.Tk;  // (Tq, Tk)
-        std::fill(p, p + s.Tq * s.Tk, T(0));
-        for_each_query_block(s, [&](int64_t i0, int64_t rows) {
-            for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
-                tile_probabilities(s, h, i0, rows, k0, n, l, S.data());
-                for (int64_t r = 0; r < rows; ++r) std::copy_n(S.data() + r * n, n, p + (i0 + r) * s.Tk + k0);
-            });
+            if (kept.p) kept.finish(s, i0, rows, l);
         });
     });
 }
 
 template <class T>
 void backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
-              const View& Q, const View& K, const View& V, const View& O, const View& lse) {
+              const View& Q, const View& K, const View& V, const View& O, const View& lse, const View& probs) {
     const int64_t D = s.D;
     for_each_kv_head(s, [&](int64_t bh, int64_t bhk) {
         const Head<T> h = head<T>(s, Q, K, V, bh, bhk);
@@ -218,23 +252,27 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
         const auto [gq, ldgq] = rows_of<T>(dQ, bh, s.H);        // (Tq, D)
         const auto [gk, ldgk] = rows_of<T>(dK, bhk, s.Hkv);     // (Tk, D)
         const auto [gv, ldgv] = rows_of<T>(dV, bhk, s.Hkv);     // (Tk, D)
+        const T* kept = probs.data ? static_cast<const T*>(probs.data) + bh * s.Tq * s.Tk : nullptr;  // (Tq, Tk)
         // dK, dV are accumulated by every query head of the group: the first one clears them.
         if (bh % s.H % (s.H / s.Hkv) == 0)
             for (int64_t j = 0; j < s.Tk; ++j) std::fill_n(gk + j * ldgk, D, T(0)), std::fill_n(gv + j * ldgv, D, T(0));
-        std::vector<T> P(kQueryBlock * kKeyTile), dS(kQueryBlock * kKeyTile), delta(kQueryBlock);
+        std::vector<T> recomputed(kept ? 0 : kQueryBlock * kKeyTile), dS(kQueryBlock * kKeyTile), delta(kQueryBlock);
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
             for (int64_t r = 0; r < rows; ++r) {
                 delta[r] = dot(go + (i0 + r) * ldgo, o + (i0 + r) * ldo, D);
                 std::fill_n(gq + (i0 + r) * ldgq, D, T(0));
             }
             for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
-                tile_probabilities(s, h, i0, rows, k0, n, l, P.data());
-                gemm<T>(true, false, n, D, rows, T(1), P.data(), n, go + i0 * ldgo, ldgo, T(1), gv + k0 * ldgv, ldgv);
+                // The tile's probabilities P (rows, n), row r at P + r · ldp.
+                const T* P = kept ? kept + i0 * s.Tk + k0 : recomputed.data();
+                const int64_t ldp = kept ? s.Tk : n;
+                if (!kept) tile_probabilities(s, h, i0, rows, k0, n, l, recomputed.data());
+                gemm<T>(true, false, n, D, rows, T(1), P, ldp, go + i0 * ldgo, ldgo, T(1), gv + k0 * ldgv, ldgv);
                 gemm<T>(false, true, rows, n, D, T(1), go + i0 * ldgo, ldgo, h.v.at + k0 * h.v.ld, h.v.ld, T(0),
                         dS.data(), n);  // dP
                 for (int64_t r = 0; r < rows; ++r)
                     for (int64_t j = 0; j < n; ++j)
-                        dS[r * n + j] = P[r * n + j] * (dS[r * n + j] - delta[r]) * T(s.scale);
+                        dS[r * n + j] = P[r * ldp + j] * (dS[r * n + j] - delta[r]) * T(s.scale);
                 gemm<T>(false, false, rows, D, n, T(1), dS.data(), n, h.k.at + k0 * h.k.ld, h.k.ld, T(1),
                         gq + i0 * ldgq, ldgq);
                 gemm<T>(true, false, n, D, rows, T(1), dS.data(), n, h.q.at + i0 * h.q.ld, h.q.ld, T(1),
@@ -258,13 +296,15 @@ void cpu_attention_forward(const AttentionShape& s, const View& O, const View& l
 
 void cpu_attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
                             const View& dO, const View& Q, const View& K, const View& V, const View& O,
-                            const View& lse) {
-    if (any_bf16({dQ, dK, dV, dO, Q, K, V, O, lse}))
+                            const View& lse, const View& probs) {
+    // bfloat16 probabilities are too coarse to read back (8 significant bits): recomputed from
+    // lse, which stays float32.
+    if (any_bf16({dQ, dK, dV, dO, Q, K, V, O, lse, probs}))
         return via_float32<6, 3>({dO, Q, K, V, O, lse}, {dQ, dK, dV}, [&](auto& i, auto& o) {
-            cpu_attention_backward(s, o[0], o[1], o[2], i[0], i[1], i[2], i[3], i[4], i[5]);
+            cpu_attention_backward(s, o[0], o[1], o[2], i[0], i[1], i[2], i[3], i[4], i[5], View{});
         });
-    if (Q.dtype == DType::f32) backward<float>(s, dQ, dK, dV, dO, Q, K, V, O, lse);
-    else backward<double>(s, dQ, dK, dV, dO, Q, K, V, O, lse);
+    if (Q.dtype == DType::f32) backward<float>(s, dQ, dK, dV, dO, Q, K, V, O, lse, probs);
+    else backward<double>(s, dQ, dK, dV, dO, Q, K, V, O, lse, probs);
 }
 
 }  // namespace gg

@@ -32,7 +32,7 @@ void cpu_attention_forward(const AttentionShape& s, const View& O, const View& l
                            const View& Q, const View& K, const View& V);
 void cpu_attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
                             const View& dO, const View& Q, const View& K, const View& V, const View& O,
-                            const View& lse);
+                            const View& lse, const View& probs);
 // tensor/cpu_fused.cpp
 void cpu_rms_norm_forward(const View& y, const View& rstd, const View& x, const View& weight, int64_t rows,
                           int64_t cols, double eps);
@@ -580,6 +580,10 @@ void cpu_cross_entropy(const View& loss, const View& dlogits, const View& logits
     });
 }
 
+// Forward's attention probabilities are kept for backward up to 8 MiB a call: a (B, H, T, T)
+// float32 buffer of B·H = 64 heads of T = 128, or 16 of 256 (tensor/cpu_attention.cpp).
+constexpr int64_t kAttentionKeepBytes = int64_t(8) << 20;
+
 const Backend cpu_backend{
     "cpu",
     cpu_allocate,
@@ -605,6 +609,7 @@ const Backend cpu_backend{
     cpu_cross_entropy,
     cpu_attention_forward,
     cpu_attention_backward,
+    kAttentionKeepBytes,
     cpu_rms_norm_forward,
     cpu_rms_norm_backward,
     cpu_swiglu_forward,

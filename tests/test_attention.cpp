@@ -73,6 +73,107 @@ TEST_CASE("attention: fused kernel equals the composed ops, forward and backward
     }
 }
 
+namespace {
+
+// The CPU table with another attention_keep_bytes while it lives, whose attention entries
+// note whether forward was handed a buffer for the probabilities and backward read one.
+struct KeepSpy {
+    static inline const Backend* cpu = nullptr;
+    static inline bool forward_kept = false, backward_read = false;
+    Backend table;
+
+    explicit KeepSpy(int64_t keep_bytes) : table(backend(Device::CPU)) {
+        cpu = &backend(Device::CPU);
+        table.attention_keep_bytes = keep_bytes;
+        table.attention_forward = [](const AttentionShape& s, const View& O, const View& lse, const View& probs,
+                                     const View& Q, const View& K, const View& V) {
+            forward_kept = probs.data != nullptr;
+            cpu->attention_forward(s, O, lse, probs, Q, K, V);
+        };
+        table.attention_backward = [](const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
+                                      const View& dO, const View& Q, const View& K, const View& V, const View& O,
+                                      const View& lse, const View& probs) {
+            backward_read = probs.data != nullptr;
+            cpu->attention_backward(s, dQ, dK, dV, dO, Q, K, V, O, lse, probs);
+        };
+        register_backend(Device::CPU, &table);
+    }
+    ~KeepSpy() { register_backend(Device::CPU, cpu); }
+    KeepSpy(const KeepSpy&) = delete;
+    KeepSpy& operator=(const KeepSpy&) = delete;
+};
+
+struct AttentionRun {
+    Tensor out, dq, dk, dv;
+};
+
+// Forward and backward of the fused op on leaves made from q, k, v.
+AttentionRun run_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const SdpaOptions& o) {
+    const Tensor lq = q.detach().clone().requires_grad_(), lk = k.detach().clone().requires_grad_(),
+                 lv = v.detach().clone().requires_grad_();
+    const Tensor out = scaled_dot_product_attention(lq, lk, lv, o);
+    out.backward(g);
+    return {out.detach(), lq.grad(), lk.grad(), lv.grad()};
+}
+
+}  // namespace
+
+TEST_CASE("attention: backward from the probabilities forward kept equals backward recomputing them") {
+    // One tile, GQA; past one block of 64 queries and one tile of 256 keys, where the kept rows
+    // are rescaled tile by tile: a causal cache, a window with exclude_self, no mask.
+    const Case cases[] = {{2, 4, 2, 9, 9, 8, true, 0}, {1, 2, 1, 150, 300, 4, true, 0},
+                          {1, 1, 1, 300, 300, 4, true, 70, true}, {1, 2, 2, 70, 280, 4, false, 0}};
+    Generator gen(11);
+    for (DType dtype : {DType::f64, DType::f32})
+        for (const Case& c : cases) {
+            CAPTURE(dtype_name(dtype));
+            CAPTURE(c.Tq);
+            const Tensor q = randn({c.B, c.H, c.Tq, c.D}, gen, dtype), k = randn({c.B, c.Hkv, c.Tk, c.D}, gen, dtype),
+                         v = randn({c.B, c.Hkv, c.Tk, c.D}, gen, dtype), g = randn({c.B, c.H, c.Tq, c.D}, gen, dtype);
+            const SdpaOptions options{c.causal, c.window, 0, c.exclude_self};
+            AttentionRun recomputed, kept;
+            {
+                const KeepSpy spy(0);
+                recomputed = run_attention(q, k, v, g, options);
+                CHECK_FALSE(KeepSpy::forward_kept);
+                CHECK_FALSE(KeepSpy::backward_read);
+            }
+            {
+                const KeepSpy spy(int64_t(1) << 30);
+                kept = run_attention(q, k, v, g, options);
+                CHECK(KeepSpy::forward_kept);
+                CHECK(KeepSpy::backward_read);
+                // A second pass on the same inputs, after the first released its buffer, agrees bitwise.
+                const AttentionRun again = run_attention(q, k, v, g, options);
+                CHECK(max_abs_diff(again.dq, kept.dq) == 0);
+            }
+            // Forward computes O the same way either way; the kept probabilities e^{S − m} e^{m − lse}
+            // differ from the recomputed e^{S − lse} by rounding only: ~1e-16 in float64, a few
+            // float32 ulps of the largest gradient.
+            CHECK(max_abs_diff(kept.out, recomputed.out) == 0);
+            for (const auto& [a, b] : {std::pair{kept.dq, recomputed.dq}, {kept.dk, recomputed.dk},
+                                       {kept.dv, recomputed.dv}}) {
+                const double largest = amax(abs(b)).item(), ulp = dtype == DType::f64 ? 1e-12 : 4 * 0x1p-23;
+                CHECK(max_abs_diff(a, b) <= ulp * std::max(1.0, largest));
+            }
+        }
+}
+
+TEST_CASE("attention: nothing is kept without a graph to record: no_grad, or inputs that need no gradient") {
+    const KeepSpy spy(int64_t(1) << 30);
+    Generator gen(12);
+    const Tensor q = randn({1, 2, 5, 4}, gen), k = randn({1, 2, 5, 4}, gen);
+    {
+        const NoGradGuard no_grad;
+        scaled_dot_product_attention(q.detach().clone().requires_grad_(), k, k);
+        CHECK_FALSE(KeepSpy::forward_kept);
+    }
+    scaled_dot_product_attention(q, k, k);
+    CHECK_FALSE(KeepSpy::forward_kept);
+    scaled_dot_product_attention(q.detach().clone().requires_grad_(), k, k);
+    CHECK(KeepSpy::forward_kept);
+}
+
 TEST_CASE("attention: gradcheck of the fused kernel") {
     Generator gen(3);
     const Tensor q = randn({1, 2, 4, 4}, gen, DType::f64).requires_grad_();

@@ -544,19 +544,24 @@ TEST_CASE("table: attention forward and backward (causal, window, exclude_self, 
                         be.attention_forward(s, v[0], v[1], v[2], v[3], v[4], v[5]);
                     },
                     tolerance(dt));
-            // The backward from the CPU's own forward results.
-            const Tensor O_cpu = zeros({c.B, c.H, c.Tq, c.D}, dt), lse_cpu = zeros({c.B, c.H, c.Tq}, dt);
-            backend(Device::CPU).attention_forward(s, O_cpu.view_desc(), lse_cpu.view_desc(), View{}, Q.view_desc(),
-                                                   K.view_desc(), V.view_desc());
-            compare(
-                "attention_backward",
-                {zeros(Q.shape(), dt), zeros(K.shape(), dt), zeros(V.shape(), dt), random(O.shape(), dt, gen), Q, K, V,
-                 O_cpu, lse_cpu},
-                {0, 1, 2},
-                [&](const Backend& be, const std::vector<View>& v) {
-                    be.attention_backward(s, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
-                },
-                tolerance(dt) * 4);
+            // The backward from the CPU's own forward results, recomputing the probabilities and
+            // reading the ones forward kept.
+            const Tensor O_cpu = zeros({c.B, c.H, c.Tq, c.D}, dt), lse_cpu = zeros({c.B, c.H, c.Tq}, dt),
+                         probs_cpu = zeros({c.B, c.H, c.Tq, c.Tk}, dt);
+            backend(Device::CPU).attention_forward(s, O_cpu.view_desc(), lse_cpu.view_desc(), probs_cpu.view_desc(),
+                                                   Q.view_desc(), K.view_desc(), V.view_desc());
+            const Tensor dO = random(O.shape(), dt, gen);
+            for (bool kept : {false, true})
+                compare(
+                    kept ? "attention_backward (probabilities kept)" : "attention_backward",
+                    {zeros(Q.shape(), dt), zeros(K.shape(), dt), zeros(V.shape(), dt), dO, Q, K, V, O_cpu, lse_cpu,
+                     probs_cpu},
+                    {0, 1, 2},
+                    [&](const Backend& be, const std::vector<View>& v) {
+                        be.attention_backward(s, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
+                                              kept ? v[9] : View{});
+                    },
+                    tolerance(dt) * 4);
         }
 }
 
@@ -928,7 +933,7 @@ TEST_CASE("table bf16: attention forward and backward (bf16 Q, K, V, O; lse in f
                      {zeros(Q.shape(), f32), zeros(K.shape(), f32), zeros(V.shape(), f32), random(Q.shape(), f32, gen),
                       Q, K, V, O_cpu, lse_cpu},
                      {0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2}, [&](const Backend& be, const std::vector<View>& v) {
-                         be.attention_backward(s, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
+                         be.attention_backward(s, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], View{});
                      },
                      term_ulps);
     }

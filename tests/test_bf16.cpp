@@ -321,7 +321,7 @@ TEST_CASE("bfloat16 fused CPU entries, forward and backward, equal their float32
         check_backend_entry(causal ? "attention backward (causal, GQA)" : "attention backward",
                             {{normal({B, H, Tq, Dh}, 16)}, {q}, {k}, {v}, {out}, {lse, true}},
                             {{B, H, Tq, Dh}, {B, Hkv, Tq, Dh}, {B, Hkv, Tq, Dh}}, [&](Views i, Views o) {
-                                be.attention_backward(s, o[0], o[1], o[2], i[0], i[1], i[2], i[3], i[4], i[5]);
+                                be.attention_backward(s, o[0], o[1], o[2], i[0], i[1], i[2], i[3], i[4], i[5], View{});
                             });
     }
     check_entry("sum_squares", {x}, [](V in) {

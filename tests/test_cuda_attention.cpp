@@ -72,7 +72,7 @@ Backward run_backward(BackwardEntry entry, const Inputs& in, const Forward& f) {
     Backward g{Tensor::empty(in.Q.shape(), in.Q.dtype()), Tensor::empty(in.K.shape(), in.K.dtype()),
                Tensor::empty(in.V.shape(), in.V.dtype())};
     entry(in.shape, g.dQ.view_desc(), g.dK.view_desc(), g.dV.view_desc(), in.dO.view_desc(), in.Q.view_desc(),
-          in.K.view_desc(), in.V.view_desc(), f.O.view_desc(), f.lse.view_desc());
+          in.K.view_desc(), in.V.view_desc(), f.O.view_desc(), f.lse.view_desc(), View{});
     return g;
 }
 

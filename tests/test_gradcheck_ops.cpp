@@ -159,6 +159,17 @@ TEST_CASE("gradcheck: matmul in every shape case") {
                    {normal({3, 2}, gen)});
 }
 
+TEST_CASE("gradcheck: add_linear, with and without a bias, on rows of any layout") {
+    gg::Generator gen(6);
+    check_gradient("(B, T, K) rows with a bias", [](const Inputs& x) { return gg::add_linear(x[0], x[1], x[2], x[3]); },
+                   {normal({2, 3, 2}, gen), normal({2, 3, 4}, gen), normal({2, 4}, gen), normal({2}, gen)});
+    check_gradient("(M, K) rows, no bias", [](const Inputs& x) { return gg::add_linear(x[0], x[1], x[2]); },
+                   {normal({3, 2}, gen), normal({3, 4}, gen), normal({2, 4}, gen)});
+    check_gradient("transposed x and weight",
+                   [](const Inputs& x) { return gg::add_linear(x[0], x[1].t(), x[2].t()); },
+                   {normal({3, 2}, gen), normal({4, 3}, gen), normal({4, 2}, gen)});
+}
+
 TEST_CASE("gradcheck: softmax, log_softmax and cross_entropy") {
     gg::Generator gen(6);
     const Tensor x = normal({2, 3, 4}, gen);

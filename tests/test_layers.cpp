@@ -38,6 +38,25 @@ TEST_CASE("nn: Linear computes x Wᵀ + b, with and without bias; gradients chec
     CHECK_THROWS_AS(Linear(5, 3).forward(zeros({2, 4})), std::invalid_argument);
 }
 
+TEST_CASE("nn: Linear with a residual returns residual + x Wᵀ + b, in float32 and under autocast; bad shapes throw") {
+    Generator gen(3);
+    for (bool bias : {true, false}) {
+        CAPTURE(bias);
+        Linear lin(5, 3, bias);
+        const Tensor x = randn({2, 4, 5}, gen), r = randn({2, 4, 3}, gen);
+        CHECK(max_abs_diff(lin.forward(x, r), r + lin.forward(x)) < 1e-5);
+        // Under autocast the product is bfloat16 and the stream float32: the sum stays float32.
+        const Autocast mixed(DType::bf16);
+        const Tensor y = lin.forward(x, r);
+        CHECK(y.dtype() == DType::f32);
+        CHECK(max_abs_diff(y, r + lin.forward(x).to(DType::f32)) < 1e-6);
+    }
+    CHECK_THROWS_WITH_AS(Linear(5, 3).forward(zeros({2, 5}), zeros({2, 4})),
+                         doctest::Contains("add_linear: residual (2,4) float32, x (2,5) float32, weight (3,5) float32, "
+                                           "bias (3) float32: need x (..., K)"),
+                         std::invalid_argument);
+}
+
 TEST_CASE("nn: Linear::input_transform is applied to x before the product, and its gradient flows through it") {
     Generator gen(2);
     Linear lin(4, 3);

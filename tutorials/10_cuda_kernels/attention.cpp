@@ -80,7 +80,7 @@ bool part_attention() {
     const Tensor dQ = Tensor::empty({B, H, T, D}), dK = Tensor::empty({B, H, T, D}), dV = Tensor::empty({B, H, T, D});
     gg::cuda::emulated::attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(), dO.view_desc(),
                                            q.view_desc(), k.view_desc(), v.view_desc(), O.view_desc(),
-                                           lse.view_desc());
+                                           lse.view_desc(), gg::View{});
 
     // The same attention written out: every score and probability of a head, (T, T), in memory.
     q.requires_grad_();
