@@ -43,6 +43,12 @@ namespace gg::cuda::GG_CUDA_BUILD::attention::mma {
 
 namespace {
 
+// A contiguous (B, H, Tq, kD) tensor as an Operand.
+template <int kD>
+__device__ Operand<const bfloat16> contiguous(const AttentionShape& s, const bfloat16* x) {
+    return {x, s.H * s.Tq * kD, s.Tq * kD, kD};
+}
+
 // A query tile's lse and the halves of Δ (load_row_stats), in f32, in shared memory.
 struct RowStats {
     float lse[kTile];
@@ -81,8 +87,8 @@ struct QueryStream {
         QueryStage<kD>& to = stages[stage];
         load_tile<kD>(to.Q, Q + bh * s.Tq * kD, i, s.Tq);
         load_tile<kD>(to.dO, dO + bh * s.Tq * kD, i, s.Tq);
-        load_row_stats<float, kD>(to.stats.lse, to.stats.delta, lse + bh * s.Tq, dO + bh * s.Tq * kD,
-                                  O + bh * s.Tq * kD, i, s.Tq, kD, true);
+        load_row_stats<float, kD>(to.stats.lse, to.stats.delta, lse + bh * s.Tq, contiguous<kD>(s, dO),
+                                  contiguous<kD>(s, O), bh, s.H, i, s.Tq, kD, true);
         if (threadIdx.x < kTile) to.keys[threadIdx.x] = visible_columns(s, i + threadIdx.x, j0);
     }
 };
@@ -199,8 +205,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const int64_t first = start_stream(kv);
     load_tile<kD>(Qs, Q + bh * s.Tq * kD, i0, s.Tq);
     load_tile<kD>(dOs, dO + bh * s.Tq * kD, i0, s.Tq);
-    load_row_stats<float, kD>(stats.lse, stats.delta, lse + bh * s.Tq, dO + bh * s.Tq * kD, O + bh * s.Tq * kD, i0,
-                              s.Tq, kD, true);
+    load_row_stats<float, kD>(stats.lse, stats.delta, lse + bh * s.Tq, contiguous<kD>(s, dO), contiguous<kD>(s, O),
+                              bh, s.H, i0, s.Tq, kD, true);
     __syncthreads();
 
     const int own = lane.warp * kMmaRows;  // the warp's first row of the tile
