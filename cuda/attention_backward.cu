@@ -25,9 +25,9 @@
 //            dP = dO Vᵀ (parked in the warp's buffer) → S = Q Kᵀ → dS → dQ += dS K.
 // Parking P or dP in the weight buffer while the next product runs keeps one 4 × 8 micro-tile
 // in registers instead of two: the f64 kernels need that room.
-// bf16 tensors with D = 16, 32, 64 or 128 (aligned, contiguous) go to the tensor-core kernels of
-// attention_backward_mma.cu instead, the same two kernels in five mma products per pair of tiles;
-// the choice is made here, on the host (attention_mma.cuh).
+// bf16 tensors with D = 16, 32, 64 or 128 whose rows all start on 16 bytes go to the tensor-core
+// kernels of attention_backward_mma.cu instead, the same two kernels in five mma products per
+// pair of tiles; the choice is made here, on the host (attention_mma.cuh).
 #include <algorithm>
 
 #include "cuda/attention_mma.cuh"

@@ -4,7 +4,8 @@
 // 2307.08691, Algorithm 2), with the probabilities recomputed from the saved lse:
 //   S = Q Kᵀ,  P = exp(S·scale − lse),  dV += Pᵀ dO,  dP = dO Vᵀ,  dS = P ⊙ (dP − Δ),
 //   dK += scale · dSᵀ Q,  dQ += scale · dS K,     Δ_i = dO_i · O_i.
-// The entry (attention_backward.cu) sends here the calls attention_mma.cuh's mma_fits accepts.
+// The entry (attention_backward.cu) sends here the calls attention_mma.cuh's mma_fits accepts:
+// dO, Q, K, V, O read and dQ, dK, dV written through their strides, every row on 16 bytes.
 //
 // How the work is cut: as in the SIMT kernels, two kernels, each output row written by one
 // warp of one block in a fixed order: no atomics, and two runs give the same bits
@@ -67,9 +68,9 @@ template <int kD>
 struct QueryStream {
     const AttentionShape& s;
     int64_t b, hk, j0, j_end;
-    const bfloat16 *Q, *dO, *O;  // (B, H, Tq, kD)
-    const float* lse;            // (B, H, Tq)
-    QueryStage<kD>* stages;      // two
+    Operand<const bfloat16> Q, dO, O;  // (B, H, Tq, kD)
+    const float* lse;                  // (B, H, Tq)
+    QueryStage<kD>* stages;            // two
 
     __device__ int64_t tiles_per_head() const { return (s.Tq + kTile - 1) / kTile; }
     __device__ int64_t end() const { return s.H / s.Hkv * tiles_per_head(); }
@@ -79,10 +80,9 @@ struct QueryStream {
     __device__ void load(int64_t t, int stage) const {
         const int64_t bh = b * s.H + hk * (s.H / s.Hkv) + t / tiles_per_head(), i = i0(t);
         QueryStage<kD>& to = stages[stage];
-        load_tile<kD>(to.Q, Q + bh * s.Tq * kD, i, s.Tq);
-        load_tile<kD>(to.dO, dO + bh * s.Tq * kD, i, s.Tq);
-        load_row_stats<float, kD>(to.stats.lse, to.stats.delta, lse + bh * s.Tq, dO + bh * s.Tq * kD,
-                                  O + bh * s.Tq * kD, i, s.Tq, kD, true);
+        load_tile<kD>(to.Q, Q, bh, s.H, i, s.Tq);
+        load_tile<kD>(to.dO, dO, bh, s.H, i, s.Tq);
+        load_row_stats<float, kD>(to.stats.lse, to.stats.delta, lse + bh * s.Tq, dO, O, bh, s.H, i, s.Tq, kD, true);
         if (threadIdx.x < kTile) to.keys[threadIdx.x] = visible_columns(s, i + threadIdx.x, j0);
     }
 };
@@ -118,11 +118,13 @@ __device__ void score_gradients(Scores<N>& dp, const Weights<N>& p, const MmaLan
 }
 
 // dK, dV (B, Hkv, Tk, kD) ← dO, Q, O (B, H, Tq, kD), K, V (B, Hkv, Tk, kD), all bf16; lse (B, H, Tq) f32.
+// lse contiguous, the others any Operand whose rows start on 16 bytes.
 // grid (B·Hkv, ⌈Tk / 64⌉), block kThreads, shared 2 tiles + 2 QueryStage<kD>.
 template <int kD>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    attention_dkdv_mma_kernel(AttentionShape s, bfloat16* dK, bfloat16* dV, const bfloat16* dO, const bfloat16* Q,
-                              const bfloat16* K, const bfloat16* V, const bfloat16* O, const float* lse) {
+    attention_dkdv_mma_kernel(AttentionShape s, Operand<bfloat16> dK, Operand<bfloat16> dV,
+                              Operand<const bfloat16> dO, Operand<const bfloat16> Q, Operand<const bfloat16> K,
+                              Operand<const bfloat16> V, Operand<const bfloat16> O, const float* lse) {
     using L = Tiles<kD>;
     // A warp holds dK and dV (2 × kD / 2 f32 a lane) for the whole loop; at D = 128 that leaves
     // too few registers for the scores and dP of 64 queries at once, so it takes 32 at a time.
@@ -137,8 +139,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const QueryStream<kD> queries{s, bhk / s.Hkv, bhk % s.Hkv, j0, j_end, Q, dO, O, lse,
                                   reinterpret_cast<QueryStage<kD>*>(Vs + L::tile)};
     const int64_t first = start_stream(queries);
-    load_tile<kD>(Ks, K + bhk * s.Tk * kD, j0, s.Tk);
-    load_tile<kD>(Vs, V + bhk * s.Tk * kD, j0, s.Tk);
+    load_tile<kD>(Ks, K, bhk, s.Hkv, j0, s.Tk);
+    load_tile<kD>(Vs, V, bhk, s.Hkv, j0, s.Tk);
     __syncthreads();
 
     const bfloat16* own_k = Ks + lane.warp * kMmaRows * L::ld;  // (16, ld) the warp's keys
@@ -175,16 +177,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     });
 
     const float dk_factor[2] = {float(s.scale), float(s.scale)}, dv_factor[2] = {1, 1};
-    store_rows<kD>(dK + bhk * s.Tk * kD, j0 + lane.warp * kMmaRows, j_end, dk, dk_factor, lane);
-    store_rows<kD>(dV + bhk * s.Tk * kD, j0 + lane.warp * kMmaRows, j_end, dv, dv_factor, lane);
+    store_rows<kD>(dK, bhk, s.Hkv, j0 + lane.warp * kMmaRows, j_end, dk, dk_factor, lane);
+    store_rows<kD>(dV, bhk, s.Hkv, j0 + lane.warp * kMmaRows, j_end, dv, dv_factor, lane);
 }
 
 // dQ (B, H, Tq, kD) ← dO, Q, O (B, H, Tq, kD), K, V (B, Hkv, Tk, kD), all bf16; lse (B, H, Tq) f32.
+// lse contiguous, the others any Operand whose rows start on 16 bytes.
 // grid (B·H, ⌈Tq / 64⌉), block kThreads, shared 2 tiles + RowStats + 4 tiles.
 template <int kD>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    attention_dq_mma_kernel(AttentionShape s, bfloat16* dQ, const bfloat16* dO, const bfloat16* Q, const bfloat16* K,
-                            const bfloat16* V, const bfloat16* O, const float* lse) {
+    attention_dq_mma_kernel(AttentionShape s, Operand<bfloat16> dQ, Operand<const bfloat16> dO,
+                            Operand<const bfloat16> Q, Operand<const bfloat16> K, Operand<const bfloat16> V,
+                            Operand<const bfloat16> O, const float* lse) {
     using L = Tiles<kD>;
     const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
     const int64_t i0 = heavy_first_tile() * kTile, i_end = ::min(i0 + kTile, s.Tq);
@@ -194,13 +198,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     bfloat16* Qs = smem;           // (64, ld) this block's queries
     bfloat16* dOs = Qs + L::tile;  // (64, ld)
     RowStats& stats = *reinterpret_cast<RowStats*>(dOs + L::tile);
-    const KeyValueStream<kD> kv{s, i0, i_end, K + bhk * s.Tk * kD, V + bhk * s.Tk * kD,
-                                reinterpret_cast<bfloat16*>(&stats + 1)};
+    const KeyValueStream<kD> kv{s, i0, i_end, bhk, K, V, reinterpret_cast<bfloat16*>(&stats + 1)};
     const int64_t first = start_stream(kv);
-    load_tile<kD>(Qs, Q + bh * s.Tq * kD, i0, s.Tq);
-    load_tile<kD>(dOs, dO + bh * s.Tq * kD, i0, s.Tq);
-    load_row_stats<float, kD>(stats.lse, stats.delta, lse + bh * s.Tq, dO + bh * s.Tq * kD, O + bh * s.Tq * kD, i0,
-                              s.Tq, kD, true);
+    load_tile<kD>(Qs, Q, bh, s.H, i0, s.Tq);
+    load_tile<kD>(dOs, dO, bh, s.H, i0, s.Tq);
+    load_row_stats<float, kD>(stats.lse, stats.delta, lse + bh * s.Tq, dO, O, bh, s.H, i0, s.Tq, kD, true);
     __syncthreads();
 
     const int own = lane.warp * kMmaRows;  // the warp's first row of the tile
@@ -230,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     });
 
     const float factor[2] = {float(s.scale), float(s.scale)};
-    store_rows<kD>(dQ + bh * s.Tq * kD, i0 + own, i_end, dq, factor, lane);
+    store_rows<kD>(dQ, bh, s.H, i0 + own, i_end, dq, factor, lane);
 }
 
 }  // namespace
@@ -242,20 +244,20 @@ namespace gg::cuda::GG_CUDA_BUILD {
 void attention_backward_mma(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
                             const View& Q, const View& K, const View& V, const View& O, const View& lse) {
     using namespace attention::mma;
-    using attention::kThreads, attention::tile_grid;
+    using attention::kThreads, attention::tile_grid, attention::operand;
     dispatch_head_size(s.D, [&]<int kD>() {
-        const auto bf16 = [](const View& x) { return static_cast<bfloat16*>(x.data); };
+        const auto in = [](const View& x) { return operand<const bfloat16>(x); };
         const float* lse_data = static_cast<const float*>(lse.data);
         if (s.B * s.Hkv * s.Tk > 0)
             launch("attention_backward_dkdv_mma", attention_dkdv_mma_kernel<kD>,
                    tile_grid("attention_backward", s.B * s.Hkv, s.Tk), dim3(kThreads),
-                   2 * Tiles<kD>::tile * sizeof(bfloat16) + 2 * sizeof(QueryStage<kD>), s, bf16(dK), bf16(dV),
-                   bf16(dO), bf16(Q), bf16(K), bf16(V), bf16(O), lse_data);
+                   2 * Tiles<kD>::tile * sizeof(bfloat16) + 2 * sizeof(QueryStage<kD>), s, operand<bfloat16>(dK),
+                   operand<bfloat16>(dV), in(dO), in(Q), in(K), in(V), in(O), lse_data);
         if (s.B * s.H * s.Tq > 0)
             launch("attention_backward_dq_mma", attention_dq_mma_kernel<kD>,
                    tile_grid("attention_backward", s.B * s.H, s.Tq), dim3(kThreads),
-                   6 * Tiles<kD>::tile * sizeof(bfloat16) + sizeof(RowStats), s, bf16(dQ), bf16(dO), bf16(Q), bf16(K),
-                   bf16(V), bf16(O), lse_data);
+                   6 * Tiles<kD>::tile * sizeof(bfloat16) + sizeof(RowStats), s, operand<bfloat16>(dQ), in(dO), in(Q),
+                   in(K), in(V), in(O), lse_data);
     });
 }
 

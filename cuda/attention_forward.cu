@@ -22,8 +22,9 @@
 // its edge look up which pairs are visible. l stays split over the 8 lanes of a row until the
 // end, where one butterfly adds it up.
 //
-// bf16 tensors with D = 16, 32, 64 or 128 (aligned, contiguous) go to the tensor-core kernel of
-// attention_forward_mma.cu instead; the choice is made here, on the host (attention_mma.cuh).
+// bf16 tensors with D = 16, 32, 64 or 128 whose rows all start on 16 bytes go to the tensor-core
+// kernel of attention_forward_mma.cu instead; the choice is made here, on the host
+// (attention_mma.cuh).
 //
 // When probs is asked for (analysis only), a second, plain kernel writes
 // P_ij = exp(s_ij − lse_i), 0 where key j is hidden: one thread per element of (B, H, Tq, Tk).

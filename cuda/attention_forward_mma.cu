@@ -3,7 +3,8 @@
 //   s_ij = q_i · k_j · scale,   O_i = Σ_j exp(s_ij − lse_i) v_j,   lse_i = log Σ_j exp(s_ij),
 // over the keys j that query i sees, with the same online softmax over key tiles (see that
 // file's opening comment), but both products on the tensor cores in bf16 with f32 sums.
-// The entry (attention_forward.cu) sends here the calls attention_mma.cuh's mma_fits accepts.
+// The entry (attention_forward.cu) sends here the calls attention_mma.cuh's mma_fits accepts:
+// Q, K, V and O read and written through their strides, every row on 16 bytes.
 //
 // How the work is cut. One block of 4 warps per (b, h, tile of 64 queries), grid
 // (B·H, ⌈Tq / 64⌉), last tile first; warp w owns queries 16w .. 16w + 15 of the tile. The block
@@ -76,12 +77,13 @@ __device__ void online_softmax(Scores<kScoreTiles>& s, float (&m)[2], float (&l)
     }
 }
 
-// O (B, H, Tq, kD) bf16, lse (B, H, Tq) f32 ← Q (B, H, Tq, kD), K, V (B, Hkv, Tk, kD) bf16.
+// O (B, H, Tq, kD) bf16, lse (B, H, Tq) f32 ← Q (B, H, Tq, kD), K, V (B, Hkv, Tk, kD) bf16; lse
+// contiguous, the others any Operand whose rows start on 16 bytes.
 // grid (B·H, ⌈Tq / 64⌉), block kThreads, 5 tiles of shared memory (Tiles<kD>::tile bf16 each).
 template <int kD>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    attention_forward_mma_kernel(AttentionShape s, bfloat16* O, float* lse, const bfloat16* Q, const bfloat16* K,
-                                 const bfloat16* V) {
+    attention_forward_mma_kernel(AttentionShape s, Operand<bfloat16> O, float* lse, Operand<const bfloat16> Q,
+                                 Operand<const bfloat16> K, Operand<const bfloat16> V) {
     using L = Tiles<kD>;
     const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
     const int64_t i0 = heavy_first_tile() * kTile, i_end = ::min(i0 + kTile, s.Tq);
@@ -89,9 +91,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
     GG_DYNAMIC_SHARED(bfloat16, smem);
     bfloat16* Qs = smem;  // (64, ld) this block's queries, until they are in registers
-    const KeyValueStream<kD> kv{s, i0, i_end, K + bhk * s.Tk * kD, V + bhk * s.Tk * kD, Qs + L::tile};
+    const KeyValueStream<kD> kv{s, i0, i_end, bhk, K, V, Qs + L::tile};
     const int64_t first = start_stream(kv);
-    load_tile<kD>(Qs, Q + bh * s.Tq * kD, i0, s.Tq);
+    load_tile<kD>(Qs, Q, bh, s.H, i0, s.Tq);
     __syncthreads();
     Fragment q[L::steps];  // the warp's 16 queries, 16 columns of D each
     GG_UNROLL
@@ -129,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const int64_t i = i0 + lane.warp * kMmaRows + lane.row(2 * h);
         if (lane.q == 0 && i < i_end) lse[bh * s.Tq + i] = (m[h] + std::log2(l[h])) / kLog2e;
     }
-    store_rows<kD>(O + bh * s.Tq * kD, i0 + lane.warp * kMmaRows, i_end, o, factor, lane);
+    store_rows<kD>(O, bh, s.H, i0 + lane.warp * kMmaRows, i_end, o, factor, lane);
 }
 
 }  // namespace
@@ -141,13 +143,13 @@ namespace gg::cuda::GG_CUDA_BUILD {
 void attention_forward_mma(const AttentionShape& s, const View& O, const View& lse, const View& Q, const View& K,
                            const View& V) {
     using namespace attention::mma;
+    using attention::operand;
     if (s.B * s.H * s.Tq == 0) return;
     dispatch_head_size(s.D, [&]<int kD>() {
         launch("attention_forward_mma", attention_forward_mma_kernel<kD>,
                attention::tile_grid("attention_forward", s.B * s.H, s.Tq), dim3(attention::kThreads),
-               5 * Tiles<kD>::tile * sizeof(bfloat16), s, static_cast<bfloat16*>(O.data),
-               static_cast<float*>(lse.data), static_cast<const bfloat16*>(Q.data),
-               static_cast<const bfloat16*>(K.data), static_cast<const bfloat16*>(V.data));
+               5 * Tiles<kD>::tile * sizeof(bfloat16), s, operand<bfloat16>(O), static_cast<float*>(lse.data),
+               operand<const bfloat16>(Q), operand<const bfloat16>(K), operand<const bfloat16>(V));
     });
 }
 

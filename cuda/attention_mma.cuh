@@ -31,9 +31,15 @@
 // rounding of the inputs (the caller's) and of W to bf16: at most 2⁻⁸ (bf16 has 8 significant
 // bits) of each term of acc.
 //
+// Operands. Q, K, V, dO and the results O, dQ, dK, dV are read and written through their
+// batch, head and row strides (Operand, attention_tiles.cuh), as the SIMT kernels do: the heads
+// split from one projection (nn/attention.cpp) take this path in place, with no contiguous copy.
+// A row's D channels are contiguous.
+//
 // Limits. D is 16, 32, 64 or 128, a template parameter (kD) so that every fragment array is
-// indexed by constants and stays in registers, and every tensor is contiguous and 16-byte
-// aligned (rows are read 16 bytes at a time). Anything else goes to the SIMT kernels, which the
+// indexed by constants and stays in registers, and every row of every tensor starts on 16 bytes:
+// rows are read 16 bytes at a time, so each pointer is 16-byte aligned and its batch, head and
+// row strides are multiples of 8 bf16. Anything else goes to the SIMT kernels, which the
 // entries choose on the host (mma_fits).
 #pragma once
 #include <cmath>
@@ -105,19 +111,24 @@ __device__ void clear(float (&acc)[kTilesN][4]) {
 
 // ---- moving tiles --------------------------------------------------------------------------
 
-// tile (64, ld) ← rows [row0, row0 + 64) of src (rows, kD), zeros past `rows`, by the whole
-// block. Consecutive threads take consecutive 16 bytes of a row, so a warp's reads are
-// coalesced. Plain loads: the block waits for them at its next barrier.
+// tile (64, ld) ← rows [row0, row0 + 64) of head bh of src (rows, kD), an operand with `heads`
+// heads, zeros past `rows`, by the whole block. Consecutive threads take consecutive 16 bytes of
+// a row, so a warp's reads are coalesced whatever the row stride. A thread steps one pointer by
+// the row stride: an address of its own for each row took the dK/dV kernel at D = 128 past its
+// 255 registers. Plain loads: the block waits for them at its next barrier.
 template <int kD>
-__device__ void load_tile(bfloat16* tile, const bfloat16* src, int64_t row0, int64_t rows) {
+__device__ void load_tile(bfloat16* tile, const Operand<const bfloat16>& src, int64_t bh, int64_t heads,
+                          int64_t row0, int64_t rows) {
     constexpr int chunks = kD / kRowPack, pass = kThreads / chunks;  // 16-byte chunks a row; rows a pass
     const int r = int(threadIdx.x) / chunks, d = int(threadIdx.x) % chunks * kRowPack;
+    const int64_t valid = rows - row0 - r;  // this thread's rows n·pass exist below `valid`
+    const bfloat16* from = src.rows(bh, heads) + (row0 + r) * src.row + d;
     GG_UNROLL
     for (int n = 0; n < kTile / pass; ++n) {
         const int row = r + n * pass;
         Pack<bfloat16, kRowPack> v;
-        if (row0 + row < rows) {
-            v = load_pack<kRowPack>(src + (row0 + row) * kD + d);
+        if (n * pass < valid) {
+            v = load_pack<kRowPack>(from + n * pass * src.row);
         } else {
             GG_UNROLL
             for (int e = 0; e < kRowPack; ++e) v.at[e] = bfloat16::from_bits(0);
@@ -158,12 +169,12 @@ __device__ void run_stream(const Stream& stream, int64_t first, const Body& body
 }
 
 // The key and value tiles that a block of queries [i0, i_end) of one head streams, from K and V
-// (Tk, kD) of its kv head; stages holds two of (K (64, ld), V (64, ld)).
+// (B, Hkv, Tk, kD) of its kv head bhk; stages holds two of (K (64, ld), V (64, ld)).
 template <int kD>
 struct KeyValueStream {
     const AttentionShape& s;
-    int64_t i0, i_end;
-    const bfloat16 *k, *v;
+    int64_t i0, i_end, bhk;
+    Operand<const bfloat16> k, v;  // (B, Hkv, Tk, kD)
     bfloat16* stages;
 
     __device__ int64_t end() const { return (s.Tk + kTile - 1) / kTile; }
@@ -174,8 +185,8 @@ struct KeyValueStream {
     __device__ bfloat16* keys(int stage) const { return stages + 2 * stage * Tiles<kD>::tile; }
     __device__ bfloat16* values(int stage) const { return keys(stage) + Tiles<kD>::tile; }
     __device__ void load(int64_t t, int stage) const {
-        load_tile<kD>(keys(stage), k, t * kTile, s.Tk);
-        load_tile<kD>(values(stage), v, t * kTile, s.Tk);
+        load_tile<kD>(keys(stage), k, bhk, s.Hkv, t * kTile, s.Tk);
+        load_tile<kD>(values(stage), v, bhk, s.Hkv, t * kTile, s.Tk);
     }
 };
 
@@ -277,10 +288,12 @@ __device__ inline TileColumns visible_columns(const AttentionShape& s, int64_t i
 }
 
 // out[row0 + the warp's row of e][columns] ← acc · factor[e / 2] in bf16, rows below `rows`;
-// out is (rows, kD). Each lane writes its pairs of columns as one 4-byte store.
+// out is head bh (rows, kD) of an operand with `heads` heads. Each lane writes its pairs of
+// columns as one 4-byte store.
 template <int kD>
-__device__ void store_rows(bfloat16* out, int64_t row0, int64_t rows, const Accumulator<kD>& acc,
-                           const float (&factor)[2], const MmaLane& lane) {
+__device__ void store_rows(const Operand<bfloat16>& out, int64_t bh, int64_t heads, int64_t row0, int64_t rows,
+                           const Accumulator<kD>& acc, const float (&factor)[2], const MmaLane& lane) {
+    bfloat16* head = out.rows(bh, heads);  // (rows, kD) at row stride out.row
     GG_UNROLL
     for (int half = 0; half < 2; ++half) {
         const int64_t row = row0 + lane.row(2 * half);
@@ -290,22 +303,23 @@ __device__ void store_rows(bfloat16* out, int64_t row0, int64_t rows, const Accu
             Pack<bfloat16, 2> v;
             v.at[0] = bfloat16(acc[n][2 * half] * factor[half]);
             v.at[1] = bfloat16(acc[n][2 * half + 1] * factor[half]);
-            store_pack<2>(out + row * kD + lane.col(n, 0), v);
+            store_pack<2>(head + row * out.row + lane.col(n, 0), v);
         }
     }
 }
 
 // ---- host side -------------------------------------------------------------------------------
 
-// Whether the tensor-core kernels take this call: bf16 tensors, D one of the head sizes they
-// are built for, every tensor contiguous and 16-byte aligned (see Limits).
+// Whether the tensor-core kernels take this call: bf16 tensors (B, heads, T, D), D one of the
+// head sizes they are built for, and in every tensor each row's D channels contiguous and every
+// row starting on 16 bytes: the pointer 16-byte aligned, the batch, head and row strides
+// multiples of 8 bf16 (see Limits). A dim of size 1 is never stepped over, so its stride counts
+// for nothing.
 inline bool mma_fits(DType dtype, int64_t D, std::initializer_list<View> tensors) {
     bool fit = dtype == DType::bf16 && (D == 16 || D == 32 || D == 64 || D == 128);
     for (const View& x : tensors) {
-        fit = fit && reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
-        int64_t stride = 1;
-        for (int d = x.ndim - 1; d >= 0; stride *= x.shape[d--])
-            fit = fit && (x.shape[d] == 1 || x.strides[d] == stride);
+        fit = fit && x.ndim == 4 && x.strides[3] == 1 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+        for (int d = 0; d + 1 < x.ndim; ++d) fit = fit && (x.shape[d] == 1 || x.strides[d] % kRowPack == 0);
     }
     return fit;
 }

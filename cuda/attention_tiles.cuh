@@ -42,8 +42,9 @@
 // value at a time. The tiles of a head run along grid.y, so Tq and Tk are at most
 // 65535 · 64 = 4,194,240.
 //
-// bf16. Aligned, contiguous bf16 tensors with D = 16, 32, 64 or 128 go to the tensor-core
-// kernels (attention_mma.cuh); the entries choose on the host. Any other bf16 call comes here.
+// bf16. bf16 tensors with D = 16, 32, 64 or 128 whose rows all start on 16 bytes go to the
+// tensor-core kernels (attention_mma.cuh); the entries choose on the host. Any other bf16 call
+// comes here.
 // Tensors stored in bf16 (S below) are computed in float (T = compute_t<S>): values are
 // converted on their way into shared memory and rounded once on their way out (O, dQ, dK, dV,
 // probs), so the kernels, the tiles and the limits are f32's; a vector access then moves 4

@@ -195,6 +195,11 @@ SplitHeads split_heads(const Tensor& x) {
     view.copy_(x);
     return {buffer, view};
 }
+// Whether the NaN head of a result's buffer is still all NaN: nothing was written outside the view.
+bool gap_untouched(const SplitHeads& x) {
+    const std::vector<double> gap = x.buffer.narrow(2, 0, 1).to_vector<double>();
+    return std::ranges::all_of(gap, [](double v) { return std::isnan(v); });
+}
 
 // Each entry on operands and results laid out as split heads gives what the CPU gives on
 // contiguous ones, and leaves the NaN around them untouched.
@@ -219,10 +224,7 @@ void check_split_heads(const Case& c, DType dtype, ForwardEntry forward, Backwar
     CHECK(mismatch(dQ.heads, want_grad.dQ.to_vector<double>(), tol) == "");
     CHECK(mismatch(dK.heads, want_grad.dK.to_vector<double>(), tol) == "");
     CHECK(mismatch(dV.heads, want_grad.dV.to_vector<double>(), tol) == "");
-    for (const SplitHeads* result : {&O, &dQ, &dK, &dV}) {
-        const std::vector<double> gap = result->buffer.narrow(2, 0, 1).to_vector<double>();
-        CHECK(std::ranges::all_of(gap, [](double x) { return std::isnan(x); }));
-    }
+    for (const SplitHeads* result : {&O, &dQ, &dK, &dV}) CHECK(gap_untouched(*result));
 }
 
 }  // namespace
@@ -396,16 +398,43 @@ TEST_CASE("cuda attention bf16 on the tensor cores: causal, full, windows, again
         check_bf16_case(c);
 }
 
+namespace {
+
+// What the SIMT kernels give on bf16 inputs: they compute in f32 and round once, so exactly
+// the f32 kernels' results on the same values, rounded (lse stays f32); the backward from that
+// O and lse. The tensor-core kernels round P first, so their bits differ from these.
+struct Results {
+    Forward f;
+    Backward g;
+};
+Results simt_reference(const Inputs& in) {
+    const Inputs in32{in.shape, in.Q.to(DType::f32), in.K.to(DType::f32), in.V.to(DType::f32),
+                      in.dO.to(DType::f32)};
+    const Forward f32 = run_forward(cuda::emulated::attention_forward, in32, false);
+    const Tensor O = f32.O.to(DType::bf16);
+    const Backward g32 =
+        run_backward(cuda::emulated::attention_backward, in32, Forward{O.to(DType::f32), f32.lse, Tensor()});
+    return {Forward{O, f32.lse, Tensor()},
+            Backward{g32.dQ.to(DType::bf16), g32.dK.to(DType::bf16), g32.dV.to(DType::bf16)}};
+}
+
+// Whether got has want's bits in O, dQ, dK, dV (and in lse, when want_same: the tensor-core
+// forward may round its lse differently).
+void check_same_bits(const Results& got, const Results& want, bool want_same) {
+    CHECK(same_bits(got.f.O, want.f.O) == want_same);
+    CHECK((!want_same || same_bits(got.f.lse, want.f.lse)));
+    CHECK(same_bits(got.g.dQ, want.g.dQ) == want_same);
+    CHECK(same_bits(got.g.dK, want.g.dK) == want_same);
+    CHECK(same_bits(got.g.dV, want.g.dV) == want_same);
+}
+
+}  // namespace
+
 TEST_CASE("cuda attention bf16: other head sizes and misaligned views fall back to the f32 kernels") {
-    // The SIMT kernels compute bf16 in f32 and round once: exactly the f32 kernels' result on
-    // the same values, rounded. The tensor-core kernels round P first, so they differ from it.
     const auto check = [](const Case& c, bool misaligned, bool want_same) {
         INFO("D ", c.D, ", misaligned ", misaligned);
         const Inputs in = make_inputs(c, DType::bf16, 31);
-        const Inputs in32{in.shape, in.Q.to(DType::f32), in.K.to(DType::f32), in.V.to(DType::f32),
-                          in.dO.to(DType::f32)};
-        const Forward f32 = run_forward(cuda::emulated::attention_forward, in32, false);
-        const Tensor O32_rounded = f32.O.to(DType::bf16);
+        const Results simt = simt_reference(in);
         // Q one bf16 past a 16-byte boundary: the same values, a pointer the mma path refuses.
         const Tensor shifted = Tensor::empty({in.Q.numel() + 1}, DType::bf16);
         View q = in.Q.view_desc();
@@ -414,28 +443,86 @@ TEST_CASE("cuda attention bf16: other head sizes and misaligned views fall back 
             std::memcpy(q.data, in.Q.view_desc().data, size_t(in.Q.numel()) * sizeof(bfloat16));
         }
         const AttentionShape& s = in.shape;
-        const Forward f{Tensor::empty(in.Q.shape(), DType::bf16), Tensor::empty({s.B, s.H, s.Tq}, DType::f32),
-                        Tensor()};
-        cuda::emulated::attention_forward(s, f.O.view_desc(), f.lse.view_desc(), View{nullptr, DType::bf16}, q,
-                                          in.K.view_desc(), in.V.view_desc());
-        CHECK(same_bits(f.O, O32_rounded) == want_same);
-        CHECK((!want_same || same_bits(f.lse, f32.lse)));
-        // Both backwards from the f32 forward's O, rounded, and lse, so that they read the same.
-        const Backward g32 = run_backward(cuda::emulated::attention_backward, in32,
-                                          Forward{O32_rounded.to(DType::f32), f32.lse, Tensor()});
-        const Backward g{Tensor::empty(in.Q.shape(), DType::bf16), Tensor::empty(in.K.shape(), DType::bf16),
-                         Tensor::empty(in.V.shape(), DType::bf16)};
-        cuda::emulated::attention_backward(s, g.dQ.view_desc(), g.dK.view_desc(), g.dV.view_desc(),
+        const Results got{Forward{Tensor::empty(in.Q.shape(), DType::bf16),
+                                  Tensor::empty({s.B, s.H, s.Tq}, DType::f32), Tensor()},
+                          Backward{Tensor::empty(in.Q.shape(), DType::bf16), Tensor::empty(in.K.shape(), DType::bf16),
+                                   Tensor::empty(in.V.shape(), DType::bf16)}};
+        cuda::emulated::attention_forward(s, got.f.O.view_desc(), got.f.lse.view_desc(), View{nullptr, DType::bf16},
+                                          q, in.K.view_desc(), in.V.view_desc());
+        // The backward from the SIMT reference's O and lse, so that both read the same.
+        cuda::emulated::attention_backward(s, got.g.dQ.view_desc(), got.g.dK.view_desc(), got.g.dV.view_desc(),
                                            in.dO.view_desc(), q, in.K.view_desc(), in.V.view_desc(),
-                                           O32_rounded.view_desc(), f32.lse.view_desc());
-        CHECK(same_bits(g.dQ, g32.dQ.to(DType::bf16)) == want_same);
-        CHECK(same_bits(g.dK, g32.dK.to(DType::bf16)) == want_same);
-        CHECK(same_bits(g.dV, g32.dV.to(DType::bf16)) == want_same);
+                                           simt.f.O.view_desc(), simt.f.lse.view_desc());
+        check_same_bits(got, simt, want_same);
     };
     check({1, 2, 1, 40, 40, 48, true}, false, true);  // D = 48: not a head size of the mma kernels
     check({1, 2, 1, 40, 40, 8, true}, false, true);   // D = 8
     check({1, 2, 1, 40, 40, 64, true}, true, true);   // D = 64, Q misaligned
     check({1, 2, 1, 40, 40, 64, true}, false, false); // D = 64: the tensor cores, which differ
+}
+
+namespace {
+
+// Q, K, V as the heads of one token-major projection (B, T, (H + 2·Hkv)·D + pad), as
+// nn/attention.cpp hands them to the kernels: every row of a head at stride (H + 2·Hkv)·D + pad.
+struct FusedQKV {
+    Tensor buffer, Q, K, V;
+};
+FusedQKV fused_qkv(const Inputs& in, int64_t pad) {
+    const AttentionShape& s = in.shape;  // Tq = Tk = T
+    const int64_t T = s.Tk, W = (s.H + 2 * s.Hkv) * s.D + pad;
+    const Tensor buffer = full({s.B, T, W}, std::nan(""), DType::bf16);
+    // Heads [first, first + n) of the projection, as (B, n, T, D).
+    const auto heads = [&](int64_t first, int64_t n) {
+        return buffer.alias({s.B, n, T, s.D}, {T * W, s.D, W, 1}, first * s.D);
+    };
+    const FusedQKV f{buffer, heads(0, s.H), heads(s.H, s.Hkv), heads(s.H + s.Hkv, s.Hkv)};
+    f.Q.copy_(in.Q);
+    f.K.copy_(in.K);
+    f.V.copy_(in.V);
+    return f;
+}
+
+// The bf16 entries on strided views: Q, K, V from fused_qkv(pad); dO, the backward's O (given's)
+// and the results O, dQ, dK, dV in split_heads' buffers, whose NaN head must stay. The backward
+// runs from given's O and lse. The results come back contiguous.
+Results run_strided(const Inputs& in, int64_t pad, const Forward& given) {
+    const AttentionShape& s = in.shape;
+    const FusedQKV qkv = fused_qkv(in, pad);
+    const SplitHeads dO = split_heads(in.dO), O_given = split_heads(given.O);
+    const auto result_like = [](const Tensor& x) { return split_heads(zeros(x.shape(), DType::bf16)); };
+    const SplitHeads O = result_like(in.Q), dQ = result_like(in.Q), dK = result_like(in.K), dV = result_like(in.V);
+    const Tensor lse = Tensor::empty({s.B, s.H, s.Tq}, DType::f32);
+    cuda::emulated::attention_forward(s, O.heads.view_desc(), lse.view_desc(), View{nullptr, DType::bf16},
+                                      qkv.Q.view_desc(), qkv.K.view_desc(), qkv.V.view_desc());
+    cuda::emulated::attention_backward(s, dQ.heads.view_desc(), dK.heads.view_desc(), dV.heads.view_desc(),
+                                       dO.heads.view_desc(), qkv.Q.view_desc(), qkv.K.view_desc(),
+                                       qkv.V.view_desc(), O_given.heads.view_desc(), given.lse.view_desc());
+    for (const SplitHeads* result : {&O, &dQ, &dK, &dV}) CHECK(gap_untouched(*result));
+    return {Forward{O.heads.contiguous(), lse, Tensor()},
+            Backward{dQ.heads.contiguous(), dK.heads.contiguous(), dV.heads.contiguous()}};
+}
+
+}  // namespace
+
+// Every row of every view on 16 bytes: the tensor-core kernels, the same bits as on contiguous
+// tensors and not the SIMT kernels'. A row stride of 260 bf16 (520 bytes) puts every other row
+// of Q, K, V off 16 bytes: the SIMT kernels' bits.
+TEST_CASE("cuda attention bf16: strided heads take the tensor cores when every row starts on 16 bytes") {
+    const Inputs in = make_inputs({2, 4, 2, 70, 70, 32, true}, DType::bf16, 37);  // GQA, two query tiles
+    const Results simt = simt_reference(in);
+    const Forward mma_forward = run_forward(cuda::emulated::attention_forward, in, false);
+    const Results mma{mma_forward, run_backward(cuda::emulated::attention_backward, in, simt.f)};
+    {
+        INFO("row stride (H + 2·Hkv)·D = 256");
+        const Results strided = run_strided(in, 0, simt.f);
+        check_same_bits(strided, mma, true);
+        check_same_bits(strided, simt, false);
+    }
+    {
+        INFO("row stride (H + 2·Hkv)·D + 4 = 260");
+        check_same_bits(run_strided(in, 4, simt.f), simt, true);
+    }
 }
 
 TEST_CASE("bench: T = 128, D = 64, GQA, forward and backward against the CPU" * doctest::skip()) {
