@@ -278,7 +278,7 @@ void bench_attention() {
         };
         const auto fused_backward = [&] {
             table.attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(), dO.view_desc(), Q.view_desc(),
-                                     K.view_desc(), V.view_desc(), O.view_desc(), lse.view_desc());
+                                     K.view_desc(), V.view_desc(), O.view_desc(), lse.view_desc(), View{});
         };
 
         // The materialised baseline: (B·H, T, T) scores, probabilities and their gradients.
@@ -362,7 +362,7 @@ void bench_attention() {
         };
         const auto bf16_backward = [&] {
             table.attention_backward(s, dQh.view_desc(), dKh.view_desc(), dVh.view_desc(), dOh.view_desc(),
-                                     Qh.view_desc(), Kh.view_desc(), Vh.view_desc(), Oh.view_desc(), lse.view_desc());
+                                     Qh.view_desc(), Kh.view_desc(), Vh.view_desc(), Oh.view_desc(), lse.view_desc(), View{});
         };
         bf16_forward();
         bf16_backward();

@@ -220,7 +220,7 @@ void check_split_heads(const Case& c, DType dtype, ForwardEntry forward, Backwar
     CHECK(mismatch(O.heads, want.O.to_vector<double>(), tol) == "");
     CHECK(mismatch(lse, want.lse.to_vector<double>(), tol) == "");
     backward(in.shape, dQ.heads.view_desc(), dK.heads.view_desc(), dV.heads.view_desc(), dO.heads.view_desc(),
-             Q.heads.view_desc(), K.heads.view_desc(), V.heads.view_desc(), O.heads.view_desc(), lse.view_desc());
+             Q.heads.view_desc(), K.heads.view_desc(), V.heads.view_desc(), O.heads.view_desc(), lse.view_desc(), View{});
     CHECK(mismatch(dQ.heads, want_grad.dQ.to_vector<double>(), tol) == "");
     CHECK(mismatch(dK.heads, want_grad.dK.to_vector<double>(), tol) == "");
     CHECK(mismatch(dV.heads, want_grad.dV.to_vector<double>(), tol) == "");
@@ -452,7 +452,7 @@ TEST_CASE("cuda attention bf16: other head sizes and misaligned views fall back 
         // The backward from the SIMT reference's O and lse, so that both read the same.
         cuda::emulated::attention_backward(s, got.g.dQ.view_desc(), got.g.dK.view_desc(), got.g.dV.view_desc(),
                                            in.dO.view_desc(), q, in.K.view_desc(), in.V.view_desc(),
-                                           simt.f.O.view_desc(), simt.f.lse.view_desc());
+                                           simt.f.O.view_desc(), simt.f.lse.view_desc(), View{});
         check_same_bits(got, simt, want_same);
     };
     check({1, 2, 1, 40, 40, 48, true}, false, true);  // D = 48: not a head size of the mma kernels
@@ -497,7 +497,7 @@ Results run_strided(const Inputs& in, int64_t pad, const Forward& given) {
                                       qkv.Q.view_desc(), qkv.K.view_desc(), qkv.V.view_desc());
     cuda::emulated::attention_backward(s, dQ.heads.view_desc(), dK.heads.view_desc(), dV.heads.view_desc(),
                                        dO.heads.view_desc(), qkv.Q.view_desc(), qkv.K.view_desc(),
-                                       qkv.V.view_desc(), O_given.heads.view_desc(), given.lse.view_desc());
+                                       qkv.V.view_desc(), O_given.heads.view_desc(), given.lse.view_desc(), View{});
     for (const SplitHeads* result : {&O, &dQ, &dK, &dV}) CHECK(gap_untouched(*result));
     return {Forward{O.heads.contiguous(), lse, Tensor()},
             Backward{dQ.heads.contiguous(), dK.heads.contiguous(), dV.heads.contiguous()}};
