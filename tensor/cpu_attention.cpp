@@ -200,12 +200,12 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
     const int64_t D = s.D;
     for_each_kv_head(s, [&](int64_t bh, int64_t bhk) {
         const Head<T> h = head<T>(s, Q, K, V, bh, bhk);
-        const auto [o, ldo] = rows_of<T>(O, bh, s.H);  // (Tq, D)
+        const auto o = rows_of<T>(O, bh, s.H);  // (Tq, D)
         T* l = static_cast<T*>(lse.data) + bh * s.Tq;   // (Tq)
         std::vector<T> S(kQueryBlock * kKeyTile), m(kQueryBlock), z(kQueryBlock);
         KeptProbabilities<T> kept{probs.data ? static_cast<T*>(probs.data) + bh * s.Tq * s.Tk : nullptr, {}};
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
-            for (int64_t r = 0; r < rows; ++r) std::fill_n(o + (i0 + r) * ldo, D, T(0));
+            for (int64_t r = 0; r < rows; ++r) std::fill_n(o.at + (i0 + r) * o.ld, D, T(0));
             std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
             std::fill(z.begin(), z.end(), T(0));
             for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
@@ -225,14 +225,14 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                     std::fill(row + end, row + n, T(0));
                     z[r] = z[r] * rescale + sum;
                     m[r] = m_new;
-                    for (int64_t d = 0; d < D; ++d) o[(i0 + r) * ldo + d] *= rescale;
+                    for (int64_t d = 0; d < D; ++d) o.at[(i0 + r) * o.ld + d] *= rescale;
                 }
-                gemm<T>(false, false, rows, D, n, T(1), S.data(), n, h.v.at + k0 * h.v.ld, h.v.ld, T(1), o + i0 * ldo,
-                        ldo);
+                gemm<T>(false, false, rows, D, n, T(1), S.data(), n, h.v.at + k0 * h.v.ld, h.v.ld, T(1), o.at + i0 * o.ld,
+                        o.ld);
                 if (kept.p) kept.store(s, i0, rows, k0, n, S.data(), m.data());
             });
             for (int64_t r = 0; r < rows; ++r) {
-                for (int64_t d = 0; d < D; ++d) o[(i0 + r) * ldo + d] /= z[r];
+                for (int64_t d = 0; d < D; ++d) o.at[(i0 + r) * o.ld + d] /= z[r];
                 l[i0 + r] = m[r] + std::log(z[r]);
             }
             if (kept.p) kept.finish(s, i0, rows, l);
@@ -246,37 +246,37 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
     const int64_t D = s.D;
     for_each_kv_head(s, [&](int64_t bh, int64_t bhk) {
         const Head<T> h = head<T>(s, Q, K, V, bh, bhk);
-        const auto [o, ldo] = rows_of<const T>(O, bh, s.H);     // (Tq, D)
-        const auto [go, ldgo] = rows_of<const T>(dO, bh, s.H);  // (Tq, D)
+        const auto o = rows_of<const T>(O, bh, s.H);     // (Tq, D)
+        const auto go = rows_of<const T>(dO, bh, s.H);  // (Tq, D)
         const T* l = static_cast<const T*>(lse.data) + bh * s.Tq;  // (Tq)
-        const auto [gq, ldgq] = rows_of<T>(dQ, bh, s.H);        // (Tq, D)
-        const auto [gk, ldgk] = rows_of<T>(dK, bhk, s.Hkv);     // (Tk, D)
-        const auto [gv, ldgv] = rows_of<T>(dV, bhk, s.Hkv);     // (Tk, D)
+        const auto gq = rows_of<T>(dQ, bh, s.H);        // (Tq, D)
+        const auto gk = rows_of<T>(dK, bhk, s.Hkv);     // (Tk, D)
+        const auto gv = rows_of<T>(dV, bhk, s.Hkv);     // (Tk, D)
         const T* kept = probs.data ? static_cast<const T*>(probs.data) + bh * s.Tq * s.Tk : nullptr;  // (Tq, Tk)
         // dK, dV are accumulated by every query head of the group: the first one clears them.
         if (bh % s.H % (s.H / s.Hkv) == 0)
-            for (int64_t j = 0; j < s.Tk; ++j) std::fill_n(gk + j * ldgk, D, T(0)), std::fill_n(gv + j * ldgv, D, T(0));
+            for (int64_t j = 0; j < s.Tk; ++j) std::fill_n(gk.at + j * gk.ld, D, T(0)), std::fill_n(gv.at + j * gv.ld, D, T(0));
         std::vector<T> recomputed(kept ? 0 : kQueryBlock * kKeyTile), dS(kQueryBlock * kKeyTile), delta(kQueryBlock);
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
             for (int64_t r = 0; r < rows; ++r) {
-                delta[r] = dot(go + (i0 + r) * ldgo, o + (i0 + r) * ldo, D);
-                std::fill_n(gq + (i0 + r) * ldgq, D, T(0));
+                delta[r] = dot(go.at + (i0 + r) * go.ld, o.at + (i0 + r) * o.ld, D);
+                std::fill_n(gq.at + (i0 + r) * gq.ld, D, T(0));
             }
             for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
                 // The tile's probabilities P (rows, n), row r at P + r · ldp.
                 const T* P = kept ? kept + i0 * s.Tk + k0 : recomputed.data();
                 const int64_t ldp = kept ? s.Tk : n;
                 if (!kept) tile_probabilities(s, h, i0, rows, k0, n, l, recomputed.data());
-                gemm<T>(true, false, n, D, rows, T(1), P, ldp, go + i0 * ldgo, ldgo, T(1), gv + k0 * ldgv, ldgv);
-                gemm<T>(false, true, rows, n, D, T(1), go + i0 * ldgo, ldgo, h.v.at + k0 * h.v.ld, h.v.ld, T(0),
+                gemm<T>(true, false, n, D, rows, T(1), P, ldp, go.at + i0 * go.ld, go.ld, T(1), gv.at + k0 * gv.ld, gv.ld);
+                gemm<T>(false, true, rows, n, D, T(1), go.at + i0 * go.ld, go.ld, h.v.at + k0 * h.v.ld, h.v.ld, T(0),
                         dS.data(), n);  // dP
                 for (int64_t r = 0; r < rows; ++r)
                     for (int64_t j = 0; j < n; ++j)
                         dS[r * n + j] = P[r * ldp + j] * (dS[r * n + j] - delta[r]) * T(s.scale);
                 gemm<T>(false, false, rows, D, n, T(1), dS.data(), n, h.k.at + k0 * h.k.ld, h.k.ld, T(1),
-                        gq + i0 * ldgq, ldgq);
+                        gq.at + i0 * gq.ld, gq.ld);
                 gemm<T>(true, false, n, D, rows, T(1), dS.data(), n, h.q.at + i0 * h.q.ld, h.q.ld, T(1),
-                        gk + k0 * ldgk, ldgk);
+                        gk.at + k0 * gk.ld, gk.ld);
             });
         });
     });

@@ -457,9 +457,12 @@ TEST_CASE("table: one AdamW step over a list of parameters") {
     Generator gen(18);
     std::vector<Tensor> operands;
     std::vector<AdamWStep> steps;
-    for (const auto& [n, dt, misaligned] : {std::tuple{5, DType::f32, false}, {40003, DType::f32, false},
-                                            {1000, DType::f32, true}, {0, DType::f64, false}, {77, DType::f64, false},
-                                            {1, DType::f64, true}}) {
+    for (const auto& item : {std::tuple{5, DType::f32, false}, {40003, DType::f32, false}, {1000, DType::f32, true},
+                             {0, DType::f64, false}, {77, DType::f64, false}, {1, DType::f64, true}}) {
+        // Plain variables, not a structured binding: the lambda below reads them.
+        const int n = std::get<0>(item);
+        const DType dt = std::get<1>(item);
+        const bool misaligned = std::get<2>(item);
         const auto make = [&](const Tensor& t) { return misaligned ? t.narrow(0, 1, n) : t.narrow(0, 0, n); };
         const int64_t size = n + 1;
         operands.push_back(make(random({size}, dt, gen)));

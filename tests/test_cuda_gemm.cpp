@@ -279,7 +279,9 @@ TEST_CASE("16-byte packs where A and B allow them, one element at a time where t
                 broadcast.stride_a = 0;
                 const std::pair<Gemm, bool> cases[] = {{aligned, true},  {broadcast, true}, {one_in, false},
                                                        {odd_lda, false}, {odd_ldb, false},  {odd_stride, false}};
-                for (const auto& [g, packs] : cases) {
+                for (const auto& c : cases) {
+                    const Gemm& g = c.first;  // not a structured binding: CAPTURE's lambda reads it
+                    const bool packs = c.second;
                     CAPTURE(describe(g));
                     CHECK(plan_of<T>(g).vector_loads == packs);
                     CHECK(plan_of<T>(g).splits == 1);
