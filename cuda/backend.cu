@@ -49,6 +49,7 @@ const Backend table{
     .adamw_step = adamw_step,
     .sgd_step = sgd_step,
     .sum_squares = sum_squares,
+    .scale_list = scale_list,
 };
 }  // namespace
 

@@ -11,7 +11,7 @@
 //   rms_norm.cu          rms_norm_forward, rms_norm_backward
 //   swiglu.cu            swiglu_forward, swiglu_backward, sigmoid_gate_forward, sigmoid_gate_backward
 //   rope.cu              rope
-//   optim.cu             adamw_step (over a tensor list: cuda/tensor_list.h), sgd_step
+//   optim.cu             adamw_step and scale_list (over a tensor list: cuda/tensor_list.h), sgd_step
 //   attention_forward.cu, attention_backward.cu   FlashAttention-style fused attention;
 //                        bf16 with D 16, 32, 64 or 128 goes to the tensor-core kernels of
 //                        attention_forward_mma.cu, attention_backward_mma.cu
@@ -68,6 +68,7 @@ void rope(const View& out, const View& x, const View& cos, const View& sin, bool
 
 void adamw_step(std::span<const AdamWTensors> params);
 void sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
+void scale_list(double factor, std::span<const View> xs);
 
 void attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
                        const View& K, const View& V);

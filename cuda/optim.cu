@@ -3,6 +3,7 @@
 //   AdamW:  p *= 1 − lr·λ;  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
 //           p −= (lr / bc1) · m / (√v / √bc2 + ε)                      p, g, m, v: (n) per parameter
 //   SGD:    d = g + λ p;  buf = μ buf + d (when there is a buffer, else d stays);  p −= lr · d
+//   scale:  x *= factor                                                x: (n) per gradient (clip_grad_norm)
 //
 // The per-step scalars are rounded to T on the host exactly as tensor/cpu_fused.cpp does, and
 // each element goes through the same operations in the same order, so the emulated build
@@ -14,6 +15,9 @@
 // arrays in 16-byte packs (cuda/packs.h: a float4 of f32, a double2 of f64) when that
 // parameter's four arrays are 16-byte aligned, one element at a time otherwise. Parameters of
 // both float types go in one launch per type. SGD is one grid-stride launch per parameter.
+// scale_list is AdamW's list launch over one array per tensor, every dtype in the same launch
+// (each entry names its own, as sum_squares' do in reduce.cu); bf16 is scaled in float and
+// rounded once, as on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -101,6 +105,34 @@ void reject_bf16(const char* op, const View& param, const View& grad) {
                                     ": the optimisers take f32 or f64 master weights, not bfloat16");
 }
 
+// One tensor of a scale_list: x (n) of `dtype`, its chunks from first_chunk on.
+struct ScaleEntry {
+    void* x;
+    int64_t n, first_chunk;
+    DType dtype;
+    bool packed;  // x 16-byte aligned
+};
+
+// x[i] *= factor over elements [c.begin, c.end) of x, this thread's share.
+template <class T>
+__device__ void scale_chunk(T* x, const ListChunk& c, bool packed, double factor) {
+    const compute_t<T> f = compute_t<T>(factor);
+    for_each_pack_of<kPackWidth<T>>(c, packed, [&]<int V>(int64_t i) {
+        map_pack<V>(i, [&](int64_t, T xi) { return T(compute_t<T>(xi) * f); }, x, x);
+    });
+}
+
+// list: (count) entries whose chunks number `chunks` in all; block b scales chunks b, b + G, ...
+__global__ void scale_list_chunks(const ScaleEntry* list, int64_t count, int64_t chunks, double factor) {
+    for (int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+        const ListChunk c = find_chunk(list, count, chunk);
+        const ScaleEntry e = list[c.tensor];
+        if (e.dtype == DType::f32) scale_chunk(static_cast<float*>(e.x), c, e.packed, factor);
+        else if (e.dtype == DType::f64) scale_chunk(static_cast<double*>(e.x), c, e.packed, factor);
+        else scale_chunk(static_cast<bfloat16*>(e.x), c, e.packed, factor);
+    }
+}
+
 }  // namespace
 
 void adamw_step(std::span<const AdamWTensors> params) {
@@ -132,6 +164,19 @@ void sgd_step(const SGDStep& s, const View& param, const View& grad, const View&
         launch("sgd_elements", sgd_elements<T>, grid_covering(n, kThreads), dim3(kThreads), 0, T(s.lr), T(s.momentum),
                T(s.weight_decay), static_cast<T*>(param.data), static_cast<const T*>(grad.data),
                static_cast<T*>(momentum_buffer.data), n);
+    });
+}
+
+void scale_list(double factor, std::span<const View> xs) {
+    check_contiguous_floats("scale_list", xs);
+    std::vector<ScaleEntry> list;
+    for (const View& x : xs)
+        if (x.numel() > 0) list.push_back({x.data, x.numel(), 0, x.dtype, aligned16(x.data)});
+    if (list.empty()) return;
+    const int64_t chunks = number_chunks(list);
+    with_device_list(list, [&](const ScaleEntry* entries) {
+        launch("scale_list_chunks", scale_list_chunks, list_grid(chunks), dim3(kListThreads), 0, entries,
+               int64_t(list.size()), chunks, factor);
     });
 }
 

@@ -1,6 +1,7 @@
-// tensor_list.h — one launch over a list of tensors: AdamW over every parameter of a model
-// (optim.cu) and the sum of squares behind its gradient norm (reduce.cu), where one launch per
-// tensor would make hundreds of launches per step, most of them over a few thousand elements.
+// tensor_list.h — one launch over a list of tensors: AdamW over every parameter of a model and
+// the scaling of its gradients when they are clipped (optim.cu), and the sum of squares behind
+// their norm (reduce.cu), where one launch per tensor would make hundreds of launches per
+// step, most of them over a few thousand elements.
 //
 // Each tensor is cut into chunks of kListChunk elements (its last chunk shorter). The chunks
 // are numbered through the list in order, tensor 0's first, and chunk k goes to block

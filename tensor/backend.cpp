@@ -57,6 +57,25 @@ void check_logits_and_targets(const char* op, const View& logits, const View& ta
                                 shape_of(targets));
 }
 
+void check_contiguous_floats(const char* op, std::span<const View> xs) {
+    for (size_t i = 0; i < xs.size(); ++i) {
+        const View& x = xs[i];
+        const bool floating = x.dtype == DType::f32 || x.dtype == DType::f64 || x.dtype == DType::bf16;
+        // Row-major strides, where a dim of size 1 may have any stride (it is never stepped).
+        bool contiguous = true;
+        int64_t expected = 1;
+        for (int d = x.ndim - 1; d >= 0; --d) {
+            if (x.shape[d] != 1 && x.strides[d] != expected) contiguous = false;
+            expected *= x.shape[d];
+        }
+        if (floating && (contiguous || expected == 0)) continue;
+        throw std::invalid_argument(std::string(op) + ": tensor " + std::to_string(i) + " (" + dtype_name(x.dtype) +
+                                    " " + shape_str(Shape(x.shape, x.shape + x.ndim)) + ", strides " +
+                                    shape_str(Shape(x.strides, x.strides + x.ndim)) +
+                                    ") must be a contiguous f32, f64 or bf16 tensor");
+    }
+}
+
 bool device_available(Device device) { return find(device) != nullptr; }
 
 void register_backend(Device device, const Backend* table) {

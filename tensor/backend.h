@@ -37,6 +37,10 @@ View matrix_view(const View& v, int64_t rows, int64_t cols);
 // (N). Throws std::invalid_argument naming both shapes otherwise, before any kernel reads
 // rows that are not there.
 void check_logits_and_targets(const char* op, const View& logits, const View& targets);
+// What scale_list reads its tensors as: each a contiguous f32, f64 or bf16 block of numel()
+// elements. Throws std::invalid_argument naming the op and the offending tensor's index,
+// dtype, shape and strides otherwise.
+void check_contiguous_floats(const char* op, std::span<const View> xs);
 
 enum class UnaryOp { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, silu, gelu, erf, abs, pow };
 enum class BinaryOp { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };
@@ -182,6 +186,10 @@ struct Backend {
     // tensors xs, summed in float64 in a fixed order (the same bits on every run): the
     // gradient norm of a whole model in one call, with one read back to the host at the end.
     void (*sum_squares)(const View& acc, std::span<const View> xs);
+    // x *= factor, in place, for every tensor of xs (f32, f64 or bf16, each contiguous; bf16
+    // multiplied in float and rounded once): gradient clipping scales a whole model's gradients
+    // in one call (on CUDA one launch for the list, not two per gradient).
+    void (*scale_list)(double factor, std::span<const View> xs);
 };
 
 // The table for a device. CUDA's is chosen on first use (cuda/cuda.h: the GPU, the CPU

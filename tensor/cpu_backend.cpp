@@ -46,6 +46,7 @@ void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, 
 void cpu_adamw_step(std::span<const AdamWTensors> params);
 void cpu_sgd_step(const SGDStep& s, const View& param, const View& grad, const View& momentum_buffer);
 void cpu_sum_squares(const View& acc, std::span<const View> xs);
+void cpu_scale_list(double factor, std::span<const View> xs);
 
 namespace {
 
@@ -620,6 +621,7 @@ const Backend cpu_backend{
     cpu_adamw_step,
     cpu_sgd_step,
     cpu_sum_squares,
+    cpu_scale_list,
 };
 
 }  // namespace

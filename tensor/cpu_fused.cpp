@@ -1,8 +1,9 @@
 // cpu_fused.cpp — the CPU's fused kernels for a training step (tensor/backend.h): RMSNorm
 // forward and backward, SwiGLU's gating product and RoPE's rotation each way, the AdamW and
-// SGD updates, and the sum of squares for the gradient norm. Each is one pass over its data
-// where a chain of ops would make several. A bfloat16 call runs the float32 kernel on float32
-// copies of its operands (tensor/cpu_float32.h); the optimiser steps take the float32 master
+// SGD updates, the sum of squares for the gradient norm and the scaling that clips it. Each
+// is one pass over its data where a chain of ops would make several. A bfloat16 call runs the
+// float32 kernel on float32 copies of its operands (tensor/cpu_float32.h), except the scaling,
+// which reads each bfloat16 as a float in place; the optimiser steps take the float32 master
 // weights of mixed-precision training only.
 #include <algorithm>
 #include <cmath>
@@ -319,6 +320,22 @@ void cpu_sum_squares(const View& acc, std::span<const View> xs) {
             const T* xp = ptr<T>(x);
             *ptr<double>(acc) += sum_of(x.numel(), [&](int64_t j) { return double(xp[j]) * double(xp[j]); });
         });
+    }
+}
+
+// x *= factor in the type each x computes in (float for bf16, rounded once as it is stored).
+void cpu_scale_list(double factor, std::span<const View> xs) {
+    check_contiguous_floats("scale_list", xs);
+    for (const View& x : xs) {
+        const auto scale = [&]<class T, class C>() {
+            T* xp = ptr<T>(x);
+            const C f = C(factor);
+            parallel_range(x.numel(), [=](int64_t begin, int64_t end) {
+                for (int64_t j = begin; j < end; ++j) xp[j] = T(C(xp[j]) * f);
+            });
+        };
+        if (x.dtype == DType::bf16) scale.template operator()<bfloat16, float>();
+        else dispatch_floating(x.dtype, [&]<class T>() { scale.template operator()<T, T>(); });
     }
 }
 

@@ -484,6 +484,43 @@ TEST_CASE("table: one AdamW step over a list of parameters") {
             tolerance(DType::f32));
 }
 
+TEST_CASE("table: scaling a list of tensors in place (the clipping of gradients)") {
+    // f32, f64 and bf16 in one call: many small tensors, an empty one, a view one element in
+    // of each dtype (no packs), and one tensor of several chunks (cuda/tensor_list.h) with a
+    // tail that fills no pack. Every element is one product in the same type on every
+    // backend, so the results match exactly.
+    Generator gen(21);
+    std::vector<Tensor> operands{random({40003}, DType::f32, gen), random({0}, DType::f64, gen),
+                                 random({1001}, DType::f32, gen).narrow(0, 1, 1000),
+                                 random({34}, DType::f64, gen).narrow(0, 1, 33),
+                                 random({20}, DType::f32, gen).to(DType::bf16).narrow(0, 1, 19)};
+    const DType dtypes[] = {DType::f32, DType::f64, DType::bf16};
+    for (int i = 0; i < 300; ++i) operands.push_back(random({1 + i % 9}, DType::f32, gen).to(dtypes[i % 3]));
+    std::vector<size_t> outputs;
+    for (size_t i = 0; i < operands.size(); ++i) outputs.push_back(i);
+    compare("scale_list", operands, outputs,
+            [](const Backend& be, const std::vector<View>& v) { be.scale_list(0.37, v); }, 0);
+}
+
+TEST_CASE("table: scale_list refuses a strided view and a non-float tensor, naming the op and the tensor") {
+    Generator gen(22);
+    const Tensor ok = random({4}, DType::f32, gen), transposed = random({3, 5}, DType::f32, gen).t(),
+                 integers = zeros({3}, DType::i64);
+    const std::vector<View> strided_list{ok.view_desc(), transposed.view_desc()};
+    const std::vector<View> integer_list{integers.view_desc()};
+    std::vector<std::pair<std::string, const Backend*>> tables{{"cpu", &backend(Device::CPU)}};
+    for (const auto& device : devices()) tables.push_back(device);
+    for (const auto& table : tables) {
+        CAPTURE(table.first);
+        CHECK_THROWS_WITH_AS(table.second->scale_list(0.5, strided_list),
+                             "scale_list: tensor 1 (float32 (5,3), strides (1,5)) must be a contiguous f32, f64 or bf16 "
+                             "tensor",
+                             std::invalid_argument);
+        CHECK_THROWS_WITH_AS(table.second->scale_list(0.5, integer_list), doctest::Contains("scale_list: tensor 0 (int64"),
+                             std::invalid_argument);
+    }
+}
+
 TEST_CASE("table: GEMM, every transpose, batched with strides") {
     Generator gen(9);
     struct Case {

@@ -20,6 +20,7 @@
 #include "cuda/device_error.h"
 #include "cuda/kernels.h"
 #include "cuda/runtime.h"
+#include "nn/optim/optimizer.h"
 #include "tensor/tensor.h"
 
 using gg::cuda::CachingAllocator;
@@ -369,4 +370,25 @@ TEST_CASE("kernel_launches counts one per launch: an addition is one, attention 
               table.attention_backward(s, dq.view_desc(), dk.view_desc(), dv.view_desc(), q.view_desc(),
                                        q.view_desc(), q.view_desc(), q.view_desc(), o.view_desc(), lse.view_desc(), gg::View{});
           }) == 2);
+}
+
+TEST_CASE("clip_grad_norm makes the same few launches for 3 parameters as for 300") {
+    if (!gg::device_available(gg::Device::CUDA)) return;  // nothing serves Device::CUDA: nothing to count
+    // The norm over the list (its accumulator's fill, the chunk sums, their total, the copy
+    // that reads it back) and the scaling of the list: one launch each, however many
+    // gradients there are.
+    for (const int count : {3, 300}) {
+        CAPTURE(count);
+        std::vector<gg::Tensor> params;
+        for (int i = 0; i < count; ++i) {
+            params.push_back(gg::zeros({1 + i % 5}, gg::DType::f32, gg::Device::CUDA).requires_grad_());
+            params.back().set_grad(gg::ones({1 + i % 5}, gg::DType::f32, gg::Device::CUDA));
+        }
+        const int64_t before = gg::cuda::kernel_launches();
+        const double norm = gg::nn::clip_grad_norm(params, 0.5);
+        CHECK(gg::cuda::kernel_launches() - before == 5);
+        CHECK(norm > 0.5);  // so the scaling ran: every gradient is now 0.5 / norm
+        CHECK(params.back().grad().to(gg::Device::CPU).to_vector<float>().front() ==
+              doctest::Approx(0.5 / norm).epsilon(1e-6));
+    }
 }

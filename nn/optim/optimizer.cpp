@@ -148,14 +148,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     if (!sum_sq.defined()) return 0;
     const double norm = std::sqrt(sum_sq.item());
     if (norm > max_norm) {
-        const double scale = max_norm / (norm + 1e-6);
-        for_each_grad(params, "clip_grad_norm", [&](size_t, const Tensor&, const Tensor& g) {
-            // g *= scale, in place: the gradient tensor is the one the optimiser reads.
-            const View gv = g.view_desc();
-            const Tensor factor = full({}, scale, g.dtype(), g.device()).expand(g.shape());
-            backend(g.device()).binary(BinaryOp::mul, gv, gv, factor.view_desc());
-            g.bump_version();
-        });
+        // g *= scale for every gradient, in place (the tensors the optimiser reads), in one call.
+        backend(sum_sq.device()).scale_list(max_norm / (norm + 1e-6), grads);
+        for_each_grad(params, "clip_grad_norm", [&](size_t, const Tensor&, const Tensor& g) { g.bump_version(); });
     }
     return norm;
 }
