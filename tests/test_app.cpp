@@ -83,6 +83,32 @@ TEST_CASE("svg_line_chart: axes, legend, gaps and escaping") {
     check_well_formed(svg_line_chart({}, {}));  // nothing to draw is still a picture
 }
 
+TEST_CASE("svg_line_chart: values at the ends of double's range (±1e308, subnormals) are drawn inside the picture") {
+    const double tiny = 4.9406564584124654e-324;  // the smallest subnormal
+    for (const std::vector<double>& ys : std::vector<std::vector<double>>{
+             {-1e308, 1e308}, {1e308, 1e308}, {-1.7976931348623157e308, 1.7976931348623157e308}, {tiny, tiny}, {0, tiny},
+             {tiny, 2 * tiny, 3 * tiny}, {1e-305, 2e-305}}) {
+        CAPTURE(ys.front());
+        CAPTURE(ys.back());
+        std::vector<double> xs(ys.size());
+        for (size_t i = 0; i < xs.size(); ++i) xs[i] = double(i + 1);
+        const ChartOptions options;
+        const std::string svg = svg_line_chart({line("extreme", xs, ys)}, options);
+        check_well_formed(svg);
+        CHECK(svg.find("nan") == std::string::npos);
+        CHECK(svg.find("inf") == std::string::npos);
+        const size_t at = svg.find("points=\"");
+        REQUIRE(at != std::string::npos);
+        std::istringstream points(svg.substr(at + 8, svg.find('"', at + 8) - at - 8));
+        size_t n = 0;
+        for (double x = 0, y = 0; points >> x && points.ignore(1) && points >> y; ++n) {
+            CHECK((x >= 0 && x <= options.width));
+            CHECK((y >= 0 && y <= options.height));
+        }
+        CHECK(n == ys.size());
+    }
+}
+
 TEST_CASE("svg_line_chart: a log x axis spans the data, with the sweep's values as ticks") {
     ChartOptions options;
     options.log_x = true;

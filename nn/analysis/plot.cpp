@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cfloat>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -284,21 +285,28 @@ struct Axis {
     bool log = false;
     std::vector<double> ticks;
     double fraction(double v) const {  // 0 at lo, 1 at hi
-        return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) : (v - lo) / (hi - lo);
+        // Halved first: v − lo overflows for values near ±1e308, v/2 − lo/2 cannot.
+        return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) : (v / 2 - lo / 2) / (hi / 2 - lo / 2);
     }
 };
 
 // About five ticks 1, 2 or 5 × 10^k apart, the axis widened to the ticks around [lo, hi].
+// Any finite lo ≤ hi: the span is taken as hi/5 − lo/5, which does not overflow at ±1e308, and
+// a span under 1e-300 (one value, or subnormal ones) is widened first, where 10^k would
+// underflow to 0 and the ticks come out NaN.
 Axis linear_axis(double lo, double hi) {
-    if (!(hi > lo)) {  // one value (or none): give it some room
-        const double pad = lo == 0 ? 1 : std::abs(lo) * 0.1;
-        lo -= pad, hi += pad;
+    constexpr double kSmallest = 1e-300;
+    if (!(hi / 5 - lo / 5 >= kSmallest)) {  // one value (or none): give it some room
+        const double pad = std::abs(lo) < 10 * kSmallest ? 1 : std::abs(lo) * 0.1;
+        lo = std::max(lo - pad, -DBL_MAX), hi = std::min(hi + pad, DBL_MAX);
     }
-    const double raw = (hi - lo) / 5, magnitude = std::pow(10, std::floor(std::log10(raw))), r = raw / magnitude;
+    const double raw = hi / 5 - lo / 5, magnitude = std::pow(10, std::floor(std::log10(raw))), r = raw / magnitude;
     const double step = (r < 1.5 ? 1 : r < 3.5 ? 2 : r < 7.5 ? 5 : 10) * magnitude;
     const auto first = static_cast<int64_t>(std::floor(lo / step + 1e-9)), last = static_cast<int64_t>(std::ceil(hi / step - 1e-9));
-    Axis a{first * step, last * step, false, {}};
-    for (int64_t k = first; k <= last; ++k) a.ticks.push_back(k * step);
+    // Near ±DBL_MAX the round tick beyond the data would overflow: there the axis ends at the data.
+    Axis a{std::isfinite(first * step) ? first * step : lo, std::isfinite(last * step) ? last * step : hi, false, {}};
+    for (int64_t k = first; k <= last; ++k)
+        if (std::isfinite(k * step)) a.ticks.push_back(k * step);
     return a;
 }
 
