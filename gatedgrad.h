@@ -1,6 +1,6 @@
 // gatedgrad.h — the whole library in one include, as torch/torch.h: tensors and autograd,
 // the modules (every gated-attention variant, the transformer LM), optimisers and
-// schedules, safetensors checkpoints, data and the trainer, and the analyses.
+// schedules, safetensors checkpoints, the BPE tokenizer, data and the trainer, and the analyses.
 #pragma once
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
@@ -22,6 +22,8 @@
 
 #include "nn/io/checkpoint.h"
 #include "nn/io/safetensors.h"
+
+#include "nn/text/bpe.h"
 
 #include "dist/gradient_buckets.h"
 #include "dist/process_group.h"
