@@ -21,6 +21,7 @@
 #include "nn/optim/schedule.h"
 
 #include "nn/io/checkpoint.h"
+#include "nn/io/hf.h"
 #include "nn/io/safetensors.h"
 
 #include "nn/text/bpe.h"

@@ -175,11 +175,16 @@ Tensor to_heads(const Tensor& x, int64_t heads) {
 
 GatedAttention::GatedAttention(const AttentionOptions& options) : options_(options) {
     const int64_t d = options.d_model, H = options.n_heads, Hkv = options.kv_heads();
-    if (H <= 0 || d % H != 0 || H % Hkv != 0 || (options.rope && options.head_dim() % 2 != 0))
+    // G4 and G5 gate W_O's output, d seen as h chunks of dk: that needs h·dk = d.
+    const bool gates_d = options.gated() &&
+                         (options.gate == GatePosition::residual || options.gate == GatePosition::after_merge);
+    if (H <= 0 || options.head_size < 0 || (options.head_size == 0 && d % H != 0) || H % Hkv != 0 ||
+        (options.rope && options.head_dim() % 2 != 0) || (gates_d && H * options.head_dim() != d))
         throw std::invalid_argument("GatedAttention: d_model " + std::to_string(d) + ", n_heads " + std::to_string(H) +
-                                    ", n_kv_heads " + std::to_string(Hkv) +
-                                    ": need heads dividing d_model, kv heads dividing heads (and an even head size "
-                                    "with RoPE)");
+                                    ", n_kv_heads " + std::to_string(Hkv) + ", head_size " +
+                                    std::to_string(options.head_size) +
+                                    ": need heads dividing d_model (or a head size of their own), kv heads dividing "
+                                    "heads, an even head size with RoPE, and heads × head size = d_model for G4/G5");
     const int64_t dk = options.head_dim();
     w_q = register_module("w_q", std::make_shared<Linear>(d, H * dk, false));
     w_k = register_module("w_k", std::make_shared<Linear>(d, Hkv * dk, false));

@@ -1,6 +1,6 @@
 // attention.h — scaled dot-product attention and the whole gated-attention family.
 //
-// Notation: x (B, T, d); h heads of size dk = d / h; σ the gate function.
+// Notation: x (B, T, d); h heads of size dk (d / h unless set apart); σ the gate function.
 //   standard:  head_i = softmax(Q_i K_iᵀ / √dk + mask) V_i,  y = Concat(heads) W_O
 // GatedAttention adds one gate, at one of these positions (GatePosition):
 //   G1 sdpa_output       head_i ← σ(x W_g,i) ⊙ head_i                   (the recommended one)
@@ -62,6 +62,10 @@ struct AttentionOptions {
     int64_t d_model = 64;
     int64_t n_heads = 4;
     int64_t n_kv_heads = 0;  // 0: n_heads (no grouping); else must divide n_heads (GQA)
+    // 0: dk = d_model / n_heads. Else dk itself, whatever d_model is: Qwen3 sizes heads on
+    // their own (Qwen3-0.6B: d_model 1024, 16 heads of 128), so W_Q maps d → h·dk ≠ d and
+    // W_O maps h·dk back to d.
+    int64_t head_size = 0;
     GatePosition gate = GatePosition::sdpa_output;
     GateFunction gate_fn = GateFunction::sigmoid;
     GateSharing sharing = GateSharing::elementwise;
@@ -76,7 +80,7 @@ struct AttentionOptions {
     bool exclude_self = false;  // hide each query's own key (SdpaOptions::exclude_self)
 
     int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
-    int64_t head_dim() const { return d_model / n_heads; }
+    int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_heads; }
     bool gated() const { return gate != GatePosition::none && gate_fn != GateFunction::none; }
 };
 

@@ -29,6 +29,7 @@ std::string LMConfig::to_json() const {
         {"n_layers", n_layers},
         {"n_heads", a.n_heads},
         {"n_kv_heads", a.kv_heads()},
+        {"head_size", a.head_size},
         {"gate", gate_position_name(a.gate)},
         {"gate_fn", gate_function_name(a.gate_fn)},
         {"gate_sharing", gate_sharing_name(a.sharing)},
@@ -39,6 +40,11 @@ std::string LMConfig::to_json() const {
         {"exclude_self", a.exclude_self},
         {"positions", positions == PositionEncoding::rope ? "rope" : "learned"},
         {"rope_base", a.rope_options.base},
+        {"rope_scaling", rope_scaling_name(a.rope_options.scaling)},
+        {"rope_factor", a.rope_options.factor},
+        {"rope_original_length", a.rope_options.original_length},
+        {"rope_beta_fast", a.rope_options.yarn_beta_fast},
+        {"rope_beta_slow", a.rope_options.yarn_beta_slow},
         {"ffn", ffn},
         {"d_ff", ffn_hidden()},
         {"n_experts", n_experts},
@@ -57,13 +63,14 @@ LMConfig LMConfig::from_json(const std::string& text) {
     LMConfig c;
     auto field = [&](const char* name, auto& out) { fields.read(name, out); };
     std::string gate = "g1", gate_fn = "sigmoid", sharing = "elementwise", init = "zero", positions = "rope";
-    std::string lm_init = "gpt2";
+    std::string lm_init = "gpt2", rope_scaling = "none";
     field("vocab_size", c.vocab_size);
     field("max_len", c.max_len);
     field("d_model", c.d_model);
     field("n_layers", c.n_layers);
     field("n_heads", c.attn.n_heads);
     field("n_kv_heads", c.attn.n_kv_heads);
+    field("head_size", c.attn.head_size);
     field("gate", gate);
     field("gate_fn", gate_fn);
     field("gate_sharing", sharing);
@@ -74,6 +81,11 @@ LMConfig LMConfig::from_json(const std::string& text) {
     field("exclude_self", c.attn.exclude_self);
     field("positions", positions);
     field("rope_base", c.attn.rope_options.base);
+    field("rope_scaling", rope_scaling);
+    field("rope_factor", c.attn.rope_options.factor);
+    field("rope_original_length", c.attn.rope_options.original_length);
+    field("rope_beta_fast", c.attn.rope_options.yarn_beta_fast);
+    field("rope_beta_slow", c.attn.rope_options.yarn_beta_slow);
     field("ffn", c.ffn);
     field("d_ff", c.d_ff);
     field("n_experts", c.n_experts);
@@ -88,6 +100,7 @@ LMConfig LMConfig::from_json(const std::string& text) {
     c.attn.gate_fn = parse_gate_function(gate_fn);
     c.attn.sharing = parse_gate_sharing(sharing);
     c.attn.gate_init = parse_gate_init(init);
+    c.attn.rope_options.scaling = parse_rope_scaling(rope_scaling);
     if (positions != "rope" && positions != "learned")
         throw std::invalid_argument("LMConfig: positions '" + printable(positions) + "' is not rope or learned");
     c.positions = positions == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
@@ -132,14 +145,16 @@ struct MemoryParts {
 
 MemoryParts memory_parts(const LMConfig& c, Workload workload, int64_t batch, int64_t seq_len) {
     const double d = double(c.d_model), V = double(c.vocab_size), L = double(c.n_layers);
-    const double H = std::max(1.0, double(c.attn.n_heads)), dkv = double(c.attn.kv_heads()) * d / H;
+    const double H = std::max(1.0, double(c.attn.n_heads));
+    const double dk = c.attn.head_size > 0 ? double(c.attn.head_size) : d / H;
+    const double dq = H * dk, dkv = double(c.attn.kv_heads()) * dk;  // widths of Q and of K, V
     const double E = c.ffn && c.n_experts > 0 ? double(c.n_experts) : 0, F = c.ffn ? double(c.ffn_hidden()) : 0;
-    const double gate = c.attn.gated() ? d * d : 0;  // element-wise at most d × d
+    const double gate = c.attn.gated() ? d * dq : 0;  // element-wise at most d × h·dk
     const double ffn = E > 0 ? E * (3 * d * F + d) : 3 * d * F;
     MemoryParts p{};
     p.embeddings = V * d * (c.tie_embeddings ? 1 : 2);
     p.positions = c.positions == PositionEncoding::learned ? double(c.max_len) * d : 0;
-    p.layers = L * (2 * d * d + 2 * d * dkv + gate + ffn + 2 * d);
+    p.layers = L * (2 * d * dq + 2 * d * dkv + gate + ffn + 2 * d);
     // Per token: the FFN width that runs (top_k experts of a MoE), then what one forward
     // holds at a time (a layer's tensors, the logits), or, for training, what every layer
     // keeps for backward; analysis keeps each layer's attention map (H × T per token).
@@ -165,6 +180,7 @@ void LMConfig::validate() const {
     check_int("n_layers", n_layers, 0, Limit::n_layers);
     check_int("n_heads", attn.n_heads, 1, d_model);
     check_int("n_kv_heads", attn.n_kv_heads, 0, attn.n_heads);
+    check_int("head_size", attn.head_size, 0, Limit::d_model);
     check_int("d_ff", d_ff, 0, Limit::d_ff);
     check_int("n_experts", n_experts, 0, Limit::n_experts);
     if (ffn && n_experts > 0) check_int("top_k", top_k, 1, n_experts);
@@ -174,13 +190,23 @@ void LMConfig::validate() const {
     check_real("aux_loss_weight", aux_loss_weight, 0, 1e6);
     check_real("norm_eps", norm_eps, 0, 1);
     const auto fail = [](const std::string& why) { throw std::invalid_argument("LMConfig: " + why); };
-    if (d_model % attn.n_heads != 0)
-        fail("n_heads " + std::to_string(attn.n_heads) + " does not divide d_model " + std::to_string(d_model));
+    check_real("rope_factor", attn.rope_options.factor, 1, 1e6);
+    check_int("rope_original_length", attn.rope_options.original_length, 0, Limit::max_len);
+    check_real("rope_beta_fast", attn.rope_options.yarn_beta_fast, 0, 1e6, true);
+    check_real("rope_beta_slow", attn.rope_options.yarn_beta_slow, 0, 1e6, true);
+    if (attn.head_size == 0 && d_model % attn.n_heads != 0)
+        fail("n_heads " + std::to_string(attn.n_heads) + " does not divide d_model " + std::to_string(d_model) +
+             " (or set head_size)");
     if (attn.n_heads % attn.kv_heads() != 0)
         fail("n_kv_heads " + std::to_string(attn.kv_heads()) + " does not divide n_heads " + std::to_string(attn.n_heads));
     if (positions == PositionEncoding::rope && attn.head_dim() % 2 != 0)
-        fail("RoPE needs an even head size, but d_model / n_heads is " + std::to_string(attn.head_dim()));
+        fail("RoPE needs an even head size, but it is " + std::to_string(attn.head_dim()));
     if (attn.exclude_self && attn.window == 1) fail("exclude_self needs a window of 0 or at least 2, not 1");
+    if (attn.head_size > 0 && attn.gated() && attn.n_heads * attn.head_size != d_model &&
+        (attn.gate == GatePosition::residual || attn.gate == GatePosition::after_merge))
+        fail("gate " + gate_position_name(attn.gate) + " gates d_model as n_heads chunks of head_size, but " +
+             std::to_string(attn.n_heads) + " × " + std::to_string(attn.head_size) + " is not d_model " +
+             std::to_string(d_model));
 }
 
 MemoryEstimate estimate_memory(const LMConfig& config, Workload workload, int64_t batch, int64_t seq_len) {
@@ -319,21 +345,33 @@ void init_gpt2(GatedTransformerLM& m, double std) {
 }
 }  // namespace
 
-GatedTransformerLM::GatedTransformerLM(const LMConfig& config) : config_(config) {
+GatedTransformerLM::GatedTransformerLM(const LMConfig& config, DType dtype) : config_(config) {
     config.validate();
+    if (!is_floating(dtype))
+        throw std::invalid_argument(std::string("GatedTransformerLM: parameters cannot be ") + dtype_name(dtype));
     check_memory(config);
     config_.attn.d_model = config.d_model;
+    // Every weight is drawn in float32, then the init below runs in float32 too when the
+    // parameters stay so; a part is converted to `dtype` once nothing more is drawn for it.
+    const bool convert = dtype != DType::f32 && config.init != LMInit::gpt2;
+    const auto in_dtype = [&](auto module) {
+        if (convert) module->to(dtype);
+        return module;
+    };
     tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab_size, config.d_model));
     // GPT-2's N(0, 0.02²) start for embeddings keeps early logits small.
     tok_emb->weight = (tok_emb->weight * 0.02).detach().requires_grad_();
+    in_dtype(tok_emb);
     if (config.positions == PositionEncoding::learned)
-        pos_emb = register_module("pos_emb", std::make_shared<LearnedPositionalEmbedding>(config.max_len, config.d_model));
+        pos_emb = register_module("pos_emb", in_dtype(std::make_shared<LearnedPositionalEmbedding>(config.max_len,
+                                                                                                    config.d_model)));
     for (int64_t l = 0; l < config.n_layers; ++l)
-        blocks.push_back(register_module("layers." + std::to_string(l), std::make_shared<TransformerBlock>(config_)));
-    norm_f = register_module("norm_f", std::make_shared<RMSNorm>(config.d_model, config.norm_eps));
+        blocks.push_back(register_module("layers." + std::to_string(l), in_dtype(std::make_shared<TransformerBlock>(config_))));
+    norm_f = register_module("norm_f", in_dtype(std::make_shared<RMSNorm>(config.d_model, config.norm_eps)));
     if (!config.tie_embeddings)
-        lm_head = register_module("lm_head", std::make_shared<Linear>(config.d_model, config.vocab_size, false));
+        lm_head = register_module("lm_head", in_dtype(std::make_shared<Linear>(config.d_model, config.vocab_size, false)));
     if (config.init == LMInit::gpt2) init_gpt2(*this, config.init_std);
+    if (dtype != DType::f32 && !convert) to(dtype);
 }
 
 LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, std::vector<KVCache>* caches,

@@ -127,7 +127,10 @@ struct LMOutput {
 class GatedTransformerLM : public Module {
 public:
     // Validates the config and checks that its weights fit in this machine's memory first.
-    explicit GatedTransformerLM(const LMConfig& config);
+    // dtype: the parameters' dtype. Each part is converted as soon as it is built, so a
+    // bfloat16 model (a real checkpoint about to be loaded) never holds all its weights in
+    // float32 at once.
+    explicit GatedTransformerLM(const LMConfig& config, DType dtype = DType::f32);
     // ids (B, T) int64; targets (B, T) int64 or undefined. With caches (one per layer),
     // ids are the next positions after what the caches hold.
     // With capture, each layer's attention probabilities, gates and output are kept in it.

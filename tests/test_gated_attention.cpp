@@ -267,6 +267,30 @@ TEST_CASE("nn: GatedAttention gradcheck (input and every parameter) across posit
     }
 }
 
+TEST_CASE("nn: a head size of its own (Qwen3: h·dk ≠ d) has W_Q d → h·dk, W_O h·dk → d, and gradients check") {
+    Generator gen(17);
+    for (GateSharing sharing : {GateSharing::elementwise, GateSharing::headwise}) {
+        AttentionOptions o = attention_options(GatePosition::sdpa_output, GateFunction::sigmoid, sharing);
+        o.head_size = 6;  // 4 heads × 6 = 24 channels of attention on a 16-wide stream
+        o.n_kv_heads = 2;
+        o.rope = o.qk_norm = true;
+        CAPTURE(describe(o));
+        const auto m = random_attention(o, gen);
+        CHECK(m->w_q->weight.shape() == Shape{24, 16});
+        CHECK(m->w_k->weight.shape() == Shape{12, 16});
+        CHECK(m->w_o->weight.shape() == Shape{16, 24});
+        CHECK(m->w_g->weight.shape() == Shape{sharing == GateSharing::headwise ? 4 : 24, 16});
+        CHECK(m->q_norm->weight.shape() == Shape{6});
+        const Tensor x = randn({2, 5, 16}, gen, DType::f64).requires_grad_();
+        const int n = check_gradients(*m, {x}, [&](const std::vector<Tensor>& in) { return m->forward(in[0]); });
+        CHECK(n == int(m->named_parameters().size()));
+    }
+    AttentionOptions g5 = attention_options(GatePosition::after_merge);
+    g5.head_size = 6;
+    CHECK_THROWS_WITH_AS(GatedAttention{g5}, doctest::Contains("heads × head size = d_model for G4/G5"),
+                         std::invalid_argument);
+}
+
 TEST_CASE("nn: GatedAttention with a KV cache equals the full pass, every gate position") {
     Generator gen(14);
     for (GatePosition pos : kAllPositions)

@@ -305,9 +305,9 @@ SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const 
     return out;
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
-    // The header first, checked against the file's size, then each tensor's bytes: a file
-    // that is not safetensors fails after reading a few bytes, not after reading it all.
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+    // The header first, checked against the file's size: a file that is not safetensors
+    // fails after reading a few bytes, not after reading it all.
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
     if (ec) fail(path, "cannot read: " + ec.message());
@@ -315,25 +315,45 @@ SafetensorsFile read_safetensors(const std::string& path) {
     const uint64_t size = std::filesystem::file_size(path, ec);
     if (ec) fail(path, "cannot read: " + ec.message());
     std::ifstream in(path, std::ios::binary);
-    const auto read = [&](void* dst, uint64_t offset, uint64_t n) {
-        if (!in.seekg(static_cast<std::streamoff>(offset)) ||
-            !in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n)))
-            fail(path, "cannot read " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
-    };
     if (!in) fail(path, "cannot read: " + std::string(std::strerror(errno)));
     if (size < 8) fail(path, "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
     uint8_t prefix[8];
-    read(prefix, 0, 8);
+    if (!in.read(reinterpret_cast<char*>(prefix), 8)) fail(path, "cannot read its first 8 bytes");
     const uint64_t header_len = header_length(prefix, size, path);
     std::string text(header_len, '\0');
-    read(text.data(), 8, header_len);
+    if (!in.read(text.data(), static_cast<std::streamsize>(header_len)))
+        fail(path, "cannot read the " + std::to_string(header_len) + "-byte header");
     Header h = parse_header(text, size - 8 - header_len, path);
-
-    SafetensorsFile out{std::move(h.metadata), {}};
+    metadata_ = std::move(h.metadata);
     for (Placed& p : h.tensors) {
-        p.entry.bytes.resize(p.end - p.begin);
-        if (!p.entry.bytes.empty()) read(p.entry.bytes.data(), 8 + header_len + p.begin, p.entry.bytes.size());
-        out.entries.push_back(std::move(p.entry));
+        ranges_[p.entry.name] = {8 + header_len + p.begin, 8 + header_len + p.end};
+        entries_.push_back(std::move(p.entry));
+    }
+}
+
+const SafetensorsEntry* SafetensorsReader::find(const std::string& name) const {
+    const auto it = std::find_if(entries_.begin(), entries_.end(), [&](const SafetensorsEntry& e) { return e.name == name; });
+    return it == entries_.end() ? nullptr : &*it;
+}
+
+void SafetensorsReader::read(const std::string& name, void* dst) const {
+    const auto it = ranges_.find(name);
+    if (it == ranges_.end()) fail(path_, "no tensor '" + nn::printable(name) + "'");
+    const auto [begin, end] = it->second;
+    if (begin == end) return;
+    std::ifstream in(path_, std::ios::binary);
+    if (!in || !in.seekg(static_cast<std::streamoff>(begin)) ||
+        !in.read(static_cast<char*>(dst), static_cast<std::streamsize>(end - begin)))
+        fail(path_, "cannot read " + std::to_string(end - begin) + " bytes at offset " + std::to_string(begin) +
+                        " (tensor '" + nn::printable(name) + "')");
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+    const SafetensorsReader reader(path);
+    SafetensorsFile out{reader.metadata(), reader.entries()};
+    for (SafetensorsEntry& e : out.entries) {
+        e.bytes.resize(size_t(byte_count(e.shape, safetensors_dtype_size(e.dtype)).value()));
+        reader.read(e.name, e.bytes.data());
     }
     return out;
 }

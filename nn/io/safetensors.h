@@ -39,6 +39,28 @@ size_t safetensors_dtype_size(const std::string& dtype);
 // "safetensors: <path>: not a safetensors file: ..." when it cannot be one at all).
 SafetensorsFile read_safetensors(const std::string& path);
 
+// A file opened to read one tensor at a time, straight into the caller's memory: the header
+// is read and checked against the file's size when it opens (the same checks and messages as
+// read_safetensors), each tensor's bytes only when asked for. A model of several GB then
+// needs no second copy of itself in memory while it loads.
+class SafetensorsReader {
+public:
+    explicit SafetensorsReader(const std::string& path);
+    const std::string& path() const { return path_; }
+    const std::map<std::string, std::string>& metadata() const { return metadata_; }
+    // Every tensor's name, dtype and shape (bytes left empty), in file order.
+    const std::vector<SafetensorsEntry>& entries() const { return entries_; }
+    const SafetensorsEntry* find(const std::string& name) const;
+    // The bytes of tensor `name` (numel × element size of them) into dst.
+    void read(const std::string& name, void* dst) const;
+
+private:
+    std::string path_;
+    std::map<std::string, std::string> metadata_;
+    std::vector<SafetensorsEntry> entries_;
+    std::map<std::string, std::pair<uint64_t, uint64_t>> ranges_;  // name → [begin, end) in the file
+};
+
 // Validates and decodes a file already in memory; `what` names it in error
 // messages (usually the path).
 SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const std::string& what);

@@ -1,0 +1,438 @@
+// hf.cpp — Qwen3 checkpoints (config.json + safetensors) to and from GatedTransformerLM.
+#include "nn/io/hf.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "autograd/engine.h"
+#include "nn/io/checkpoint.h"
+#include "nn/io/safetensors.h"
+#include "nn/train/data.h"
+#include "nn/untrusted.h"
+
+namespace gg::nn::hf {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+[[noreturn]] void config_error(const std::string& why) { throw std::invalid_argument("config.json: " + why); }
+
+// A field of config.json: its value when present and of the JSON type T reads as, else
+// `fallback`; a present field of another type is an error naming it.
+template <class T>
+T field(const json& j, const char* name, T fallback) {
+    const auto it = j.find(name);
+    if (it == j.end() || it->is_null()) return fallback;
+    const bool ok = std::is_same_v<T, bool>           ? it->is_boolean()
+                    : std::is_same_v<T, std::string>  ? it->is_string()
+                    : std::is_floating_point_v<T>     ? it->is_number()
+                                                      : it->is_number_integer();
+    if (!ok) config_error(std::string(name) + " is a JSON " + it->type_name() + ", not the type it needs");
+    return it->get<T>();
+}
+
+}  // namespace
+
+Checkpoint parse_config(const std::string& text) {
+    json j;
+    try {
+        j = parse_untrusted_json(text);
+    } catch (const std::invalid_argument& e) {
+        config_error(e.what());
+    }
+    if (!j.is_object()) config_error(std::string("is a JSON ") + j.type_name() + ", not an object");
+    std::string architecture = field<std::string>(j, "model_type", "");
+    if (const auto a = j.find("architectures"); a != j.end() && a->is_array() && !a->empty() && (*a)[0].is_string())
+        architecture = (*a)[0].get<std::string>();
+    if (architecture != "Qwen3ForCausalLM" && architecture != "qwen3")
+        config_error("architecture '" + printable(architecture) +
+                     "' is not supported (Qwen3ForCausalLM, with or without the authors' output gate)");
+    if (const std::string act = field<std::string>(j, "hidden_act", "silu"); act != "silu")
+        config_error("hidden_act '" + printable(act) + "' is not supported (silu)");
+    if (field<bool>(j, "attention_bias", false) || field<bool>(j, "qkv_bias", false))
+        config_error("attention_bias: projections with biases are not supported");
+    if (field<bool>(j, "use_sliding_window", false)) config_error("use_sliding_window is not supported");
+
+    Checkpoint out;
+    LMConfig& c = out.config;
+    c.vocab_size = field<int64_t>(j, "vocab_size", 0);
+    c.d_model = field<int64_t>(j, "hidden_size", 0);
+    c.d_ff = field<int64_t>(j, "intermediate_size", 0);
+    c.n_layers = field<int64_t>(j, "num_hidden_layers", 0);
+    c.max_len = field<int64_t>(j, "max_position_embeddings", 4096);
+    c.norm_eps = field<double>(j, "rms_norm_eps", 1e-6);
+    c.tie_embeddings = field<bool>(j, "tie_word_embeddings", false);
+    c.positions = PositionEncoding::rope;
+    c.init = LMInit::torch;  // every weight comes from the file: skip GPT-2's second draw
+    AttentionOptions& a = c.attn;
+    a.n_heads = field<int64_t>(j, "num_attention_heads", 0);
+    a.n_kv_heads = field<int64_t>(j, "num_key_value_heads", a.n_heads);
+    if (a.n_heads <= 0 || c.d_model <= 0 || c.d_ff <= 0 || c.vocab_size <= 0)
+        config_error("hidden_size, intermediate_size, num_attention_heads and vocab_size must be positive integers "
+                     "(hidden_size " + std::to_string(c.d_model) + ", intermediate_size " + std::to_string(c.d_ff) +
+                     ", num_attention_heads " + std::to_string(a.n_heads) + ", vocab_size " +
+                     std::to_string(c.vocab_size) + ")");
+    a.head_size = field<int64_t>(j, "head_dim", c.d_model / a.n_heads);
+    a.qk_norm = field<bool>(j, "use_qk_norm", true);  // the authors' flag; transformers' Qwen3 always has it
+    a.rope_options.base = field<double>(j, "rope_theta", 10000.0);
+    const bool headwise = field<bool>(j, "headwise_attn_output_gate", false),
+               elementwise = field<bool>(j, "elementwise_attn_output_gate", false);
+    if (headwise && elementwise)
+        config_error("headwise_attn_output_gate and elementwise_attn_output_gate are both true; a model has one gate");
+    a.gate = headwise || elementwise ? GatePosition::sdpa_output : GatePosition::none;
+    a.gate_fn = GateFunction::sigmoid;
+    a.sharing = headwise ? GateSharing::headwise : GateSharing::elementwise;
+    const std::string layout = field<std::string>(j, "gatedgrad_gate_layout", "grouped");
+    if (layout != "grouped" && layout != "interleaved")
+        config_error("gatedgrad_gate_layout '" + printable(layout) + "' is not grouped or interleaved");
+    out.gate_layout = layout == "interleaved" ? GateLayout::interleaved : GateLayout::grouped;
+    if (out.gate_layout == GateLayout::interleaved && headwise)
+        config_error("the interleaved layout holds an element-wise gate, not a head-wise one");
+
+    if (const auto s = j.find("rope_scaling"); s != j.end() && !s->is_null()) {
+        if (!s->is_object()) config_error(std::string("rope_scaling is a JSON ") + s->type_name() + ", not an object");
+        const std::string type = field<std::string>(*s, "rope_type", field<std::string>(*s, "type", "default"));
+        RopeOptions& r = a.rope_options;
+        if (type == "linear") {
+            r.scaling = RopeScaling::interpolation;
+            r.factor = field<double>(*s, "factor", 1.0);
+        } else if (type == "yarn") {
+            r.scaling = RopeScaling::yarn;
+            r.factor = field<double>(*s, "factor", 1.0);
+            r.original_length = field<int64_t>(*s, "original_max_position_embeddings", c.max_len);
+            r.yarn_beta_fast = field<double>(*s, "beta_fast", 32.0);
+            r.yarn_beta_slow = field<double>(*s, "beta_slow", 1.0);
+            if (s->contains("attention_factor") && !(*s)["attention_factor"].is_null())
+                config_error("rope_scaling: YaRN's attention_factor is fixed at 0.1 ln(factor) + 1 here");
+        } else if (type != "default" && type != "dynamic") {
+            config_error("rope_scaling type '" + printable(type) + "' is not supported (linear, yarn, dynamic)");
+        }
+    }
+    const std::string torch_dtype = field<std::string>(j, "torch_dtype", field<std::string>(j, "dtype", "float32"));
+    if (torch_dtype != "float32" && torch_dtype != "bfloat16")
+        config_error("torch_dtype '" + printable(torch_dtype) + "' is not supported (float32, bfloat16)");
+    out.dtype = torch_dtype == "bfloat16" ? DType::bf16 : DType::f32;
+    try {
+        c.validate();
+    } catch (const std::invalid_argument& e) {
+        config_error(e.what());
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------- the gate inside q_proj
+
+std::pair<Tensor, Tensor> split_q_proj(const Tensor& q_proj, int64_t H, int64_t Hkv, int64_t dk, int64_t w,
+                                       GateLayout layout) {
+    const int64_t G = H / Hkv, d = q_proj.size(1);
+    // grouped: (Hkv, G·dk + G·w, d), the queries first in each group; interleaved: (H, dk + w, d).
+    const Tensor rows = layout == GateLayout::grouped ? q_proj.view({Hkv, G * (dk + w), d}) : q_proj.view({H, dk + w, d});
+    const int64_t queries = layout == GateLayout::grouped ? G * dk : dk;
+    return {rows.narrow(1, 0, queries).reshape({H * dk, d}), rows.narrow(1, queries, rows.size(1) - queries).reshape({H * w, d})};
+}
+
+Tensor join_q_proj(const Tensor& w_q, const Tensor& w_g, int64_t H, int64_t Hkv, int64_t dk, int64_t w,
+                   GateLayout layout) {
+    const int64_t G = H / Hkv, d = w_q.size(1);
+    const int64_t parts = layout == GateLayout::grouped ? Hkv : H, per = layout == GateLayout::grouped ? G : 1;
+    return cat({w_q.reshape({parts, per * dk, d}), w_g.reshape({parts, per * w, d})}, 1).reshape({H * (dk + w), d});
+}
+
+// ---------------------------------------------------------------- names
+
+namespace {
+
+// Our name → HF's, for every tensor but the gate (which rides in q_proj).
+std::string hf_name(const std::string& ours) {
+    static const std::pair<const char*, const char*> kLayer[] = {
+        {"norm1.weight", "input_layernorm.weight"},       {"norm2.weight", "post_attention_layernorm.weight"},
+        {"attn.w_q.weight", "self_attn.q_proj.weight"},   {"attn.w_k.weight", "self_attn.k_proj.weight"},
+        {"attn.w_v.weight", "self_attn.v_proj.weight"},   {"attn.w_o.weight", "self_attn.o_proj.weight"},
+        {"attn.q_norm.weight", "self_attn.q_norm.weight"}, {"attn.k_norm.weight", "self_attn.k_norm.weight"},
+        {"ffn.w1.weight", "mlp.gate_proj.weight"},        {"ffn.w2.weight", "mlp.up_proj.weight"},
+        {"ffn.w3.weight", "mlp.down_proj.weight"}};
+    if (ours == "tok_emb.weight") return "model.embed_tokens.weight";
+    if (ours == "norm_f.weight") return "model.norm.weight";
+    if (ours == "lm_head.weight") return "lm_head.weight";
+    if (ours.starts_with("layers.")) {
+        const size_t dot = ours.find('.', 7);
+        const std::string rest = ours.substr(dot + 1);
+        for (const auto& [a, b] : kLayer)
+            if (rest == a) return "model." + ours.substr(0, dot + 1) + b;
+    }
+    return "";
+}
+
+struct Shards {
+    std::map<std::string, std::shared_ptr<SafetensorsReader>> by_tensor;  // HF name → its file
+    std::set<std::string> unused;                                         // names not read yet
+};
+
+Shards open_shards(const fs::path& dir) {
+    Shards out;
+    const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+    std::vector<std::string> files;
+    if (fs::exists(index)) {
+        std::ifstream in(index);
+        std::stringstream text;
+        text << in.rdbuf();
+        json j;
+        try {
+            j = parse_untrusted_json(text.str());
+        } catch (const std::invalid_argument& e) {
+            throw std::runtime_error(index.filename().string() + ": " + e.what());
+        }
+        if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+            throw std::runtime_error(index.filename().string() + ": no weight_map object");
+        std::map<std::string, std::shared_ptr<SafetensorsReader>> readers;
+        for (const auto& [name, file] : j["weight_map"].items()) {
+            if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos)
+                throw std::runtime_error(index.filename().string() + ": weight_map['" + printable(name) +
+                                         "'] is not a file name in the folder");
+            auto& reader = readers[file.get<std::string>()];
+            if (!reader) reader = std::make_shared<SafetensorsReader>((dir / file.get<std::string>()).string());
+            if (!reader->find(name))
+                throw std::runtime_error(file.get<std::string>() + " holds no tensor '" + printable(name) +
+                                         "', which the index places there");
+        }
+        for (const auto& [file, reader] : readers)
+            for (const SafetensorsEntry& e : reader->entries()) out.by_tensor.emplace(e.name, reader);
+    } else if (fs::exists(single)) {
+        const auto reader = std::make_shared<SafetensorsReader>(single.string());
+        for (const SafetensorsEntry& e : reader->entries()) out.by_tensor.emplace(e.name, reader);
+    } else {
+        throw std::runtime_error("neither model.safetensors nor model.safetensors.index.json is there");
+    }
+    for (const auto& [name, reader] : out.by_tensor) out.unused.insert(name);
+    return out;
+}
+
+DType from_safetensors(const std::string& dtype, const std::string& name) {
+    if (dtype == "F32") return DType::f32;
+    if (dtype == "BF16") return DType::bf16;
+    if (dtype == "F64") return DType::f64;
+    throw std::runtime_error("tensor '" + printable(name) + "' is " + dtype + ", not F32, BF16 or F64");
+}
+
+// A tensor of the file, in its own dtype, after checking its shape.
+Tensor read_tensor(Shards& shards, const std::string& name, const Shape& want) {
+    const auto it = shards.by_tensor.find(name);
+    if (it == shards.by_tensor.end()) throw std::runtime_error("tensor '" + name + "' is missing");
+    const SafetensorsEntry& e = *it->second->find(name);
+    if (e.shape != want)
+        throw std::runtime_error("tensor '" + name + "' has shape " + shape_str(e.shape) + " but config.json needs " +
+                                 shape_str(want));
+    Tensor t = Tensor::empty(e.shape, from_safetensors(e.dtype, name));
+    it->second->read(name, t.view_desc().data);
+    shards.unused.erase(name);
+    check_finite({{name, t}}, it->second->path());
+    return t;
+}
+
+std::string read_text(const fs::path& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error(path.filename().string() + " cannot be read");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+}  // namespace
+
+std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptions& options) {
+    try {
+        Checkpoint ck = parse_config(read_text(fs::path(dir) / "config.json"));
+        const GateLayout layout = options.gate_layout.value_or(ck.gate_layout);
+        Shards shards = open_shards(dir);
+        // The weights' dtype is the files', whatever torch_dtype says (one of a model's
+        // tensors decides; they must all agree).
+        if (shards.by_tensor.empty()) throw std::runtime_error("the weights hold no tensor");
+        const auto& [first_name, first_file] = *shards.by_tensor.begin();
+        const DType file_dtype = from_safetensors(first_file->find(first_name)->dtype, first_name);
+        const DType dtype = options.dtype.value_or(file_dtype);
+        const LMConfig& c = ck.config;
+        auto model = std::make_shared<GatedTransformerLM>(c, dtype);
+        const AttentionOptions& a = c.attn;
+        const int64_t H = a.n_heads, Hkv = a.kv_heads(), dk = a.head_dim();
+        const int64_t w = a.gated() ? (a.sharing == GateSharing::headwise ? 1 : dk) : 0;
+        NoGradGuard no_grad;
+        const auto check_dtype = [&](const Tensor& t, const std::string& name) {
+            if (t.dtype() != file_dtype)
+                throw std::runtime_error("tensor '" + name + "' is " + dtype_name(t.dtype()) + " but the others are " +
+                                         dtype_name(file_dtype));
+            return t;
+        };
+        const NamedTensors state = model->state_dict();
+        const std::map<std::string, Tensor> by_name(state.begin(), state.end());
+        for (const auto& [ours, target] : state) {
+            const std::string name = hf_name(ours);
+            if (ours.ends_with("attn.w_g.weight")) continue;  // filled with w_q below
+            if (name.empty()) throw std::logic_error("hf: no HF name for " + ours);
+            if (ours.ends_with("attn.w_q.weight") && a.gated()) {
+                const Tensor q_proj = check_dtype(read_tensor(shards, name, {H * (dk + w), c.d_model}), name);
+                const auto [w_q, w_g] = split_q_proj(q_proj, H, Hkv, dk, w, layout);
+                target.copy_(w_q.to(dtype));
+                by_name.at(ours.substr(0, ours.size() - std::string("w_q.weight").size()) + "w_g.weight").copy_(w_g.to(dtype));
+                continue;
+            }
+            target.copy_(check_dtype(read_tensor(shards, name, target.shape()), name).to(dtype));
+        }
+        // Tied checkpoints may keep lm_head.weight anyway; older ones keep RoPE's inv_freq tables.
+        for (const std::string& name : shards.unused)
+            if (!(c.tie_embeddings && name == "lm_head.weight") && !name.ends_with("rotary_emb.inv_freq"))
+                throw std::runtime_error("tensor '" + printable(name) + "' is not part of a Qwen3 model of this config");
+        model->eval();
+        return model;
+    } catch (const std::exception& e) {
+        throw std::runtime_error("hf: " + dir + ": " + e.what());
+    }
+}
+
+// ---------------------------------------------------------------- export
+
+namespace {
+
+// GPT-2's byte alphabet: each printable byte stands for itself, the other 68 (controls, space,
+// the Latin-1 gaps) for U+0100 onwards in byte order, so every byte is one visible character.
+std::string byte_symbol(int byte) {
+    const bool printable_byte = (byte >= 0x21 && byte <= 0x7E) || (byte >= 0xA1 && byte <= 0xAC) || byte >= 0xAE;
+    int code = byte;
+    if (!printable_byte) {
+        code = 0x100;
+        for (int b = 0; b < byte; ++b)
+            code += !((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE);
+    }
+    std::string utf8;
+    if (code < 0x80) utf8 += char(code);
+    else utf8 += char(0xC0 | (code >> 6)), utf8 += char(0x80 | (code & 0x3F));
+    return utf8;
+}
+
+// The byte tokenizer (train/data.h) as a tokenizer.json: ids 0–255 the bytes, 256 BOS, no
+// merges, and BOS put before each sequence, as our models were trained.
+json byte_tokenizer_json() {
+    json vocab = json::object();
+    for (int b = 0; b < 256; ++b) vocab[byte_symbol(b)] = b;
+    const json bos = {{"id", kBOS}, {"content", "<|bos|>"}, {"single_word", false}, {"lstrip", false},
+                      {"rstrip", false}, {"normalized", false}, {"special", true}};
+    return {{"version", "1.0"},
+            {"truncation", nullptr},
+            {"padding", nullptr},
+            {"added_tokens", json::array({bos})},
+            {"normalizer", nullptr},
+            {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
+                               {"use_regex", false}}},
+            {"post_processor", {{"type", "TemplateProcessing"},
+                                {"single", json::array({{{"SpecialToken", {{"id", "<|bos|>"}, {"type_id", 0}}}},
+                                                        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+                                {"pair", json::array({{{"SpecialToken", {{"id", "<|bos|>"}, {"type_id", 0}}}},
+                                                      {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                                      {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}})},
+                                {"special_tokens", {{"<|bos|>", {{"id", "<|bos|>"}, {"ids", {kBOS}}, {"tokens", {"<|bos|>"}}}}}}}},
+            {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
+            {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+                       {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
+                       {"vocab", vocab}, {"merges", json::array()}}}};
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+    const fs::path tmp = path.string() + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        out << text;
+        out.flush();
+        if (!out) {
+            std::error_code ec;
+            fs::remove(tmp, ec);
+            throw std::runtime_error("writing " + path.string() + " failed");
+        }
+    }
+    fs::rename(tmp, path);
+}
+
+}  // namespace
+
+void save(const GatedTransformerLM& model, const std::string& dir, DType dtype, GateLayout layout) {
+    const LMConfig& c = model.config();
+    const AttentionOptions& a = c.attn;
+    const auto refuse = [&](const std::string& what) {
+        throw std::invalid_argument("hf export: " + dir + ": the Qwen3 layout has no " + what);
+    };
+    if (c.positions != PositionEncoding::rope) refuse("learned positions (it uses RoPE)");
+    if (!c.ffn || c.n_experts > 0) refuse(c.ffn ? "MoE FFN" : "attention-only blocks");
+    if (a.window > 0 || a.exclude_self || !a.causal) refuse("window, exclude_self or non-causal attention");
+    const bool gated = a.gated();
+    if (gated && !(a.gate == GatePosition::sdpa_output && a.gate_fn == GateFunction::sigmoid &&
+                   a.sharing != GateSharing::shared))
+        refuse("gate " + gate_position_name(a.gate) + " with " + gate_function_name(a.gate_fn) + ", " +
+               gate_sharing_name(a.sharing) + " (only G1 with sigmoid, head-wise or element-wise)");
+    if (layout == GateLayout::interleaved && gated && a.sharing == GateSharing::headwise)
+        refuse("interleaved head-wise gate");
+    const RopeOptions& r = a.rope_options;
+    if (r.scaling == RopeScaling::ntk) refuse("static NTK-aware RoPE scaling");
+    if (!is_floating(dtype) || dtype == DType::f64) refuse(std::string("dtype ") + dtype_name(dtype) + " (f32, bf16)");
+
+    json rope_scaling = nullptr;
+    if (r.scaling == RopeScaling::interpolation) rope_scaling = {{"rope_type", "linear"}, {"factor", r.factor}};
+    if (r.scaling == RopeScaling::yarn)
+        rope_scaling = {{"rope_type", "yarn"}, {"factor", r.factor}, {"original_max_position_embeddings", r.original_length},
+                        {"beta_fast", r.yarn_beta_fast}, {"beta_slow", r.yarn_beta_slow}};
+    json config = {{"architectures", {"Qwen3ForCausalLM"}},
+                   {"model_type", "qwen3"},
+                   {"vocab_size", c.vocab_size},
+                   {"hidden_size", c.d_model},
+                   {"intermediate_size", c.ffn_hidden()},
+                   {"num_hidden_layers", c.n_layers},
+                   {"num_attention_heads", a.n_heads},
+                   {"num_key_value_heads", a.kv_heads()},
+                   {"head_dim", a.head_dim()},
+                   {"hidden_act", "silu"},
+                   {"max_position_embeddings", c.max_len},
+                   {"rms_norm_eps", c.norm_eps},
+                   {"rope_theta", r.base},
+                   {"rope_scaling", rope_scaling},
+                   {"tie_word_embeddings", c.tie_embeddings},
+                   {"attention_bias", false},
+                   {"attention_dropout", 0.0},
+                   {"use_sliding_window", false},
+                   {"use_qk_norm", a.qk_norm},
+                   {"headwise_attn_output_gate", gated && a.sharing == GateSharing::headwise},
+                   {"elementwise_attn_output_gate", gated && a.sharing == GateSharing::elementwise},
+                   {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
+    if (c.vocab_size == kByteVocab) config["bos_token_id"] = kBOS;
+    if (layout == GateLayout::interleaved && gated) config["gatedgrad_gate_layout"] = "interleaved";
+
+    NamedTensors tensors;
+    const int64_t H = a.n_heads, Hkv = a.kv_heads(), dk = a.head_dim();
+    const int64_t w = gated ? (a.sharing == GateSharing::headwise ? 1 : dk) : 0;
+    const NamedTensors state = model.state_dict();
+    const auto find = [&](const std::string& name) {
+        for (const auto& [n, t] : state)
+            if (n == name) return t;
+        throw std::logic_error("hf export: no tensor " + name);
+    };
+    NoGradGuard no_grad;
+    for (const auto& [ours, t] : state) {
+        if (ours.ends_with("attn.w_g.weight")) continue;
+        Tensor out = t.detach().to(Device::CPU);
+        if (ours.ends_with("attn.w_q.weight") && gated) {
+            const std::string gate = ours.substr(0, ours.size() - std::string("w_q.weight").size()) + "w_g.weight";
+            out = join_q_proj(out, find(gate).detach().to(Device::CPU), H, Hkv, dk, w, layout);
+        }
+        tensors.emplace_back(hf_name(ours), out.to(dtype));
+    }
+    fs::create_directories(dir);
+    save_tensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+    write_text(fs::path(dir) / "config.json", config.dump(2) + "\n");
+    if (c.vocab_size == kByteVocab) write_text(fs::path(dir) / "tokenizer.json", byte_tokenizer_json().dump() + "\n");
+}
+
+}  // namespace gg::nn::hf

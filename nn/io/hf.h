@@ -1,0 +1,81 @@
+// hf.h — Hugging Face checkpoints in and out: Qwen3 models, with or without the paper's gate.
+//
+// A checkpoint folder holds config.json (the architecture and its sizes) and the weights, in
+// model.safetensors or sharded over several files that model.safetensors.index.json lists.
+// Qwen3 is the block of transformer.h with a head size of its own, GQA, QK-norm before RoPE,
+// RoPE with θ = 1e6 and no bias anywhere:
+//   ours                       HF
+//   tok_emb.weight             model.embed_tokens.weight
+//   layers.N.norm1.weight      model.layers.N.input_layernorm.weight
+//   layers.N.attn.w_q / w_g    model.layers.N.self_attn.q_proj.weight (the gate folded in)
+//   layers.N.attn.w_k/w_v/w_o  model.layers.N.self_attn.k_proj / v_proj / o_proj.weight
+//   layers.N.attn.q/k_norm     model.layers.N.self_attn.q_norm / k_norm.weight
+//   layers.N.norm2.weight      model.layers.N.post_attention_layernorm.weight
+//   layers.N.ffn.w1 / w2 / w3  model.layers.N.mlp.gate_proj / up_proj / down_proj.weight
+//   norm_f.weight              model.norm.weight
+//   lm_head.weight             lm_head.weight (absent when tie_word_embeddings)
+//
+// The gate (the paper's G1, σ(x W_g) ⊙ head output) as the authors' modeling_qwen3.py stores it
+// (config.json: headwise_attn_output_gate or elementwise_attn_output_gate): q_proj gains the
+// gate's rows, and its output, seen as (B, T, n_kv, ·), holds per KV group first the queries of
+// the group's G = h / n_kv heads, then their G gates (head-wise: 1 value per head; element-wise:
+// dk per head). Transformers' Qwen3-Next interleaves them per head instead, [q_h | g_h]. Both
+// are the same numbers in other rows, so reading one as the other gives a model that runs and
+// is wrong: the layout is an explicit choice (GateLayout), tested both ways.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "nn/transformer.h"
+
+namespace gg::nn::hf {
+
+enum class GateLayout {
+    grouped,      // the authors' Qwen3: per KV group, its heads' queries, then their gates
+    interleaved,  // Qwen3-Next: per head, its query then its gate
+};
+
+// What config.json says, in the library's terms.
+struct Checkpoint {
+    LMConfig config;
+    GateLayout gate_layout = GateLayout::grouped;
+    DType dtype = DType::f32;  // of the weights in the files (torch_dtype, checked against them)
+};
+
+// config.json's text → the model it describes. Throws std::invalid_argument with one line naming
+// the field for an architecture other than Qwen3, an activation other than SiLU, biases, a
+// sliding window, a rope_scaling it cannot map, or sizes LMConfig::validate() refuses.
+//   rope_scaling: linear → position interpolation; yarn → YaRN (factor, original length, β);
+//   dynamic → none, which is exact up to max_position_embeddings (HF rescales only past it).
+// A field "gatedgrad_gate_layout": "interleaved" selects that layout (for tests and Qwen3-Next
+// style exports); without it the authors' grouped layout is read.
+Checkpoint parse_config(const std::string& config_json);
+
+struct LoadOptions {
+    // The parameters' dtype: empty keeps the file's (BF16 stays BF16 in memory: run it under
+    // Autocast(bf16)); f32 widens a BF16 checkpoint (exact, twice the memory).
+    std::optional<DType> dtype{};
+    std::optional<GateLayout> gate_layout{};  // overrides config.json's
+};
+
+// Reads DIR/config.json and the weights into a new model. Every tensor is checked against the
+// config (its name, shape, dtype, finite values) and read straight into the model's memory.
+// Errors are std::runtime_error with one line "hf: DIR: ..." naming the tensor or field.
+std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptions& options = {});
+
+// Writes `model` into DIR in the same layout: config.json (Qwen3ForCausalLM, with the authors'
+// gate flags when gated) and model.safetensors in `dtype`; for a byte-level model (vocab 257,
+// BOS 256) also tokenizer.json: the byte tokenizer of train/data.h as a byte-level BPE with no
+// merges whose post-processor puts BOS first. Throws std::invalid_argument naming what the
+// Qwen3 layout cannot hold (learned positions, MoE, a gate other than G1 with σ, NTK scaling...).
+void save(const GatedTransformerLM& model, const std::string& dir, DType dtype = DType::f32,
+          GateLayout gate_layout = GateLayout::grouped);
+
+// q_proj's rows ↔ W_Q's and W_g's, for h heads of dk over n_kv groups, gate width w (1 or dk).
+// q_proj (h·dk + h·w, d) → {W_Q (h·dk, d), W_g (h·w, d)}, and back.
+std::pair<Tensor, Tensor> split_q_proj(const Tensor& q_proj, int64_t heads, int64_t kv_heads, int64_t head_size,
+                                       int64_t gate_width, GateLayout layout);
+Tensor join_q_proj(const Tensor& w_q, const Tensor& w_g, int64_t heads, int64_t kv_heads, int64_t head_size,
+                   int64_t gate_width, GateLayout layout);
+
+}  // namespace gg::nn::hf
