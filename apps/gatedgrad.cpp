@@ -10,6 +10,7 @@
 //   gatedgrad sink  --ckpt runs/g1/model.safetensors --png runs/g1/attention
 //   gatedgrad plot  --out loss.svg runs/baseline/log.jsonl runs/g1/log.jsonl
 //   gatedgrad report runs/baseline runs/g1 --out compare.html
+//   gatedgrad tokenize --tokenizer Qwen3-0.6B --text "Hello"   (a Hugging Face tokenizer.json's ids)
 //
 // Exit codes: 0 done; 1 the work failed (a missing corpus, a corrupt checkpoint, a loss
 // that went NaN, a run folder in use); 2 the command line is wrong (unknown flag, bad value,
@@ -31,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -1218,6 +1220,56 @@ int run_report(const ReportArgs& a) {
     return 0;
 }
 
+// ---------------------------------------------------------------- tokenize
+
+struct TokenizeArgs {
+    CLI::App* cmd = nullptr;
+    std::string tokenizer, text, file;
+    bool decode = false;
+};
+
+void add_tokenize(CLI::App& app, TokenizeArgs& a) {
+    a.cmd = app.add_subcommand("tokenize", "the ids a Hugging Face byte-level BPE tokenizer (GPT-2, Qwen2, Qwen3) gives a "
+                                           "text, with no special token added; with --decode the text of ids");
+    a.cmd->add_option("--tokenizer", a.tokenizer, "a tokenizer.json, or a model folder holding one")
+        ->type_name("FILE|DIR")
+        ->required();
+    CLI::Option* text = a.cmd->add_option("--text", a.text, "the text (or the ids); default: standard input");
+    a.cmd->add_option("--file", a.file, "read the text (or the ids) from this file")->type_name("FILE")->excludes(text);
+    a.cmd->add_flag("--decode", a.decode, "read ids separated by white space and write their bytes as they are");
+}
+
+int run_tokenize(const TokenizeArgs& a) {
+    const fs::path in_folder = fs::path(a.tokenizer) / "tokenizer.json";
+    const BpeTokenizer tokenizer = BpeTokenizer::from_file(fs::is_directory(a.tokenizer) ? in_folder.string() : a.tokenizer);
+    std::string input = a.text;
+    if (!a.file.empty()) {
+        input = read_file(a.file, std::uintmax_t(1) << 32);
+    } else if (a.cmd->count("--text") == 0) {
+        std::stringstream in;
+        in << std::cin.rdbuf();
+        input = in.str();
+    }
+    if (!a.decode) {
+        std::string line;
+        for (int64_t id : tokenizer.encode(input)) line += (line.empty() ? "" : " ") + std::to_string(id);
+        std::printf("%s\n", line.c_str());
+        return 0;
+    }
+    std::vector<int64_t> ids;
+    std::istringstream words(input);
+    for (std::string word; words >> word;) {
+        int64_t id = 0;
+        const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), id);
+        if (error != std::errc() || end != word.data() + word.size())
+            throw std::runtime_error("tokenize --decode: '" + printable(word) + "' is not a token id");
+        ids.push_back(id);
+    }
+    const std::string bytes = tokenizer.decode(ids);
+    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+    return 0;
+}
+
 // ---------------------------------------------------------------- typos
 
 // The fewest one-character insertions, deletions, substitutions and swaps of neighbours
@@ -1277,6 +1329,7 @@ int main(int argc, char** argv) {
     PlotArgs plot;
     ReportArgs report;
     ExportArgs exported;
+    TokenizeArgs tokenize;
     add_train(app, train);
     add_eval(app, eval);
     add_sample(app, sample);
@@ -1284,14 +1337,15 @@ int main(int argc, char** argv) {
     add_plot(app, plot);
     add_report(app, report);
     add_export(app, exported);
+    add_tokenize(app, tokenize);
 
     // Without this, "gatedgrad trian" reads as "A subcommand is required".
-    const std::vector<std::string> commands{"train", "eval", "sample", "sink", "plot", "report", "export"};
+    const std::vector<std::string> commands{"train", "eval", "sample", "sink", "plot", "report", "export", "tokenize"};
     if (argc < 2 || (argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end())) {
         const std::string hint = argc < 2 ? "" : did_you_mean(argv[1], commands);
         std::fprintf(stderr, "gatedgrad: %s%s (see --help)\n",
                      argc < 2 ? "no command given" : ("unknown command '" + std::string(argv[1]) + "'").c_str(),
-                     hint.empty() ? "; the commands are train, eval, sample, sink, plot, report and export"
+                     hint.empty() ? "; the commands are train, eval, sample, sink, plot, report, export and tokenize"
                                   : hint.c_str());
         return 2;
     }
@@ -1311,6 +1365,7 @@ int main(int argc, char** argv) {
         if (sink.cmd->parsed()) return run_sink(sink);
         if (report.cmd->parsed()) return run_report(report);
         if (exported.cmd->parsed()) return run_export(exported);
+        if (tokenize.cmd->parsed()) return run_tokenize(tokenize);
         return run_plot(plot);
     } catch (const QuietExit& e) {
         return e.code;
