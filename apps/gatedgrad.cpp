@@ -772,16 +772,76 @@ Checkpoint open_checkpoint(const std::string& path) {
     return ck;
 }
 
+// ---------------------------------------------------------------- Hugging Face models (--hf DIR)
+
+// A Qwen3 folder (config.json, safetensors, tokenizer.json): nn/io/hf.h. Its weights keep
+// the file's dtype unless --precision says otherwise; bfloat16 ones run under autocast.
+CLI::Option* add_hf_options(CLI::App* cmd, std::string& dir, std::string& precision) {
+    CLI::Option* hf = cmd->add_option("--hf", dir, "a Hugging Face Qwen3 model folder (config.json, safetensors, "
+                                                   "tokenizer.json) instead of --ckpt")->type_name("DIR");
+    cmd->add_option("--precision", precision, "with --hf: auto (the file's dtype), f32 or bf16")
+        ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+        ->capture_default_str();
+    return hf;
+}
+
+struct HfModel {
+    std::shared_ptr<GatedTransformerLM> model;
+    std::optional<BpeTokenizer> tokenizer;  // from DIR/tokenizer.json, when there is one
+    std::optional<Autocast> autocast;       // on while the weights are bfloat16
+};
+
+std::unique_ptr<HfModel> open_hf(const std::string& dir, const std::string& precision, const std::string& device,
+                                 bool need_tokenizer) {
+    auto out = std::make_unique<HfModel>();
+    hf::LoadOptions options;
+    if (precision != "auto") options.dtype = parse_precision(precision);
+    out->model = hf::load(dir, options);
+    out->model->to(parse_device(device));
+    const fs::path tokenizer = fs::path(dir) / "tokenizer.json";
+    if (fs::exists(tokenizer)) out->tokenizer = BpeTokenizer::from_file(tokenizer.string());
+    else if (need_tokenizer) throw std::runtime_error(dir + ": no tokenizer.json to turn text into this model's ids");
+    if (out->tokenizer && out->tokenizer->vocab_size() > out->model->config().vocab_size)
+        throw std::runtime_error(dir + ": tokenizer.json has " + std::to_string(out->tokenizer->vocab_size()) +
+                                 " tokens but the model only " + std::to_string(out->model->config().vocab_size));
+    if (out->model->parameters().front().dtype() == DType::bf16) out->autocast.emplace(DType::bf16);
+    return out;
+}
+
+// Up to n windows of T + 1 tokens of the text (documents joined by newlines, tokenized as one
+// stream): each its own sequence, the tokenizer's leading token (BOS) first where its
+// post-processor puts one, else the text's own first token. A text shorter than one window is
+// one shorter sequence. (n', T' + 1) int64, on the model's device.
+Tensor hf_windows(const HfModel& m, const std::vector<std::string>& paths, int64_t n, int64_t T) {
+    if (paths.empty()) throw UsageError("--hf needs --data FILE: the text to run the model on");
+    std::string text;
+    for (const std::string& doc : load_documents(paths)) text += doc + "\n";
+    const std::vector<int64_t> stream = m.tokenizer->encode(text);
+    const std::optional<int64_t> first = m.tokenizer->prepended_token();
+    const int64_t body = T + 1 - (first ? 1 : 0);  // tokens of text per window
+    const int64_t count = std::max<int64_t>(1, std::min<int64_t>(n, int64_t(stream.size()) / body));
+    const int64_t length = std::min<int64_t>(body, int64_t(stream.size()));
+    if (length + (first ? 1 : 0) < 2) throw std::runtime_error("the text gives fewer than 2 tokens");
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < count; ++i) {
+        if (first) ids.push_back(*first);
+        ids.insert(ids.end(), stream.begin() + i * body, stream.begin() + i * body + length);
+    }
+    return from_vector(ids, {count, length + (first ? 1 : 0)}).to(device_of(*m.model));
+}
+
 // What eval and sink share: the checkpoint and the validation text to run it on.
 struct DataArgs {
-    std::string ckpt, device = "cpu";
+    std::string ckpt, hf, precision = "auto", device = "cpu";
     std::vector<std::string> data;
     int64_t seq_len = 0, batch = 0;  // 0: as in training
 };
 
 void add_data_options(CLI::App* cmd, DataArgs& a) {
-    cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE")->required();
-    cmd->add_option("--data", a.data, "corpus files or folders (default: those the model was trained on)")->type_name("PATH");
+    CLI::Option* ckpt = cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE");
+    add_hf_options(cmd, a.hf, a.precision)->excludes(ckpt);
+    cmd->add_option("--data", a.data, "corpus files or folders (default: those the model was trained on; with --hf, "
+                                      "required)")->type_name("PATH");
     cmd->add_option("--seq-len", a.seq_len, "tokens per sequence (default: the training length)")
         ->check(count(2, kMaxSeqLen));
     cmd->add_option("--batch", a.batch, "sequences per batch (default: the training batch)")
@@ -792,6 +852,7 @@ void add_data_options(CLI::App* cmd, DataArgs& a) {
 // Fills in the training defaults and checks the model can run at that length, and that a
 // batch of that size fits in memory for `workload`.
 Checkpoint open_for_data(DataArgs& a, Workload workload) {
+    if (a.ckpt.empty()) throw UsageError("give --ckpt FILE (a checkpoint of train) or --hf DIR (a Hugging Face model)");
     const Device device = parse_device(a.device);
     Checkpoint ck = open_checkpoint(a.ckpt);
     ck.model->to(device);
@@ -858,7 +919,29 @@ void add_eval(CLI::App& app, EvalArgs& a) {
         ->check(bounded(1, 1e6));
 }
 
+int run_eval_hf(const DataArgs& a, int64_t batches) {
+    const auto m = open_hf(a.hf, a.precision, a.device, true);
+    const int64_t B = a.batch > 0 ? a.batch : 8, T = a.seq_len > 0 ? a.seq_len : 256;
+    const Tensor windows = hf_windows(*m, a.data, B * (batches > 0 ? batches : 4), T);  // (n, T + 1)
+    const int64_t n = windows.size(0), L = windows.size(1) - 1;
+    NoGradGuard no_grad;
+    double total = 0;
+    for (int64_t i = 0; i < n; i += B) {
+        const Tensor w = windows.narrow(0, i, std::min(B, n - i));
+        const double loss = m->model->forward(w.narrow(1, 0, L), w.narrow(1, 1, L)).loss.item();
+        total += loss * double(w.size(0));
+    }
+    const double loss = total / double(n);
+    if (!std::isfinite(loss)) throw std::runtime_error("the loss is " + std::to_string(loss) + ": non-finite logits");
+    std::printf("%s: %lld sequences of %lld tokens (%s), %s weights\n", a.hf.c_str(), (long long)n, (long long)L,
+                m->tokenizer->prepended_token() ? "BOS first" : "no BOS: the text's own first token",
+                dtype_name(m->model->parameters().front().dtype()));
+    std::printf("mean next-token loss %.4f nats/token, perplexity %.3f\n", loss, std::exp(loss));
+    return 0;
+}
+
 int run_eval(EvalArgs& a) {
+    if (!a.data.hf.empty()) return run_eval_hf(a.data, a.batches);
     Checkpoint ck = open_for_data(a.data, Workload::inference);
     const int64_t B = a.data.batch, T = a.data.seq_len, L = ck.train.seq_len;
     const RopeScaling scaling = parse_rope_scaling(a.rope_scaling);
@@ -899,23 +982,87 @@ int run_eval(EvalArgs& a) {
 
 struct ExportArgs {
     CLI::App* cmd = nullptr;
-    std::string ckpt, out, dtype = "bf16";
+    std::string ckpt, out, hf, dtype = "bf16";
 };
 
 void add_export(CLI::App& app, ExportArgs& a) {
     a.cmd = app.add_subcommand("export", "write a checkpoint's weights for sharing, in bfloat16 (half the bytes) or "
                                          "float32, without the optimiser state; the checkpoint itself stays float32");
     a.cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE")->required();
-    a.cmd->add_option("--out", a.out, "the safetensors file to write")->type_name("FILE")->required();
+    CLI::Option* out = a.cmd->add_option("--out", a.out, "the safetensors file to write")->type_name("FILE");
+    a.cmd->add_option("--hf", a.hf, "write a Hugging Face Qwen3 folder instead (config.json with the authors' gate "
+                                    "flags, model.safetensors, tokenizer.json for byte models)")
+        ->type_name("DIR")
+        ->excludes(out);
     a.cmd->add_option("--dtype", a.dtype, "bf16 or f32")->check(accepted_by(parse_precision))->capture_default_str();
 }
 
 int run_export(const ExportArgs& a) {
+    if (a.out.empty() == a.hf.empty()) throw UsageError("give one of --out FILE and --hf DIR");
     const std::shared_ptr<GatedTransformerLM> model = load_model(a.ckpt);
     const DType dtype = parse_precision(a.dtype);
+    if (!a.hf.empty()) {
+        try {
+            hf::save(*model, a.hf, dtype);
+        } catch (const std::invalid_argument& e) {  // what the Qwen3 layout cannot hold
+            throw std::runtime_error(e.what());
+        }
+        std::printf("wrote %s: config.json, model.safetensors (%s)%s\n", a.hf.c_str(), dtype_name(dtype),
+                    fs::exists(fs::path(a.hf) / "tokenizer.json") ? ", tokenizer.json" : "");
+        return 0;
+    }
     export_model(*model, a.out, dtype, {{"config", model->config().to_json()}, {"dtype", dtype_name(dtype)}});
     std::printf("wrote %s: %zu tensors, %s, %llu bytes\n", a.out.c_str(), model->state_dict().size(),
                 dtype_name(dtype), (unsigned long long)fs::file_size(a.out));
+    return 0;
+}
+
+// ---------------------------------------------------------------- import-hf, logits
+
+struct ImportArgs {
+    CLI::App* cmd = nullptr;
+    std::string dir, out;
+};
+
+void add_import(CLI::App& app, ImportArgs& a) {
+    a.cmd = app.add_subcommand("import-hf", "convert a Hugging Face Qwen3 folder into a gatedgrad checkpoint (float32)");
+    a.cmd->add_option("DIR", a.dir, "the folder: config.json, model.safetensors or its sharded index")->required();
+    a.cmd->add_option("--out", a.out, "the checkpoint to write")->type_name("FILE")->required();
+}
+
+int run_import(const ImportArgs& a) {
+    const auto model = hf::load(a.dir, {.dtype = DType::f32});
+    save(*model, a.out, {{"config", model->config().to_json()}});
+    std::printf("wrote %s: %lld parameters, attention %s\n", a.out.c_str(), (long long)model->num_parameters(),
+                gate_position_name(model->config().attn.gate).c_str());
+    return 0;
+}
+
+// The logits of given ids, for comparing with another implementation (tools/hf-check).
+struct LogitsArgs {
+    CLI::App* cmd = nullptr;
+    std::string hf, precision = "auto", ids, out;
+};
+
+void add_logits(CLI::App& app, LogitsArgs& a) {
+    a.cmd = app.add_subcommand("logits", "a Hugging Face model's float32 logits for the ids of a safetensors file");
+    add_hf_options(a.cmd, a.hf, a.precision)->required();
+    a.cmd->add_option("--ids", a.ids, "a safetensors file with input_ids, int64 (B, T)")->type_name("FILE")->required();
+    a.cmd->add_option("--out", a.out, "the safetensors file to write: logits, float32 (B, T, V)")
+        ->type_name("FILE")
+        ->required();
+}
+
+int run_logits(const LogitsArgs& a) {
+    const auto m = open_hf(a.hf, a.precision, "cpu", false);
+    Tensor ids;
+    for (const auto& [name, t] : load_tensors(a.ids))
+        if (name == "input_ids") ids = t;
+    if (!ids.defined() || ids.dim() != 2 || ids.dtype() != DType::i64)
+        throw std::runtime_error(a.ids + ": no input_ids tensor of int64 (B, T)");
+    NoGradGuard no_grad;
+    save_tensors(a.out, {{"logits", m->model->forward(ids).logits.to(DType::f32)}});
+    std::printf("wrote %s: logits %s\n", a.out.c_str(), shape_str(Shape{ids.size(0), ids.size(1), m->model->config().vocab_size}).c_str());
     return 0;
 }
 
@@ -923,14 +1070,15 @@ int run_export(const ExportArgs& a) {
 
 struct SampleArgs {
     CLI::App* cmd = nullptr;
-    std::string ckpt, prompt, prompt_file, device = "cpu";
+    std::string ckpt, hf, precision = "auto", prompt, prompt_file, device = "cpu";
     SampleOptions options;
     uint64_t seed = 1;
 };
 
 void add_sample(CLI::App& app, SampleArgs& a) {
     a.cmd = app.add_subcommand("sample", "continue a prompt with a trained model");
-    a.cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE")->required();
+    CLI::Option* ckpt = a.cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE");
+    add_hf_options(a.cmd, a.hf, a.precision)->excludes(ckpt);
     CLI::Option* prompt = a.cmd->add_option("--prompt", a.prompt, "text to continue (after BOS)");
     a.cmd->add_option("--prompt-file", a.prompt_file, "continue the text of this file")
         ->type_name("FILE")
@@ -952,9 +1100,28 @@ void add_sample(CLI::App& app, SampleArgs& a) {
     add_device_option(a.cmd, a.device);
 }
 
+// A Hugging Face model continues the prompt in its own tokens; the whole prompt goes in.
+int run_sample_hf(const SampleArgs& a, const std::string& text_in) {
+    const auto m = open_hf(a.hf, a.precision, a.device, true);
+    const std::vector<int64_t> prompt = m->tokenizer->encode_for_model(text_in);
+    if (prompt.empty()) throw UsageError("--hf needs a prompt: this tokenizer puts no token before an empty text");
+    Generator gen(a.seed);
+    std::vector<int64_t> tokens;
+    try {
+        tokens = generate(*m->model, prompt, a.options, gen);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    const std::string text = text_in + m->tokenizer->decode(tokens);
+    std::printf("%s%s", text.c_str(), !text.empty() && text.back() == '\n' ? "" : "\n");
+    return 0;
+}
+
 int run_sample(const SampleArgs& a) {
     const Device device = parse_device(a.device);
     const std::string text_in = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file, std::uintmax_t(1) << 30);
+    if (!a.hf.empty()) return run_sample_hf(a, text_in);
+    if (a.ckpt.empty()) throw UsageError("give --ckpt FILE (a checkpoint of train) or --hf DIR (a Hugging Face model)");
     const auto model = load_model(a.ckpt);
     model->to(device);
     // The model was trained on windows of max_len tokens, BOS first, so by default it attends
@@ -990,6 +1157,8 @@ struct SinkArgs {
     int64_t batches = 4;
     double threshold = 0.3;
     std::string png_dir, json_file;
+    bool random_tokens = false;  // Gu et al.'s probe: do sinks form without any text?
+    uint64_t seed = 1;
 };
 
 void add_sink(CLI::App& app, SinkArgs& a) {
@@ -1013,6 +1182,9 @@ void add_sink(CLI::App& app, SinkArgs& a) {
                       "write DIR/layer<l>_head<h>.png heat maps of the first sequence, and first_token_share.svg/.csv")
         ->type_name("DIR");
     a.cmd->add_option("--json", a.json_file, "write the report as JSON")->type_name("FILE");
+    a.cmd->add_flag("--random-tokens", a.random_tokens,
+                    "with --hf: uniformly random token ids instead of text (Gu et al. 2024's probe)");
+    a.cmd->add_option("--seed", a.seed, "with --random-tokens: the ids' seed")->check(kSeed)->capture_default_str();
 }
 
 // Heat maps of the first sequence's attention, and the per-layer bars of the first-token share.
@@ -1076,7 +1248,42 @@ Tensor validation_ids(const Checkpoint& ck, const DataArgs& a, int64_t batches) 
     return cat(sequences, 0).to(device_of(*ck.model));
 }
 
+// The report on a Hugging Face model: sequences of its own tokenizer's ids, whose first token is
+// whatever the text's is (Qwen3 puts no BOS first), or uniformly random ids.
+int run_sink_hf(SinkArgs& a) {
+    const DataArgs& d = a.data;
+    const auto m = open_hf(d.hf, d.precision, d.device, !a.random_tokens);
+    const int64_t B = d.batch > 0 ? d.batch : 4, T = d.seq_len > 0 ? d.seq_len : 256;
+    Tensor ids;
+    std::string first;
+    if (a.random_tokens) {
+        Generator gen(a.seed);
+        ids = randint(0, m->model->config().vocab_size, {B * a.batches, T}, gen).to(device_of(*m->model));
+        first = "random ids";
+    } else {
+        const Tensor windows = hf_windows(*m, d.data, B * a.batches, T);
+        ids = windows.narrow(1, 0, windows.size(1) - 1);
+        first = m->tokenizer->prepended_token() ? "BOS first" : "the text's own first token";
+    }
+    const ModelAnalysis analysis = analyze(*m->model, ids, a.threshold);
+    std::printf("%s: attention %s, %lld sequences of %lld tokens (%s)\n", d.hf.c_str(),
+                gate_position_name(m->model->config().attn.gate).c_str(), (long long)ids.size(0),
+                (long long)ids.size(1), first.c_str());
+    std::printf("%s", analysis.table().c_str());
+    if (!a.png_dir.empty()) {
+        write_sink_pictures(*m->model, ids, analysis, a.png_dir);
+        std::printf("wrote %s/layer<l>_head<h>.png, first_token_share.svg, first_token_share.csv\n", a.png_dir.c_str());
+    }
+    if (!a.json_file.empty()) {
+        write_text_file(a.json_file, analysis.to_json() + "\n");
+        std::printf("wrote %s\n", a.json_file.c_str());
+    }
+    return 0;
+}
+
 int run_sink(SinkArgs& a) {
+    if (!a.data.hf.empty()) return run_sink_hf(a);
+    if (a.random_tokens) throw UsageError("--random-tokens needs --hf");
     Checkpoint ck = open_for_data(a.data, Workload::analysis);
     const int64_t T = a.data.seq_len;
     const Tensor ids = validation_ids(ck, a.data, a.batches);  // (n·B, T)
@@ -1330,6 +1537,8 @@ int main(int argc, char** argv) {
     ReportArgs report;
     ExportArgs exported;
     TokenizeArgs tokenize;
+    ImportArgs import_hf;
+    LogitsArgs logits;
     add_train(app, train);
     add_eval(app, eval);
     add_sample(app, sample);
@@ -1338,14 +1547,18 @@ int main(int argc, char** argv) {
     add_report(app, report);
     add_export(app, exported);
     add_tokenize(app, tokenize);
+    add_import(app, import_hf);
+    add_logits(app, logits);
 
     // Without this, "gatedgrad trian" reads as "A subcommand is required".
-    const std::vector<std::string> commands{"train", "eval", "sample", "sink", "plot", "report", "export", "tokenize"};
+    const std::vector<std::string> commands{"train", "eval",     "sample",    "sink",  "plot",
+                                            "report", "export", "tokenize", "import-hf", "logits"};
     if (argc < 2 || (argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end())) {
         const std::string hint = argc < 2 ? "" : did_you_mean(argv[1], commands);
         std::fprintf(stderr, "gatedgrad: %s%s (see --help)\n",
                      argc < 2 ? "no command given" : ("unknown command '" + std::string(argv[1]) + "'").c_str(),
-                     hint.empty() ? "; the commands are train, eval, sample, sink, plot, report, export and tokenize"
+                     hint.empty() ? "; the commands are train, eval, sample, sink, plot, report, export, tokenize, "
+                                                 "import-hf and logits"
                                   : hint.c_str());
         return 2;
     }
@@ -1366,6 +1579,8 @@ int main(int argc, char** argv) {
         if (report.cmd->parsed()) return run_report(report);
         if (exported.cmd->parsed()) return run_export(exported);
         if (tokenize.cmd->parsed()) return run_tokenize(tokenize);
+        if (import_hf.cmd->parsed()) return run_import(import_hf);
+        if (logits.cmd->parsed()) return run_logits(logits);
         return run_plot(plot);
     } catch (const QuietExit& e) {
         return e.code;

@@ -13,7 +13,7 @@
 #include "autograd/engine.h"
 #include "nn/io/checkpoint.h"
 #include "nn/io/safetensors.h"
-#include "nn/train/data.h"
+#include "nn/text/bytes.h"
 #include "nn/untrusted.h"
 
 namespace gg::nn::hf {

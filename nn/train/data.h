@@ -12,12 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include "nn/text/bytes.h"
 #include "tensor/random.h"
 
 namespace gg::nn {
 
-constexpr int64_t kBOS = 256;
-constexpr int64_t kByteVocab = 257;
 
 std::vector<int64_t> encode_bytes(const std::string& text);     // no BOS added
 std::string decode_bytes(const std::vector<int64_t>& ids);       // BOS and non-bytes are skipped
