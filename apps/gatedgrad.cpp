@@ -1011,7 +1011,11 @@ int run_export(const ExportArgs& a) {
                     fs::exists(fs::path(a.hf) / "tokenizer.json") ? ", tokenizer.json" : "");
         return 0;
     }
-    export_model(*model, a.out, dtype, {{"config", model->config().to_json()}, {"dtype", dtype_name(dtype)}});
+    // The training context goes along, as in a checkpoint: eval, sink and report then run the
+    // export at the length, batch and text it was trained on.
+    const Checkpoint ck = open_checkpoint(a.ckpt);
+    export_model(*model, a.out, dtype,
+                 {{"config", model->config().to_json()}, {"train_config", ck.train.to_json()}, {"dtype", dtype_name(dtype)}});
     std::printf("wrote %s: %zu tensors, %s, %llu bytes\n", a.out.c_str(), model->state_dict().size(),
                 dtype_name(dtype), (unsigned long long)fs::file_size(a.out));
     return 0;

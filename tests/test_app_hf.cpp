@@ -106,3 +106,37 @@ TEST_CASE("app: logits --hf gives the reference's logits on its fixtures, and ex
                              (tmp.path / "x").string()),
                 1, "learned positions");
 }
+
+TEST_CASE("app: exports in bf16 and f32 are read by eval, sample, sink and export, at the training context") {
+    const TempDir tmp;
+    const fs::path corpus = tmp.path / "corpus.txt", run = tmp.path / "run";
+    {
+        std::ofstream text(corpus);
+        for (int i = 0; i < 300; ++i) text << "a small model reads its own exports " << i << "\n";
+    }
+    const Outcome train = run_app(tmp, "train --data " + corpus.string() + " --layers 1 --d-model 16 --heads 2 "
+                                       "--batch 3 --seq-len 24 --steps 3 --eval-every 3 --positions learned --quiet --out " +
+                                           run.string());
+    INFO(train.out << train.err);
+    REQUIRE(train.code == 0);
+    const std::string ckpt = (run / "model.safetensors").string();
+    const Outcome original = run_app(tmp, "eval --ckpt " + ckpt);
+    REQUIRE(original.code == 0);
+    CHECK(original.out.find("trained at 24 tokens, evaluated at 24") != std::string::npos);
+    for (const char* dtype : {"bf16", "f32"}) {
+        CAPTURE(dtype);
+        const std::string out = (tmp.path / (std::string("export_") + dtype + ".safetensors")).string();
+        REQUIRE(run_app(tmp, "export --ckpt " + ckpt + " --out " + out + " --dtype " + dtype).code == 0);
+        // No --seq-len, --batch or --data: the export carries them, as the checkpoint does.
+        const Outcome eval = run_app(tmp, "eval --ckpt " + out);
+        INFO(eval.out << eval.err);
+        REQUIRE(eval.code == 0);
+        CHECK(eval.out.find("trained at 24 tokens, evaluated at 24") != std::string::npos);
+        const double want = number_after(original.out, "validation loss "), got = number_after(eval.out, "validation loss ");
+        if (std::string(dtype) == "f32") CHECK(got == want);
+        else CHECK(std::abs(got - want) < 0.02);  // weights rounded to 8 significant bits
+        CHECK(run_app(tmp, "sink --ckpt " + out).code == 0);
+        CHECK(run_app(tmp, "sample --ckpt " + out + " --prompt a --tokens 3").code == 0);
+        CHECK(run_app(tmp, "export --ckpt " + out + " --out " + out + ".again --dtype f32").code == 0);
+    }
+}

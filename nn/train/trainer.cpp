@@ -584,7 +584,9 @@ std::shared_ptr<GatedTransformerLM> load_model(const std::string& path, uint64_t
     }
     NamedTensors wanted;
     for (const auto& [name, t] : tensors)
-        if (name.rfind("optim.", 0) != 0 && name.rfind("trainer.", 0) != 0) wanted.emplace_back(name, t);
+        if (name.rfind("optim.", 0) != 0 && name.rfind("trainer.", 0) != 0)
+            // An export in bfloat16 (gatedgrad export's default) widens exactly to the float32 model.
+            wanted.emplace_back(name, t.dtype() == DType::bf16 ? t.to(DType::f32) : t);
     check_finite(wanted, context);
     auto model = std::make_shared<GatedTransformerLM>(config);
     copy_state(model->state_dict(), wanted, context, "the file", "the model");
