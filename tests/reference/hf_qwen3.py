@@ -9,7 +9,7 @@ Run from the repository root with Debian's Python, which has PyTorch (and neithe
     /usr/bin/python3 tests/reference/hf_qwen3.py make OUT_DIR [--gate none|headwise|elementwise]
         [--gate-layout grouped|interleaved] [--hidden 32] [--heads 4] [--kv-heads 2] [--head-dim 16]
         [--layers 2] [--ffn 48] [--vocab 300] [--tied] [--dtype f32|bf16] [--shards 1]
-        [--rope-theta 1e6] [--eps 1e-6] [--seed 0] [--batch 2] [--seq 12] [--no-qk-norm]
+        [--rope-theta 1e6] [--eps 1e-6] [--seed 0] [--batch 2] [--seq 12] [--no-qk-norm] [--no-reference]
     /usr/bin/python3 tests/reference/hf_qwen3.py forward DIR OUT.safetensors
         [--batch 2] [--seq 12] [--seed 0] [--ids IDS.safetensors]
     /usr/bin/python3 tests/reference/hf_qwen3.py selftest
@@ -17,8 +17,10 @@ Run from the repository root with Debian's Python, which has PyTorch (and neithe
 `make` writes a random checkpoint in Hugging Face's layout into OUT_DIR (config.json, and
 model.safetensors or, with --shards N > 1, model-0000i-of-0000N.safetensors and
 model.safetensors.index.json), then reads it back and writes OUT_DIR/reference.safetensors as
-`forward` does. `forward` reads any such DIR (one that gatedgrad or transformers wrote) and
-writes, computed in float64 from the weights as stored (bfloat16 widened exactly):
+`forward` does; --no-reference stops after the checkpoint (a real-size model's float64 forward
+would not fit in memory: bench/hf_forward.sh writes Qwen3-1.7B's shape so). `forward` reads any
+such DIR (one that gatedgrad or transformers wrote) and writes, computed in float64 from the
+weights as stored (bfloat16 widened exactly):
 
     input_ids  I64 (B, T)           random tokens (--seed), or those of --ids
     logits     F64 (B, T, V)
@@ -541,6 +543,7 @@ def main(argv):
     make.add_argument("--rope-theta", type=float, default=1e6)
     make.add_argument("--eps", type=float, default=1e-6)
     make.add_argument("--no-qk-norm", action="store_true")
+    make.add_argument("--no-reference", action="store_true", help="write the checkpoint only")
     fwd = commands.add_parser("forward", help="reference.safetensors content for any Qwen3 checkpoint DIR")
     fwd.add_argument("dir", type=pathlib.Path)
     fwd.add_argument("out", type=pathlib.Path)
@@ -562,6 +565,8 @@ def main(argv):
                          rope_theta=args.rope_theta, tied=args.tied, qk_norm=not args.no_qk_norm,
                          gate=args.gate, gate_layout=args.gate_layout).validate()
             write_checkpoint(args.out_dir, cfg, random_weights(cfg, args.seed), args.dtype, args.shards)
+            if args.no_reference:
+                return 0
             folder, out = args.out_dir, args.out_dir / "reference.safetensors"
         else:
             folder, out = args.dir, args.out
