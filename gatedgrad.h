@@ -30,6 +30,7 @@
 #include "dist/process_group.h"
 
 #include "nn/train/data.h"
+#include "nn/train/log_file.h"
 #include "nn/train/run_lock.h"
 #include "nn/train/synthetic.h"
 #include "nn/train/trainer.h"

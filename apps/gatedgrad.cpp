@@ -741,6 +741,7 @@ int run_train(const TrainArgs& a) {
         if (rank != 0) throw QuietExit{1};
         throw std::runtime_error(result.message);
     }
+    if (result.log_failed) throw std::runtime_error(result.message);  // rank 0's alone: the error ends the job
     // Nothing left to train (a finished run resumed): measure the model as it is.
     const double val = result.log.empty() ? trainer->evaluate() : result.final_val_loss;
     if (rank == 0)
@@ -1332,6 +1333,7 @@ int run_plot(const PlotArgs& a) {
     std::vector<Series> series;
     for (size_t i = 0; i < a.logs.size(); ++i) {
         const TrainingLog log = read_training_log(a.logs[i]);
+        if (!log.warning.empty()) std::fprintf(stderr, "gatedgrad: warning: %s\n", log.warning.c_str());
         const fs::path path(a.logs[i]);
         std::string label = !a.labels.empty() ? a.labels[i] : path.parent_path().filename().string();
         if (label.empty()) label = path.stem().string();
@@ -1393,6 +1395,7 @@ RunReport measure_run(const std::string& folder, const ReportArgs& a) {
             throw std::runtime_error(folder + ": not a run folder: no " + needed.filename().string() + " in it");
     RunReport run;
     run.log = read_training_log(log.string());
+    if (!run.log.warning.empty()) std::fprintf(stderr, "gatedgrad: warning: %s\n", run.log.warning.c_str());
     DataArgs data;
     data.ckpt = ckpt.string(), data.device = a.device;
     Checkpoint ck = open_for_data(data, Workload::analysis);

@@ -243,6 +243,16 @@ TEST_CASE("read_training_log: steps, learning rate, validation, probes of a deep
     CHECK(std::isnan(log.probes[0].min_attn_entropy[3]));
     CHECK(std::isnan(log.probes[0].mean_log_z));
     CHECK(log.probes[0].max_abs_hidden == 3.5);
+    CHECK(log.warning.empty());
+
+    // A write cut short: the last line torn, without its newline, is left out with a warning.
+    std::ofstream(path) << "{\"step\": 1, \"loss\": 5.5}\n{\"step\": 2, \"loss\": 5}\n{\"step\": 3, \"lo";
+    const TrainingLog torn = read_training_log(path.string());
+    CHECK(torn.step == std::vector<double>{1, 2});
+    CHECK(torn.warning == path.string() + ":3: the last line is torn (15 bytes, no newline, not a log line): left out");
+    std::ofstream(path) << "{\"step\": 1, \"loss\": 5.5}\n{\"step\": 2, \"loss\": 5}";  // whole, only the newline missing
+    CHECK(read_training_log(path.string()).step == std::vector<double>{1, 2});
+    CHECK(read_training_log(path.string()).warning.empty());
 
     const auto fails = [&](const std::string& text, const std::string& why) {
         std::ofstream(path) << text;
@@ -251,6 +261,7 @@ TEST_CASE("read_training_log: steps, learning rate, validation, probes of a deep
     fails("{\"step\": 1, \"loss\": 5.5}\n{\"step\": 2, \"loss\": 5, \"max_attn_logit\": [\"x\"]}\n",
           "log.jsonl:2: a stability probe that is not numbers");
     fails("{\"step\": 1}\n", "log.jsonl:1: not a training log line");
+    fails("{\"step\": 1, \"loss\": 5.5}\n{\"step\": 2, \"lo\n{\"step\": 3, \"loss\": 5}\n", "log.jsonl:2: not a training log line");
     fails(std::string(size_t(1) << 21, 'x'), "log.jsonl:1: a line longer than");
     fails("\n\n", "no training steps");
     CHECK_THROWS_WITH_AS(read_training_log(tmp.path.string()), doctest::Contains("not a regular file"), std::runtime_error);

@@ -54,6 +54,41 @@ std::string run_id(const fs::path& run) {
     return nlohmann::json::parse(read_file(run / "config.json"))["run_id"].get<std::string>();
 }
 
+// The steps of a run's log.jsonl, in order.
+std::vector<int64_t> logged_steps(const fs::path& run) {
+    std::vector<int64_t> steps;
+    for (const nlohmann::json& line : log_lines(run)) steps.push_back(line["step"].get<int64_t>());
+    return steps;
+}
+
+std::vector<int64_t> steps_from(int64_t first, int64_t last) {
+    std::vector<int64_t> steps;
+    for (int64_t s = first; s <= last; ++s) steps.push_back(s);
+    return steps;
+}
+
+// The app run as run_app runs it, under a file size limit (RLIMIT_FSIZE) of `bytes`: a write
+// past it fails with EFBIG, as one on a full disk fails with ENOSPC (with SIGXFSZ ignored,
+// which would otherwise kill the process). The same on any file system, and no mount needed.
+Outcome run_app_limited(const TempDir& tmp, const std::string& args, rlim_t bytes) {
+    const fs::path out = tmp.path / "stdout.txt", err = tmp.path / "stderr.txt";
+    const std::string command = "OMP_NUM_THREADS=1 " + app_path().string() + " " + args + " >" + out.string() + " 2>" +
+                                err.string();
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {  // async-signal-safe calls only, up to the exec
+        struct sigaction ignore {};
+        ignore.sa_handler = SIG_IGN;
+        const rlimit limit{bytes, bytes};
+        if (sigaction(SIGXFSZ, &ignore, nullptr) == 0 && setrlimit(RLIMIT_FSIZE, &limit) == 0)
+            execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
+
 }  // namespace
 
 TEST_CASE("train: the first SIGINT or SIGTERM saves a checkpoint at a step boundary and exits 130 or 143") {
@@ -324,4 +359,97 @@ TEST_CASE("train --precision bf16: kept in config.json and on resume; export wri
     CHECK(fs::file_size(run / "model.safetensors") > 4 * fs::file_size(shared));
     check_error(run_app(tmp, "train" + tiny(corpus) + " --precision fp16 --out " + run.string()), 2,
                 "precision 'fp16' is not one of f32, bf16");
+}
+
+TEST_CASE("train: a log that cannot take a step stops the run in one line, after a checkpoint; --resume misses no step") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), first = tmp.path / "first", run = tmp.path / "run";
+    const fs::path log = run / "log.jsonl", ckpt = run / "model.safetensors";
+    REQUIRE(run_app(tmp, "train" + tiny(corpus) + " --steps 1 --quiet --out " + first.string()).code == 0);
+    const auto checkpoint_bytes = fs::file_size(first / "model.safetensors");
+    // Room for a checkpoint and some 100 log lines more: the log, of lines over 100 bytes, outgrows it first.
+    const rlim_t limit = checkpoint_bytes + 16384;
+    const std::string steps = std::to_string(limit / 100);
+    const std::string train = "train" + tiny(corpus) + " --ckpt-minutes 0 --quiet --out " + run.string();
+
+    const Outcome stopped = run_app_limited(tmp, train + " --steps " + steps, limit);
+    check_error(stopped, 1, "cannot append to " + log.string() + ": File too large; saved the checkpoint of step ");
+    REQUIRE(stopped.err.find("training stopped after step ") != std::string::npos);
+    const int64_t at = std::stoll(stopped.err.substr(stopped.err.find("after step ") + 11));
+    CHECK(read_file(log).back() == '\n');  // the part of the line that got out was cut off again
+    CHECK(logged_steps(run) == steps_from(1, at - 1));
+    REQUIRE(fs::exists(ckpt));
+    // Without the limit the run goes on from that checkpoint, first appending the step the log could not take.
+    const Outcome resumed = run_app(tmp, "train --resume --quiet --out " + run.string());
+    INFO("resumed: " << resumed.out << resumed.err);
+    CHECK(resumed.code == 0);
+    CHECK(resumed.err.empty());
+    CHECK(logged_steps(run) == steps_from(1, std::stoll(steps)));
+
+    // A limit below a checkpoint's size: the save after the failed line fails too, and the
+    // checkpoint of step 50 stays whole, with no temp file left beside it.
+    REQUIRE(run_app(tmp, train + " --force --steps 50").code == 0);
+    const std::string saved = read_file(ckpt);
+    const rlim_t small = fs::file_size(log) + 4096;
+    REQUIRE(small < checkpoint_bytes);
+    const Outcome failed = run_app_limited(tmp, "train --resume --steps " + steps + " --quiet --out " + run.string(), small);
+    check_error(failed, 1, "cannot append to " + log.string() + ": File too large; saving the checkpoint failed too (");
+    CHECK(failed.err.find("File too large); the checkpoint of step 50 is kept") != std::string::npos);
+    CHECK(read_file(ckpt) == saved);
+    for (const auto& entry : fs::directory_iterator(run))
+        CHECK(entry.path().filename().string().find(".tmp.") == std::string::npos);
+    const Outcome again = run_app(tmp, "train --resume --quiet --out " + run.string());
+    INFO("again: " << again.out << again.err);
+    CHECK(again.code == 0);
+    CHECK(logged_steps(run) == steps_from(1, std::stoll(steps)));
+}
+
+TEST_CASE("train --resume: the log is cut back in place, so a disk too full for a copy of it loses no line") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "run", log = run / "log.jsonl";
+    REQUIRE(run_app(tmp, "train" + tiny(corpus) + " --steps 60 --quiet --out " + run.string()).code == 0);
+    const std::string kept = read_file(log);
+    // As if the run had gone on to log steps 61 and 62 and then been killed before its next checkpoint.
+    std::ofstream(log, std::ios::app) << R"({"step":61,"loss":1})" << "\n" << R"({"step":62,"loss":1})" << "\n";
+    // Less room than the lines to keep: a copy of them cannot be written, nor can one more line.
+    const Outcome stopped = run_app_limited(tmp, "train --resume --steps 80 --quiet --out " + run.string(), kept.size() - 1000);
+    check_error(stopped, 1, "training stopped after step 61: cannot append to " + log.string() + ": File too large");
+    CHECK(read_file(log) == kept);
+    const Outcome resumed = run_app(tmp, "train --resume --quiet --out " + run.string());
+    INFO("resumed: " << resumed.out << resumed.err);
+    CHECK(resumed.code == 0);
+    CHECK(logged_steps(run) == steps_from(1, 80));
+}
+
+TEST_CASE("report, plot and train --resume take a log whose last line is torn, with a warning; a bad line before stays an error") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "run", log = run / "log.jsonl";
+    REQUIRE(run_app(tmp, "train" + tiny(corpus) + " --steps 4 --quiet --out " + run.string()).code == 0);
+    const std::string whole = read_file(log);
+    std::ofstream(log, std::ios::app) << R"({"step":5,"loss":1.2,"l)";  // killed in the middle of an append
+    const std::string warning = log.string() + ":5: the last line is torn (23 bytes, no newline, not a log line): left out\n";
+
+    const Outcome plot = run_app(tmp, "plot --out " + (tmp.path / "loss.svg").string() + " " + log.string());
+    CHECK(plot.code == 0);
+    CHECK(plot.err == "gatedgrad: warning: " + warning);
+    const Outcome report = run_app(tmp, "report " + run.string() + " --batches 2");
+    CHECK(report.code == 0);
+    CHECK(report.err == "gatedgrad: warning: " + warning);
+    const Outcome resumed = run_app(tmp, "train --resume --steps 6 --quiet --out " + run.string());
+    INFO("resumed: " << resumed.out << resumed.err);
+    CHECK(resumed.code == 0);
+    CHECK(resumed.err == "warning: " + warning);
+    CHECK(logged_steps(run) == steps_from(1, 6));
+
+    // The same bytes with whole lines after them are no write cut short: resume and report refuse them.
+    const std::string damaged = whole.substr(0, whole.find('\n') + 1) + R"({"step":2,"lo)" + "\n" +
+                                whole.substr(whole.find('\n', whole.find('\n') + 1) + 1);
+    std::ofstream(log, std::ios::trunc) << damaged;
+    check_error(run_app(tmp, "train --resume --steps 8 --quiet --out " + run.string()), 1,
+                log.string() + ":2: not a training log line");
+    CHECK(read_file(log) == damaged);
+    check_error(run_app(tmp, "report " + run.string() + " --batches 2"), 1, log.string() + ":2: not a training log line");
 }

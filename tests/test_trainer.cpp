@@ -7,7 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "gatedgrad.h"
 #include "tests/nn_check.h"
@@ -25,6 +27,11 @@ TrainConfig tiny_config(const std::string& out_dir) {
     c.batch_size = 4, c.seq_len = 16, c.steps = 20, c.warmup = 3, c.lr = 3e-3;
     c.eval_every = 10, c.eval_batches = 2, c.out_dir = out_dir;
     return c;
+}
+
+std::string file_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 std::string temp_dir(const std::string& name) {
@@ -365,6 +372,44 @@ TEST_CASE("trainer: a resumed run logs every step once: log.jsonl is cut back to
     fs::remove_all(dir);
 }
 
+TEST_CASE("cut_log: keeps every whole line up to the step, leaves out a torn last line, refuses a bad line before it") {
+    const std::string dir = temp_dir("cut");
+    fs::create_directories(dir);
+    const std::string path = dir + "/log.jsonl";
+    const auto write = [&](const std::string& text) { std::ofstream(path, std::ios::binary | std::ios::trunc) << text; };
+    const std::string one = R"({"step":1,"loss":2})" "\n", two = R"({"step":2,"loss":2})" "\n", three = R"({"step":3,"loss":2})" "\n";
+
+    write(one + two + three);
+    LogCut cut = cut_log(path, 2);
+    CHECK(cut.last_step == 2);
+    CHECK(cut.warning.empty());
+    CHECK(file_text(path) == one + two);
+
+    write(one + two + R"({"step":3,"lo)");  // killed in the middle of an append
+    cut = cut_log(path, 5);
+    CHECK(cut.last_step == 2);
+    CHECK(cut.warning == path + ":3: the last line is torn (13 bytes, no newline, not a log line): left out");
+    CHECK(file_text(path) == one + two);
+
+    // A whole object without its newline is a step logged: kept, and the newline put back for the next line.
+    write(one + R"({"step":2,"loss":2})");
+    cut = cut_log(path, 5);
+    CHECK(cut.last_step == 2);
+    CHECK(cut.warning.empty());
+    CHECK(file_text(path) == one + two);
+
+    // The same torn bytes with lines after them are no write cut short: the log is refused as it is.
+    write(one + "{\"step\":2,\"lo\n" + three);
+    CHECK_THROWS_WITH_AS(cut_log(path, 5), doctest::Contains((path + ":2: not a training log line").c_str()),
+                         std::runtime_error);
+    CHECK(file_text(path) == one + "{\"step\":2,\"lo\n" + three);
+
+    fs::remove(path);
+    CHECK(cut_log(path, 5).last_step == 0);  // no log: nothing to cut
+    CHECK_FALSE(fs::exists(path));
+    fs::remove_all(dir);
+}
+
 TEST_CASE("trainer: a checkpoint with bad trainer state is refused, and nothing changes") {
     auto data = word_corpus(60);
     const std::string dir = temp_dir("state");
@@ -374,11 +419,12 @@ TEST_CASE("trainer: a checkpoint with bad trainer state is refused, and nothing 
     const std::string path = dir + "/model.safetensors", bad = dir + "/bad.safetensors";
     Metadata metadata;
     const NamedTensors good = load_tensors(path, &metadata);
+    Metadata bad_metadata = metadata;
     const auto with = [&](const std::string& name, const Tensor& value) {
         NamedTensors tensors = good;
         for (auto& [n, t] : tensors)
             if (n == name) t = value;
-        save_tensors(bad, tensors, metadata);
+        save_tensors(bad, tensors, bad_metadata);
     };
     std::string words;
     SUBCASE("a negative step count") {
@@ -392,6 +438,11 @@ TEST_CASE("trainer: a checkpoint with bad trainer state is refused, and nothing 
     SUBCASE("an optimiser ahead of its run") {
         with("optim.step.0", scalar(1e15, DType::i64));
         words = "optim.step.0 1000000000000000 is outside [0, 3]";
+    }
+    SUBCASE("a log line kept for another step than the checkpoint's") {
+        bad_metadata["unlogged_line"] = R"({"step":2,"loss":1})";
+        save_tensors(bad, good, bad_metadata);
+        words = "its unlogged_line is not one log line of step 3";
     }
     SUBCASE("an all-zero sampler") {
         with("trainer.sampler", zeros({4}, DType::i64));

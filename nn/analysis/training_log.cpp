@@ -44,6 +44,7 @@ TrainingLog read_training_log(const std::string& path) {
     // one endless line fails there instead of being read whole.
     constexpr size_t kMaxLine = size_t(1) << 20;
     int number = 0;
+    bool whole = false;  // the line read ends in a newline
     const auto where = [&] { return path + ":" + std::to_string(number) + ": "; };
     const auto next_line = [&] {
         line.clear();
@@ -55,14 +56,21 @@ TrainingLog read_training_log(const std::string& path) {
                                          " bytes (not a training log)");
             line += static_cast<char>(c);
         }
-        return c != EOF || !line.empty();
+        whole = c == '\n';
+        return whole || !line.empty();
     };
     while (next_line()) {
         if (line.empty()) continue;
         const auto j = nlohmann::json::parse(line, nullptr, false);
         if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j.contains("loss") || !j["step"].is_number() ||
-            !j["loss"].is_number())
+            !j["loss"].is_number()) {
+            if (!whole) {  // a write cut short (log_file.h): the lines before it are whole
+                log.warning = where() + "the last line is torn (" + std::to_string(line.size()) +
+                              " bytes, no newline, not a log line): left out";
+                break;
+            }
             throw std::runtime_error(where() + "not a training log line (want step and loss)");
+        }
         log.step.push_back(j["step"].get<double>());
         log.loss.push_back(j["loss"].get<double>());
         log.lr.push_back(j.contains("lr") && j["lr"].is_number() ? j["lr"].get<double>() : NAN);

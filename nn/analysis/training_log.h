@@ -16,11 +16,13 @@ struct TrainingLog {
     std::vector<double> val_step, val_loss;  // the steps that validated
     std::vector<double> probe_step;          // the steps that probed ...
     std::vector<StabilityStats> probes;      // ... and what they measured
+    std::string warning;                     // "PATH:LINE: ..." when a torn last line was left out
 };
 
 // The log at `path`. A file that is not one (a line that is not a JSON object with a numeric
 // step and loss, a line longer than 1 MiB, probes that are not numbers, no steps at all)
-// throws std::runtime_error naming the path and the line.
+// throws std::runtime_error naming the path and the line. A torn last line (no newline, not a
+// log line: a write cut short, nn/train/log_file.h) is left out, and `warning` says so.
 TrainingLog read_training_log(const std::string& path);
 
 // The loss curves of one run, all in `color`: the training loss as logged (faint, not in the

@@ -18,6 +18,7 @@
 #include "autograd/engine.h"
 #include "nn/io/checkpoint.h"
 #include "nn/json_fields.h"
+#include "nn/train/log_file.h"
 #include "nn/untrusted.h"
 
 namespace gg::nn {
@@ -220,13 +221,15 @@ void Trainer::save(const std::string& path) const {
     NamedTensors extra = with_prefix("optim.", optimizer_->state_dict());
     extra.emplace_back("trainer.step", from_vector(std::vector<int64_t>{step_}, {1}));
     extra.emplace_back("trainer.sampler", generator_state_tensor(sampler_));
-    nn::save(*model_, path, {{"config", config_.model.to_json()}, {"train_config", config_.to_json()}}, extra);
+    Metadata metadata{{"config", config_.model.to_json()}, {"train_config", config_.to_json()}};
+    if (!unlogged_line_.empty()) metadata["unlogged_line"] = unlogged_line_;
+    nn::save(*model_, path, metadata, extra);
 }
 
 namespace {
 // The trainer's own values in a checkpoint, read before anything is loaded: copy_state
 // checks names, shapes and dtypes, this the values a file could still get wrong.
-void check_trainer_state(const NamedTensors& file, const std::string& path) {
+void check_trainer_state(const NamedTensors& file, const Metadata& metadata, const std::string& path) {
     const auto fail = [&](const std::string& why) { throw std::runtime_error("checkpoint: " + path + ": " + why); };
     const auto find = [&](const std::string& name, const Shape& shape) -> const Tensor* {
         for (const auto& [n, t] : file)
@@ -251,6 +254,12 @@ void check_trainer_state(const NamedTensors& file, const std::string& path) {
         if (n < 0 || n > run_step)  // a parameter steps at most once per training step
             fail(name + " " + std::to_string(n) + " is outside [0, " + std::to_string(run_step) +
                  "], the run's step count");
+    }
+    if (auto it = metadata.find("unlogged_line"); it != metadata.end()) {  // written by a run its log stopped
+        const auto j = nlohmann::json::parse(it->second, nullptr, false);
+        if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
+            j["step"].get<int64_t>() != run_step || it->second.find('\n') != std::string::npos)
+            fail("its unlogged_line is not one log line of step " + std::to_string(run_step) + ", the step it holds");
     }
 }
 }  // namespace
@@ -306,7 +315,7 @@ void Trainer::resume(const std::string& path) {
                                  config_.run_id + " whose config this is (a checkpoint copied from another run?)");
     if (!config_.out_dir.empty() && !config_.run_id.empty())
         check_log_run(std::filesystem::path(config_.out_dir) / "log.jsonl", config_.run_id);
-    check_trainer_state(file, path);
+    check_trainer_state(file, metadata, path);
     check_finite(file, "checkpoint: " + path);
     NamedTensors targets = model_->state_dict();
     targets.insert(targets.end(), extra.begin(), extra.end());
@@ -316,6 +325,7 @@ void Trainer::resume(const std::string& path) {
     std::memcpy(s.data(), sampler.data<const int64_t>(), sizeof(s));
     sampler_.set_state(s);
     saved_step_ = step_;
+    unlogged_line_ = metadata.contains("unlogged_line") ? metadata.at("unlogged_line") : "";
     if (planned) continue_schedule(*planned);
 }
 
@@ -393,25 +403,6 @@ double Trainer::evaluate(int64_t seq_len) const {
 
 namespace {
 
-// Keeps the lines of a log.jsonl up to the first one past `step`, replacing the file
-// atomically (a kill mid-way leaves the old log, not half of it).
-void truncate_log(const std::filesystem::path& path, int64_t step) {
-    std::ifstream in(path);
-    if (!in) return;  // no log yet
-    std::string kept, line;
-    while (std::getline(in, line)) {
-        const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
-            j["step"].get<int64_t>() > step)
-            break;
-        kept += line + "\n";
-    }
-    in.close();
-    const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-    std::ofstream(tmp, std::ios::trunc) << kept;
-    std::filesystem::rename(tmp, path);
-}
-
 // One status line: a bar on a terminal (rewritten in place), plain lines otherwise. Data
 // parallel, the tokens per second are those of all `world` ranks together.
 void print_progress(const StepLog& s, int64_t total, double elapsed, bool tty, int world) {
@@ -441,12 +432,19 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
     const int world = world_size();
     const bool writer = rank() == 0;  // the rank that writes the log and the checkpoints
     quiet = quiet || !writer;
-    std::ofstream log_file;
+    std::unique_ptr<LogFile> log_file;
     if (!c.out_dir.empty() && writer) {
         fs::create_directories(c.out_dir);
-        const fs::path log_path = fs::path(c.out_dir) / "log.jsonl";
-        if (step_ > 0) truncate_log(log_path, step_);  // steps logged after the checkpoint are done again
-        log_file.open(log_path, step_ > 0 ? std::ios::app : std::ios::trunc);
+        const std::string log_path = (fs::path(c.out_dir) / "log.jsonl").string();
+        if (step_ > 0) {  // steps logged after the checkpoint are done again
+            const LogCut cut = cut_log(log_path, step_);
+            if (!cut.warning.empty()) std::fprintf(stderr, "warning: %s\n", cut.warning.c_str());
+            log_file = std::make_unique<LogFile>(log_path, false);
+            if (!unlogged_line_.empty() && cut.last_step < step_) log_file->append(unlogged_line_);
+        } else {
+            log_file = std::make_unique<LogFile>(log_path, true);
+        }
+        unlogged_line_.clear();
     }
     const LrSchedule schedule = c.schedule();
     const int64_t last = stop_at > 0 ? std::min(stop_at, c.steps) : c.steps;
@@ -454,7 +452,10 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
     auto last_save = start;
     const fs::path checkpoint = fs::path(c.out_dir) / "model.safetensors";
     const auto save_now = [&] {
-        if (writer) save(checkpoint.string());
+        if (writer) {
+            if (log_file) log_file->sync();  // on the disk, the log holds every step the checkpoint does
+            save(checkpoint.string());
+        }
         saved_step_ = step_;
         last_save = std::chrono::steady_clock::now();
     };
@@ -544,14 +545,32 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
             result.final_val_loss = s.val_loss;
         }
         result.log.push_back(s);
-        if (log_file.is_open()) {
+        if (log_file) {
             nlohmann::json j = {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
                                 {"tokens_per_s", s.tokens_per_s}};
             if (eval_now) j["val_loss"] = s.val_loss;
             if (z.defined()) j["z_loss"] = s.z_loss;
             if (s.probe) j.update(nlohmann::json::parse(s.probe->to_json()));
             if (!c.run_id.empty()) j["run"] = c.run_id;
-            log_file << j.dump() << "\n" << std::flush;
+            const std::string line = j.dump();
+            try {
+                log_file->append(line);
+            } catch (const std::runtime_error& e) {
+                // Training on would leave steps no log holds. The step is done, so its line goes into
+                // the checkpoint, for the resumed run to append.
+                unlogged_line_ = line;
+                result.log_failed = true;
+                const std::string step = std::to_string(step_);
+                std::string saved;
+                try {
+                    save_now();
+                    saved = "; saved the checkpoint of step " + step + " with that step's line in it, for the resumed run to append";
+                } catch (const std::exception& f) {
+                    saved = "; saving the checkpoint failed too (" + std::string(f.what()) + ")" + kept();
+                }
+                result.message = "training stopped after step " + step + ": " + e.what() + saved;
+                break;
+            }
         }
         if (!quiet && (step_ % std::max<int64_t>(1, c.log_every) == 0 || eval_now || step_ == 1))
             print_progress(s, c.steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),

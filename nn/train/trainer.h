@@ -120,6 +120,9 @@ struct TrainResult {
     double seconds = 0;
     bool diverged = false;        // stopped on a NaN/inf loss
     bool stopped = false;         // stopped on request (stop_on), after saving a checkpoint
+    // Stopped because log.jsonl could not take a step's line (a full disk): the message names
+    // the file, the OS error and the checkpoint saved (with that line in it) or kept.
+    bool log_failed = false;
     std::string message;          // why it stopped early, if it did
 };
 
@@ -163,7 +166,10 @@ public:
     const std::string& resume_note() const { return resume_note_; }  // empty: nothing changed
     // Trains up to config.steps, or pauses after step `stop_at` (> 0) with a checkpoint,
     // on the same schedule. `quiet` prints nothing (tests). A resumed run first cuts
-    // out_dir/log.jsonl back to the checkpoint's step, so no step is logged twice.
+    // out_dir/log.jsonl back to the checkpoint's step (cut_log, log_file.h), so no step is
+    // logged twice, and a torn last line is left out with a warning on stderr. A line the log
+    // cannot take ends the run (TrainResult::log_failed) with a checkpoint where one can still
+    // be written; it holds that line, and the resumed run appends it, so no step goes missing.
     TrainResult run(bool quiet = false, int64_t stop_at = 0);
     // run() checks `request` before each step; once it is true, it saves a checkpoint and
     // returns with TrainResult::stopped. A signal handler may set it: it is lock-free.
@@ -191,6 +197,9 @@ private:
     Generator sampler_;
     int64_t step_ = 0;
     int64_t saved_step_ = -1;  // the step of the last checkpoint written or resumed from; -1: none
+    // The log line of step step_ when log.jsonl could not take it: saved in the checkpoint's
+    // metadata ("unlogged_line") and appended by the resumed run. Empty: every step is logged.
+    std::string unlogged_line_;
     const std::atomic<bool>* stop_request_ = nullptr;
     std::string resume_note_;
     std::shared_ptr<dist::ProcessGroup> group_;  // null: one process
