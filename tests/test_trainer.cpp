@@ -439,6 +439,10 @@ TEST_CASE("trainer: a checkpoint with bad trainer state is refused, and nothing 
         with("optim.step.0", scalar(1e15, DType::i64));
         words = "optim.step.0 1000000000000000 is outside [0, 3]";
     }
+    SUBCASE("a step count retyped as float64") {
+        with("trainer.step", from_vector(std::vector<double>{3}, {1}));
+        words = "trainer.step is float64 (1), not int64 (1)";
+    }
     SUBCASE("a log line kept for another step than the checkpoint's") {
         bad_metadata["unlogged_line"] = R"({"step":2,"loss":1})";
         save_tensors(bad, good, bad_metadata);

@@ -232,9 +232,14 @@ namespace {
 void check_trainer_state(const NamedTensors& file, const Metadata& metadata, const std::string& path) {
     const auto fail = [&](const std::string& why) { throw std::runtime_error("checkpoint: " + path + ": " + why); };
     const auto find = [&](const std::string& name, const Shape& shape) -> const Tensor* {
-        for (const auto& [n, t] : file)
-            if (n == name && t.shape() == shape && t.dtype() == DType::i64) return &t;
-        return nullptr;  // absent or misshapen: copy_state says which
+        for (const auto& [n, t] : file) {
+            if (n != name) continue;
+            // Said here, before the counts it bounds are checked against a step it does not hold.
+            if (t.shape() != shape || t.dtype() != DType::i64)
+                fail(name + " is " + dtype_name(t.dtype()) + " " + shape_str(t.shape()) + ", not int64 " + shape_str(shape));
+            return &t;
+        }
+        return nullptr;  // absent: copy_state says so
     };
     int64_t run_step = 0;
     if (const Tensor* step = find("trainer.step", {1})) {
