@@ -493,9 +493,15 @@ TrainConfig train_config(const TrainArgs& a) {
         if (!a.warmup->count()) c.warmup = base.warmup * c.steps / base.steps;
         if (!a.eval_every->count() && base.eval_every > 0) c.eval_every = std::max<int64_t>(1, base.eval_every * c.steps / base.steps);
     }
+    // A warmup not given here and this long is the resumed run's or the --config file's (a
+    // preset's is rescaled with --steps), perhaps derived from a longer run: say so, and what to pass.
     if (c.steps > 0 && c.warmup >= c.steps)
         throw UsageError("warmup " + std::to_string(c.warmup) + " must be below steps " + std::to_string(c.steps) +
-                         " (the cosine schedule needs steps after the warmup)");
+                         " (the cosine schedule needs steps after the warmup)" +
+                         (a.warmup->count() ? ""
+                                            : "; that warmup is " +
+                                                  (a.config_file.empty() ? "the run's (config.json)" : a.config_file + "'s") +
+                                                  ": pass --warmup below " + std::to_string(c.steps) + " with --steps"));
     if (c.model.d_model % c.model.attn.n_heads != 0)
         throw UsageError("d-model " + std::to_string(c.model.d_model) + " is not a multiple of heads " +
                          std::to_string(c.model.attn.n_heads));

@@ -453,3 +453,18 @@ TEST_CASE("report, plot and train --resume take a log whose last line is torn, w
     CHECK(read_file(log) == damaged);
     check_error(run_app(tmp, "report " + run.string() + " --batches 2"), 1, log.string() + ":2: not a training log line");
 }
+
+TEST_CASE("train --resume --steps: a warmup too long for the new length says it is the run's and what to pass") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "run";
+    // --steps 200 stretches the default warmup of 30 in 300 steps to 20, which config.json keeps.
+    REQUIRE(run_app(tmp, "train" + tiny(corpus) + " --steps 200 --quiet --out " + run.string()).code == 0);
+    check_error(run_app(tmp, "train --resume --steps 15 --out " + run.string()), 2,
+                "warmup 20 must be below steps 15 (the cosine schedule needs steps after the warmup); that warmup is "
+                "the run's (config.json): pass --warmup below 15 with --steps");
+    const Outcome shorter = run_app(tmp, "train --resume --steps 15 --warmup 5 --quiet --out " + run.string());
+    INFO("shorter: " << shorter.out << shorter.err);
+    CHECK(shorter.code == 0);
+    CHECK(shorter.out.find("--warmup 20 → 5") != std::string::npos);
+}
