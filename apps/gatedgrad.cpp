@@ -1169,6 +1169,7 @@ struct SinkArgs {
     double threshold = 0.3;
     std::string png_dir, json_file;
     bool random_tokens = false;  // Gu et al.'s probe: do sinks form without any text?
+    std::vector<int64_t> layers;  // which layers to capture and report; empty: all
     uint64_t seed = 1;
 };
 
@@ -1196,6 +1197,10 @@ void add_sink(CLI::App& app, SinkArgs& a) {
     a.cmd->add_flag("--random-tokens", a.random_tokens,
                     "with --hf: uniformly random token ids instead of text (Gu et al. 2024's probe)");
     a.cmd->add_option("--seed", a.seed, "with --random-tokens: the ids' seed")->check(kSeed)->capture_default_str();
+    a.cmd->add_option("--layers", a.layers, "report only these layers, e.g. 0,13,27: each kept layer's probabilities "
+                                            "take 4·sequences·heads·T² bytes")
+        ->delimiter(',')
+        ->check(CLI::NonNegativeNumber);
 }
 
 // Heat maps of the first sequence's attention, and the per-layer bars of the first-token share.
@@ -1205,12 +1210,14 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     fs::create_directories(dir);
     const int64_t T = ids.size(1);
     LMCapture capture;
+    for (const LayerAnalysis& layer : analysis.layers) capture.layers.push_back(layer.layer);  // those measured
     {
         NoGradGuard no_grad;
         model.forward(ids.narrow(0, 0, 1), Tensor(), nullptr, &capture);  // (1, T)
     }
     const int scale = int(std::clamp<int64_t>(256 / T, 1, 64));  // about 256 pixels a side
     for (size_t l = 0; l < model.blocks.size(); ++l) {
+        if (!capture.keeps(l)) continue;
         const Tensor probs = capture.attention[l].probs.select(0, 0);  // (H, T, T): query rows, key columns
         for (int64_t h = 0; h < probs.size(0); ++h) {
             HeatmapOptions options;
@@ -1226,9 +1233,9 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     std::vector<std::vector<double>> rows;
     for (size_t l = 0; l < analysis.layers.size(); ++l) {
         const LayerAnalysis& layer = analysis.layers[l];
-        groups.push_back("layer " + std::to_string(l));
+        groups.push_back("layer " + std::to_string(layer.layer));
         heads.resize(layer.first_token_share.size());
-        rows.push_back({double(l)});
+        rows.push_back({double(layer.layer)});
         for (size_t h = 0; h < layer.first_token_share.size(); ++h) {
             heads[h].label = "head " + std::to_string(h);
             heads[h].values.push_back(layer.first_token_share[h]);
@@ -1276,7 +1283,7 @@ int run_sink_hf(SinkArgs& a) {
         ids = windows.narrow(1, 0, windows.size(1) - 1);
         first = m->tokenizer->prepended_token() ? "BOS first" : "the text's own first token";
     }
-    const ModelAnalysis analysis = analyze(*m->model, ids, a.threshold);
+    const ModelAnalysis analysis = analyze(*m->model, ids, a.threshold, a.layers);
     std::printf("%s: attention %s, %lld sequences of %lld tokens (%s)\n", d.hf.c_str(),
                 gate_position_name(m->model->config().attn.gate).c_str(), (long long)ids.size(0),
                 (long long)ids.size(1), first.c_str());
@@ -1299,7 +1306,7 @@ int run_sink(SinkArgs& a) {
     const int64_t T = a.data.seq_len;
     const Tensor ids = validation_ids(ck, a.data, a.batches);  // (n·B, T)
     ck.model->eval();
-    const ModelAnalysis analysis = analyze(*ck.model, ids, a.threshold);
+    const ModelAnalysis analysis = analyze(*ck.model, ids, a.threshold, a.layers);
     std::printf("%s: attention %s, %lld sequences of %lld tokens (BOS first)\n", a.data.ckpt.c_str(),
                 gate_position_name(ck.model->config().attn.gate).c_str(), (long long)ids.size(0), (long long)T);
     std::printf("%s", analysis.table().c_str());

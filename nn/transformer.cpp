@@ -384,13 +384,20 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
     const int64_t T = ids.size(1), past = caches && !caches->empty() ? (*caches)[0].seen() : 0;
     Tensor x = tok_emb->forward(ids);  // (B, T, d)
     if (pos_emb) x = x + pos_emb->forward(T, past);
-    if (capture) *capture = {std::vector<AttentionCapture>(blocks.size()), {}};
+    if (capture) {
+        for (const int64_t l : capture->layers)
+            if (l < 0 || l >= int64_t(blocks.size()))
+                throw std::invalid_argument("GatedTransformerLM: capture layer " + std::to_string(l) + " is outside [0, " +
+                                            std::to_string(blocks.size()) + ")");
+        capture->attention.assign(blocks.size(), {});
+        capture->hidden.assign(blocks.size(), {});
+    }
     Tensor aux;
     for (size_t l = 0; l < blocks.size(); ++l) {
         Tensor block_aux;  // a MoE block's load-balancing loss
-        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr, capture ? &capture->attention[l] : nullptr,
-                               &block_aux);
-        if (capture) capture->hidden.push_back(x.detach());
+        const bool keep = capture && capture->keeps(l);
+        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr, keep ? &capture->attention[l] : nullptr, &block_aux);
+        if (keep) capture->hidden[l] = x.detach();
         if (block_aux.defined()) aux = aux.defined() ? aux + block_aux : block_aux;
     }
     x = norm_f->forward(x);
@@ -401,6 +408,10 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
         if (aux.defined()) out.loss = out.loss + aux * config_.aux_loss_weight;
     }
     return out;
+}
+
+bool LMCapture::keeps(size_t layer) const {
+    return layers.empty() || std::find(layers.begin(), layers.end(), int64_t(layer)) != layers.end();
 }
 
 void GatedTransformerLM::set_rope_options(const RopeOptions& options) {

@@ -62,7 +62,8 @@ TEST_CASE("app: a trained model goes out as a Hugging Face folder and every --hf
     REQUIRE(sink.code == 0);
     CHECK(sink.out.find("attention g1, 8 sequences of 16 tokens (BOS first)") != std::string::npos);
     CHECK(sink.out.find("sink heads (alpha > 0.30)") != std::string::npos);
-    const Outcome random = run_app(tmp, "sink --hf " + hf.string() + " --random-tokens --seq-len 16 --batch 2");
+    check_error(run_app(tmp, "sink --hf " + hf.string() + " --random-tokens --layers 1"), 1, "capture layer 1 is outside [0, 1)");
+    const Outcome random = run_app(tmp, "sink --hf " + hf.string() + " --random-tokens --seq-len 16 --batch 2 --layers 0");
     CHECK(random.code == 0);
     CHECK(random.out.find("(random ids)") != std::string::npos);
 

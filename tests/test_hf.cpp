@@ -313,3 +313,27 @@ TEST_CASE("hf: the export refuses what the Qwen3 layout cannot hold") {
     CHECK_THROWS_WITH_AS(hf::save(g5, scratch("refuse").string()), doctest::Contains("gate g5"), std::invalid_argument);
     fs::remove_all(scratch("refuse"));
 }
+
+TEST_CASE("hf: the analysis keeps only the layers asked for, with the same numbers as a full one") {
+    const auto model = hf::load(kFixtures + "no_qk_norm");  // 3 layers
+    const Tensor ids = reference("no_qk_norm")["input_ids"];
+    const ModelAnalysis all = analyze(*model, ids), some = analyze(*model, ids, 0.3, {2, 0});
+    REQUIRE(some.layers.size() == 2);
+    CHECK(some.layers[0].layer == 0);
+    CHECK(some.layers[1].layer == 2);
+    CHECK(some.layers[1].first_token_share == all.layers[2].first_token_share);
+    CHECK(some.heads == 8);
+    LMCapture capture;
+    capture.layers = {1};
+    {
+        NoGradGuard no_grad;
+        model->forward(ids, Tensor(), nullptr, &capture);
+    }
+    CHECK_FALSE(capture.attention[0].probs.defined());
+    CHECK(capture.attention[1].probs.defined());
+    CHECK_FALSE(capture.hidden[2].defined());
+    capture.layers = {3};
+    NoGradGuard no_grad;
+    CHECK_THROWS_WITH_AS(model->forward(ids, Tensor(), nullptr, &capture), "GatedTransformerLM: capture layer 3 is outside [0, 3)",
+                         std::invalid_argument);
+}

@@ -27,20 +27,25 @@ double gated_attention_entropy(const Tensor& probs, const Tensor& gate) {
     return mean(kept + dropped).item();
 }
 
-ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold) {
+ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold,
+                      const std::vector<int64_t>& layers) {
     if (ids.dim() != 2 || ids.size(1) < 2)
         throw std::invalid_argument("analyze: need ids (B, T) with T ≥ 2, got " + shape_str(ids.shape()));
     NoGradGuard no_grad;
     LMCapture capture;
+    capture.layers = layers;
     model.forward(ids, Tensor(), nullptr, &capture);
     ModelAnalysis out;
     out.threshold = threshold;
     const int64_t T = ids.size(1);
+    const double measured = double(layers.empty() ? model.blocks.size() : layers.size());
     for (size_t l = 0; l < model.blocks.size(); ++l) {
+        if (!capture.keeps(l)) continue;
         const GatedAttention& attn = *model.blocks[l]->attn;
         const AttentionCapture& seen = capture.attention[l];
         const Tensor probs = seen.probs.to(DType::f64);  // (B, H, T, T)
         LayerAnalysis layer;
+        layer.layer = int64_t(l);
         // α per head: attention on key 0 from queries 1..T−1, averaged over batch and queries.
         const Tensor alpha = mean(probs.narrow(2, 1, T - 1).select(3, 0), {0, 2});  // (H)
         layer.first_token_share = alpha.to_vector<double>();
@@ -61,8 +66,8 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
         const Tensor hidden = abs(capture.hidden[l].to(DType::f64));  // (B, T, d)
         layer.max_abs_hidden = amax(hidden).item();
         layer.max_abs_hidden_first = amax(hidden.select(1, 0)).item();
-        out.mean_first_token_share += layer.mean_first_token_share / double(model.blocks.size());
-        out.mean_max_abs_hidden += layer.max_abs_hidden / double(model.blocks.size());
+        out.mean_first_token_share += layer.mean_first_token_share / measured;
+        out.mean_max_abs_hidden += layer.max_abs_hidden / measured;
         out.sink_layers += layer.mean_first_token_share > threshold;
         out.layers.push_back(layer);
     }
@@ -78,7 +83,8 @@ std::string ModelAnalysis::to_json() const {
                                 {"mean_max_abs_hidden", mean_max_abs_hidden},
                                 {"layers", nlohmann::ordered_json::array()}};
     for (const LayerAnalysis& l : layers)
-        j["layers"].push_back({{"first_token_share", l.first_token_share},
+        j["layers"].push_back({{"layer", l.layer},
+                               {"first_token_share", l.first_token_share},
                                {"mean_first_token_share", l.mean_first_token_share},
                                {"entropy", l.entropy},
                                {"gated_entropy", l.gated_entropy},
@@ -100,7 +106,7 @@ std::string ModelAnalysis::table() const {
     };
     for (size_t l = 0; l < layers.size(); ++l) {
         const LayerAnalysis& x = layers[l];
-        std::snprintf(line, sizeof line, "%5zu  %17.3f  %4s  %7.3f  %13s  %9s  %8s  %6.1f  %8.1f\n", l,
+        std::snprintf(line, sizeof line, "%5lld  %17.3f  %4s  %7.3f  %13s  %9s  %8s  %6.1f  %8.1f\n", (long long)x.layer,
                       x.mean_first_token_share, x.mean_first_token_share > threshold ? "yes" : "no", x.entropy,
                       opt(x.gated_entropy, "%.3f").c_str(), opt(x.gate_mean, "%.3f").c_str(),
                       opt(x.gate_below_0_1, "%.3f").c_str(), x.max_abs_hidden, x.max_abs_hidden_first);

@@ -23,6 +23,7 @@
 namespace gg::nn {
 
 struct LayerAnalysis {
+    int64_t layer = 0;                      // its index in the model
     std::vector<double> first_token_share;  // α per head
     double mean_first_token_share = 0;      // mean of α over heads
     double entropy = 0;                     // plain attention entropy (nats)
@@ -47,7 +48,9 @@ struct ModelAnalysis {
 };
 
 // Per-layer statistics from one forward pass over ids (B, T) without gradients.
-ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold = 0.3);
+// layers: which ones to measure (empty: all); the means are over those.
+ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold = 0.3,
+                      const std::vector<int64_t>& layers = {});
 
 // The entropy −Σ_j p_j log p_j of each attention row: (…, Tk) probabilities → (…).
 Tensor attention_row_entropy(const Tensor& probs);
