@@ -1,0 +1,149 @@
+// hf_forward.cpp — time the forward of a Hugging Face checkpoint as the analysis runs it, and
+// the memory it takes.
+//
+//   ./build/bench/hf_forward DIR [--mode analysis|inference] [--runs 3] [--batch 16] [--seq-len 256]
+//                                [--seed 0]
+//     → one JSON line: the load time, every run's wall time and their median, the process's peak
+//       RSS, what the weights and the captured probabilities take, and the loss on the first
+//       sequence (next-token cross-entropy), to compare with the peer's
+//
+// analysis: model.forward(ids, {}, nullptr, &capture), as `gatedgrad sink --hf` runs it
+// (analyze() in nn/analysis/analysis.cpp): every layer's attention probabilities (B, H, T, T)
+// and hidden states (B, T, d) are kept. inference: the same forward with nothing kept. Both
+// under NoGradGuard and, while the weights are bfloat16 (hf::load keeps a BF16 file's dtype),
+// under Autocast(bf16). ru_maxrss is a high-water mark of the whole process, so each mode
+// needs a process of its own to be measured. Threads: OMP_NUM_THREADS. The line names the
+// OpenBLAS kernels in use: 0.3.21 does not know every CPU and then falls back to its slowest
+// x86-64 ones (Prescott: SSE3) unless OPENBLAS_CORETYPE names a core.
+//
+// bench/hf_forward_torch.py is the PyTorch peer (the same ids: see splitmix64); bench/hf_forward.sh
+// writes a random checkpoint of Qwen3-1.7B's shape and runs both.
+#include <cblas.h>
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gatedgrad.h"
+#include "nn/io/hf.h"
+
+using namespace gg;
+using namespace gg::nn;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double peak_rss_bytes() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return double(usage.ru_maxrss) * 1024;  // Linux counts kilobytes
+}
+
+double bytes_of(const Tensor& t) { return t.defined() ? double(t.numel()) * double(dtype_size(t.dtype())) : 0; }
+
+// Sebastiano Vigna's splitmix64: a generator a few lines long, so that hf_forward_torch.py can
+// draw the same ids without sharing a file.
+uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+// ids (B, T): token i of the batch in row-major order is splitmix64(seed · B · T + i) mod V.
+// targets (B, T): the next token, and ignore_index −100 at the last position.
+std::pair<Tensor, Tensor> random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+    std::vector<int64_t> ids(B * T), targets(B * T, -100);
+    for (int64_t i = 0; i < B * T; ++i) ids[i] = int64_t(splitmix64(seed * B * T + i) % uint64_t(V));
+    for (int64_t i = 0; i < B * T; ++i)
+        if ((i + 1) % T != 0) targets[i] = ids[i + 1];
+    return {from_vector(ids, {B, T}), from_vector(targets, {B, T})};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: hf_forward DIR [--mode analysis|inference] [--runs N] [--batch B] [--seq-len T]"
+                             " [--seed S]\n");
+        return 2;
+    }
+    try {
+        const std::string dir = argv[1];
+        std::string mode = "analysis";
+        int64_t runs = 3, B = 16, T = 256, seed = 0;
+        const std::pair<const char*, int64_t*> number_flags[] = {
+            {"--runs", &runs}, {"--batch", &B}, {"--seq-len", &T}, {"--seed", &seed}};
+        for (int i = 2; i < argc; ++i) {
+            const auto flag =
+                std::ranges::find_if(number_flags, [&](const auto& f) { return std::strcmp(argv[i], f.first) == 0; });
+            if (flag != std::end(number_flags) && i + 1 < argc) *flag->second = std::atoll(argv[++i]);
+            else if (std::strcmp(argv[i], "--mode") == 0 && i + 1 < argc) mode = argv[++i];
+            else throw std::invalid_argument(std::string("unknown argument '") + argv[i] + "'");
+        }
+        if (mode != "analysis" && mode != "inference")
+            throw std::invalid_argument("--mode " + mode + ": analysis or inference");
+        if (runs < 1 || B < 1 || T < 2) throw std::invalid_argument("--runs ≥ 1, --batch ≥ 1 and --seq-len ≥ 2");
+
+        const auto load_start = std::chrono::steady_clock::now();
+        const std::shared_ptr<GatedTransformerLM> model = hf::load(dir);
+        const double load_s = seconds_since(load_start);
+        const LMConfig& config = model->config();
+        double weight_bytes = 0;
+        for (const Tensor& p : model->parameters()) weight_bytes += bytes_of(p);
+        const DType weight_dtype = model->parameters().front().dtype();
+        std::optional<Autocast> autocast;
+        if (weight_dtype == DType::bf16) autocast.emplace(DType::bf16);
+        const NoGradGuard no_grad;
+
+        const int64_t H = config.attn.n_heads, L = config.n_layers;
+        const auto [ids, targets] = random_ids(B, T, config.vocab_size, uint64_t(seed));
+        std::vector<double> times;
+        double captured_probs_bytes = 0, captured_bytes = 0, logits_bytes = 0, loss = 0;
+        for (int64_t r = 0; r < runs; ++r) {
+            LMCapture capture;
+            const auto t0 = std::chrono::steady_clock::now();
+            const Tensor logits = model->forward(ids, Tensor(), nullptr, mode == "analysis" ? &capture : nullptr).logits;
+            times.push_back(seconds_since(t0));
+            // Measured from what the pass kept, next to the 4·L·H·B·T² bytes that float32
+            // probabilities would take.
+            captured_probs_bytes = captured_bytes = 0;
+            for (const AttentionCapture& a : capture.attention) {
+                captured_probs_bytes += bytes_of(a.probs);
+                captured_bytes += bytes_of(a.probs) + bytes_of(a.lse) + bytes_of(a.gate);
+            }
+            for (const Tensor& h : capture.hidden) captured_bytes += bytes_of(h);
+            logits_bytes = bytes_of(logits);
+            // After the clock, and on one sequence, so that it adds nothing to the peak: whether
+            // this forward computes the same model as the peer's.
+            if (r == 0) loss = cross_entropy(logits.select(0, 0).to(DType::f32), targets.select(0, 0)).item();
+        }
+        std::vector<double> sorted = times;
+        std::sort(sorted.begin(), sorted.end());
+        const double probs_f32_bytes = 4.0 * double(L) * double(H) * double(B) * double(T) * double(T);
+        std::string all_times;
+        for (double t : times) all_times += (all_times.empty() ? "" : ", ") + std::to_string(t);
+        std::printf("{\"impl\": \"gatedgrad\", \"mode\": \"%s\", \"weights\": \"%s\", \"compute\": \"%s\", "
+                    "\"threads\": %d, \"openblas_core\": \"%s\", \"batch\": %lld, \"seq_len\": %lld, \"runs\": %lld, \"times_s\": [%s], "
+                    "\"median_s\": %.3f, \"load_s\": %.2f, \"peak_rss_gb\": %.3f, \"weights_gb\": %.3f, "
+                    "\"probs_f32_gb\": %.3f, \"captured_probs_gb\": %.3f, \"captured_gb\": %.3f, "
+                    "\"logits_gb\": %.3f, \"loss\": %.4f}\n",
+                    mode.c_str(), dtype_name(weight_dtype), autocast ? "autocast bf16" : "f32",
+                    omp_get_max_threads(), openblas_get_corename(), (long long)B, (long long)T, (long long)runs, all_times.c_str(),
+                    sorted[sorted.size() / 2], load_s, peak_rss_bytes() / 1e9, weight_bytes / 1e9,
+                    probs_f32_bytes / 1e9, captured_probs_bytes / 1e9, captured_bytes / 1e9, logits_bytes / 1e9, loss);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "hf_forward: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The forward of a real-size model, gatedgrad against PyTorch (Debian's 1.13): a random-weights
+# checkpoint of Qwen3-1.7B's exact shape (hidden 2048, FFN 6144, 28 layers, 16 query heads of
+# 128, 8 KV heads, vocabulary 151936, tied embeddings, QK-norm, BF16 files, ~3.4 GB), run by
+# bench/hf_forward (bf16 weights, Autocast(bf16)) and bench/hf_forward_torch.py (bf16 as
+# transformers runs it, and f32) on the same 16 × 256 ids, in two modes: analysis (every
+# layer's attention probabilities and hidden states kept, as `gatedgrad sink --hf` runs it) and
+# inference (nothing kept). Each program runs in a process of its own, since peak RSS is a
+# process's high-water mark; a shared machine's speed drifts, so the programs alternate within
+# each round and a ratio is the median over rounds of that round's gatedgrad/PyTorch ratio.
+#
+#   bench/hf_forward.sh [rounds, default 2] [runs per process, default 3] [threads, default 2]
+#   → every program's JSON line (bench/results/hf-forward-*.txt keeps them), then a table
+#
+# HF_DIR=dir times another checkpoint (made there when absent); GG_BUILD=dir an existing build.
+# Making the checkpoint takes ~2 minutes and 16.5 GB of memory at its peak (it draws float32
+# weights and rounds them). OpenBLAS 0.3.21 does not recognise every CPU and then runs its
+# SSE3 kernels (the JSON lines name them: "openblas_core"): OPENBLAS_CORETYPE=SkylakeX (or
+# Haswell) in the environment picks the kernels the CPU has, for both programs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-2}
+runs=${2:-3}
+threads=${3:-2}
+dir=${HF_DIR:-/tmp/qwen3-1.7b-shape}
+build=${GG_BUILD:-build}
+[[ -n ${GG_BUILD:-} ]] || flock /tmp/gg-build.lock ninja -C "$build" bench/hf_forward >/dev/null
+if [[ ! -f $dir/config.json ]]; then
+  /usr/bin/python3 tests/reference/hf_qwen3.py make "$dir" --hidden 2048 --ffn 6144 --layers 28 --heads 16 \
+    --kv-heads 8 --head-dim 128 --vocab 151936 --tied --dtype bf16 --shards 2 --no-reference
+fi
+
+lines=$(mktemp)
+trap 'rm -f "$lines"' EXIT
+run() { "$@" | tee -a "$lines"; }
+echo "# load before: $(uptime)"
+for ((r = 0; r < rounds; r++)); do
+  for mode in analysis inference; do
+    run env OMP_NUM_THREADS="$threads" "$build/bench/hf_forward" "$dir" --mode "$mode" --runs "$runs"
+    for dtype in bf16 f32; do
+      run /usr/bin/python3 bench/hf_forward_torch.py "$dir" "$threads" --mode "$mode" --dtype "$dtype" --runs "$runs"
+    done
+  done
+done
+echo "# load after: $(uptime)"
+
+python3 - "$lines" "$rounds" <<'EOF'
+import json, statistics, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+rounds = int(sys.argv[2])
+def pick(mode, impl, weights):
+    return [l for l in lines if l["mode"] == mode and l["impl"].startswith(impl) and l["weights"].startswith(weights)]
+print(f"\n| mode | ours (s) | PyTorch bf16 (s) | ratio | PyTorch f32 (s) | ratio | ours peak RSS (GB) "
+      f"| target (GB) | PyTorch bf16 peak RSS (GB) |")
+print("|---|---|---|---|---|---|---|---|---|")
+for mode in ("analysis", "inference"):
+    ours, bf16, f32 = pick(mode, "gatedgrad", "bfloat16"), pick(mode, "pytorch", "bf16"), pick(mode, "pytorch", "f32")
+    med = lambda rows: statistics.median(r["median_s"] for r in rows)
+    ratio = lambda peer: statistics.median(o["median_s"] / p["median_s"] for o, p in zip(ours, peer))
+    # the target: 1.5× the bf16 weights, plus the probabilities the analysis keeps (float32)
+    target = 1.5 * ours[0]["weights_gb"] + (ours[0]["probs_f32_gb"] if mode == "analysis" else 0)
+    peak = max(r["peak_rss_gb"] for r in ours)
+    print(f"| {mode} | {med(ours):.1f} | {med(bf16):.1f} | {ratio(bf16):.2f} | {med(f32):.1f} | {ratio(f32):.2f} "
+          f"| {peak:.2f} | {target:.2f} | {max(r['peak_rss_gb'] for r in bf16):.2f} |")
+print(f"\n{rounds} rounds; each time the median of {lines[0]['runs']} runs in one process; "
+      f"{lines[0]['threads']} threads; OpenBLAS core {lines[0]['openblas_core']}")
+EOF
