@@ -406,8 +406,10 @@ void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M,
     // The reference BLAS defines β = 0 as "C is not read" and α = 0 (or K = 0) as "A and B are
     // not read", so NaN or garbage there never reaches the result. OpenBLAS keeps that on some
     // CPUs and not on others (its SkylakeX and Cooperlake kernels multiply A·B by α = 0, so a NaN
-    // in A gives NaN), and which kernels run depends on the machine. So both cases are settled
-    // here, the same on every CPU: α = 0 never calls BLAS, β = 0 zeroes C's rows first.
+    // in A gives NaN), and which kernels run depends on the machine. So α = 0 never calls BLAS
+    // here: C is only scaled by β. β = 0 with a product is left to OpenBLAS, whose every kernel
+    // writes C without reading it then (test_cpu_gemm checks that on each core type); zeroing
+    // C first would add a pass over C to every GEMM of a step.
     const bool product = alpha != 0 && K > 0;
     const auto scale_rows = [&](int64_t i, int64_t m0, int64_t rows) {  // C ← β·C, without reading C when β = 0
         dispatch(dtype, [&]<class T>() {
@@ -421,8 +423,7 @@ void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M,
     // Rows [m0, m0 + rows) of C[i] from the same rows of op(A[i]): row m of op(A) starts at
     // A + m·lda, or at column m (A + m) when A is transposed.
     const auto rows_of = [&](int64_t i, int64_t m0, int64_t rows) {
-        if (!product || beta == 0) scale_rows(i, m0, rows);
-        if (!product) return;
+        if (!product) return scale_rows(i, m0, rows);
         const int64_t a_offset = i * stride_a + m0 * (trans_a ? 1 : lda), c_offset = i * stride_c + m0 * ldc;
         if (dtype == DType::f32)
             cblas_sgemm(CblasRowMajor, ta, tb, rows, N, K, float(alpha), static_cast<const float*>(A) + a_offset, lda,

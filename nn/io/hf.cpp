@@ -13,6 +13,7 @@
 #include "autograd/engine.h"
 #include "nn/io/checkpoint.h"
 #include "nn/io/safetensors.h"
+#include "nn/text/bpe.h"
 #include "nn/text/bytes.h"
 #include "nn/untrusted.h"
 
@@ -300,27 +301,11 @@ std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptio
 
 namespace {
 
-// GPT-2's byte alphabet: each printable byte stands for itself, the other 68 (controls, space,
-// the Latin-1 gaps) for U+0100 onwards in byte order, so every byte is one visible character.
-std::string byte_symbol(int byte) {
-    const bool printable_byte = (byte >= 0x21 && byte <= 0x7E) || (byte >= 0xA1 && byte <= 0xAC) || byte >= 0xAE;
-    int code = byte;
-    if (!printable_byte) {
-        code = 0x100;
-        for (int b = 0; b < byte; ++b)
-            code += !((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE);
-    }
-    std::string utf8;
-    if (code < 0x80) utf8 += char(code);
-    else utf8 += char(0xC0 | (code >> 6)), utf8 += char(0x80 | (code & 0x3F));
-    return utf8;
-}
-
 // The byte tokenizer (train/data.h) as a tokenizer.json: ids 0–255 the bytes, 256 BOS, no
 // merges, and BOS put before each sequence, as our models were trained.
 json byte_tokenizer_json() {
     json vocab = json::object();
-    for (int b = 0; b < 256; ++b) vocab[byte_symbol(b)] = b;
+    for (int b = 0; b < 256; ++b) vocab[byte_level_symbol(uint8_t(b))] = b;
     const json bos = {{"id", kBOS}, {"content", "<|bos|>"}, {"single_word", false}, {"lstrip", false},
                       {"rstrip", false}, {"normalized", false}, {"special", true}};
     return {{"version", "1.0"},

@@ -238,6 +238,8 @@ std::optional<int64_t> read_post_processor(const json& processor, const std::str
 
 }  // namespace
 
+std::string byte_level_symbol(uint8_t byte) { return to_alphabet(std::string_view(reinterpret_cast<const char*>(&byte), 1)); }
+
 // ---------------------------------------------------------------- regexes
 
 namespace {

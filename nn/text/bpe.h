@@ -33,6 +33,9 @@
 
 namespace gg::nn {
 
+// How byte-level BPE files spell one byte: GPT-2's byte alphabet, as UTF-8 ("Ġ" for a space).
+std::string byte_level_symbol(uint8_t byte);
+
 class BpeTokenizer {
 public:
     // Throw std::invalid_argument naming the file (from_json: "tokenizer.json") and the field
