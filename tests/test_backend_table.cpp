@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cuda/cuda.h"
+#include "cuda/gemm.h"
 #include "cuda/runtime.h"
 #include "gatedgrad.h"
 #include "tensor/bf16.h"
@@ -854,6 +855,43 @@ TEST_CASE("table bf16: GEMM on the tensor cores, every transpose, batched with s
                                      a_shape[1] * lda, v[1].data, ldb, b_shape[1] * ldb, beta, v[2].data, ldc,
                                      c.M * c.N);
                          });
+        }
+    }
+}
+
+// The rows above have tight leading dimensions, none a multiple of 8, so they take the
+// element-by-element path. Here every leading dimension and batch stride is a whole number of
+// 16-byte chunks (8 bf16) and every operand starts on 16 bytes: the 4-stage cp.async pipeline
+// (cuda/gemm_bf16.cu), asserted through the host's own choice (gemm_bf16_pipelines). The sizes
+// stay off 8, off the 64×64 tile and the 32-wide K slice, so chunks past an edge are zero-filled,
+// whole and in part; the padding between rows holds random values the kernel must not add in.
+TEST_CASE("table bf16: GEMM through the cp.async pipeline, leading dimensions of whole chunks, edges zero-filled") {
+    Generator gen(27);
+    struct Case {
+        int64_t batch, M, N, K;
+        bool ta, tb;
+    };
+    const auto whole_chunks = [](int64_t cols) { return (cols + 7) / 8 * 8; };
+    for (Case c : {Case{1, 7, 33, 65, false, true}, Case{2, 70, 20, 41, true, false}, Case{3, 64, 64, 32, false, false},
+                   Case{1, 130, 9, 200, true, true}}) {
+        CAPTURE(c.batch);
+        CAPTURE(c.M);
+        CAPTURE(c.N);
+        CAPTURE(c.K);
+        const int64_t a_rows = c.ta ? c.K : c.M, a_cols = c.ta ? c.M : c.K;
+        const int64_t b_rows = c.tb ? c.N : c.K, b_cols = c.tb ? c.K : c.N;
+        const int64_t lda = whole_chunks(a_cols), ldb = whole_chunks(b_cols) + 8, ldc = c.N + 3;
+        const Tensor A = random({c.batch, a_rows, lda}, DType::f32, gen), B = random({c.batch, b_rows, ldb}, DType::f32, gen);
+        for (double beta : {0.0, 0.5}) {
+            const Tensor C = beta == 0 ? full({c.batch, c.M, ldc}, NAN, DType::f32)
+                                       : random({c.batch, c.M, ldc}, DType::f32, gen);
+            compare_bf16("gemm (cp.async)", {A, B, C}, {0, 1, 2}, {2}, [&](const Backend& be, const std::vector<View>& v) {
+                const auto* a = static_cast<const bfloat16*>(v[0].data);
+                const auto* b = static_cast<const bfloat16*>(v[1].data);
+                CHECK(cuda::emulated::gemm_bf16_pipelines(c.batch, a, lda, a_rows * lda, b, ldb, b_rows * ldb));
+                be.gemm(v[2].dtype, c.batch, c.ta, c.tb, c.M, c.N, c.K, 1.5, a, lda, a_rows * lda, b, ldb,
+                        b_rows * ldb, beta, v[2].data, ldc, c.M * ldc);
+            });
         }
     }
 }

@@ -1,7 +1,8 @@
 // test_cuda_attention.cpp — the fused attention kernels (cuda/attention_forward.cu,
-// cuda/attention_backward.cu) run in the CUDA emulator against the CPU table on the same
-// inputs: O, lse and probs forward; dQ, dK, dV backward, from the CPU's O and lse so that
-// each direction is checked on its own.
+// cuda/attention_backward.cu) against the CPU table on the same inputs: O, lse and probs
+// forward; dQ, dK, dV backward, from the CPU's O and lse so that each direction is checked on
+// its own. Every case runs in the CUDA emulator and, where one answers, on the GPU
+// (tests/cuda_targets.h).
 //
 // The emulator switches fibers at every barrier and shuffle, so the shapes stay small; the
 // case tagged "bench" (T = 128, D = 64) is skipped by default: run it with --no-skip.
@@ -20,8 +21,11 @@
 #include "tensor/random.h"
 #include "tensor/tensor.h"
 #include "tests/check.h"
+#include "tests/cuda_targets.h"
 
 using namespace gg;
+using gg::testing::cuda_targets;
+using gg::testing::CudaTarget;
 using gg::testing::mismatch;
 
 namespace {
@@ -32,9 +36,6 @@ struct Case {
     int64_t window = 0;
     bool exclude_self = false;
 };
-
-using ForwardEntry = decltype(Backend::attention_forward);
-using BackwardEntry = decltype(Backend::attention_backward);
 
 struct Inputs {
     AttentionShape shape;
@@ -49,49 +50,61 @@ Inputs make_inputs(const Case& c, DType dtype, uint64_t seed) {
             randn({c.B, c.Hkv, c.Tk, c.D}, gen, dtype), randn({c.B, c.H, c.Tq, c.D}, gen, dtype)};
 }
 
+// The CPU's table, as a target like the CUDA ones, for the references.
+const CudaTarget& cpu() {
+    static const CudaTarget target{"cpu", &backend(Device::CPU), Device::CPU};
+    return target;
+}
+
+// Each entry on target t: the inputs copied to its device, the results left there.
 struct Forward {
     Tensor O, lse, probs;
 };
-Forward run_forward(ForwardEntry entry, const Inputs& in, bool with_probs) {
+Forward run_forward(const CudaTarget& t, const Inputs& in, bool with_probs) {
     const AttentionShape& s = in.shape;
     const DType dtype = in.Q.dtype(), lse_dtype = dtype == DType::bf16 ? DType::f32 : dtype;
-    Forward f{Tensor::empty({s.B, s.H, s.Tq, s.D}, dtype), Tensor::empty({s.B, s.H, s.Tq}, lse_dtype), Tensor()};
+    Forward f{Tensor::empty({s.B, s.H, s.Tq, s.D}, dtype, t.device),
+              Tensor::empty({s.B, s.H, s.Tq}, lse_dtype, t.device), Tensor()};
     View probs{nullptr, dtype};
     if (with_probs) {
-        f.probs = Tensor::empty({s.B, s.H, s.Tq, s.Tk}, dtype);
+        f.probs = Tensor::empty({s.B, s.H, s.Tq, s.Tk}, dtype, t.device);
         probs = f.probs.view_desc();
     }
-    entry(s, f.O.view_desc(), f.lse.view_desc(), probs, in.Q.view_desc(), in.K.view_desc(), in.V.view_desc());
+    t.table->attention_forward(s, f.O.view_desc(), f.lse.view_desc(), probs, t.put(in.Q).view_desc(),
+                               t.put(in.K).view_desc(), t.put(in.V).view_desc());
     return f;
 }
 
 struct Backward {
     Tensor dQ, dK, dV;
 };
-Backward run_backward(BackwardEntry entry, const Inputs& in, const Forward& f) {
-    Backward g{Tensor::empty(in.Q.shape(), in.Q.dtype()), Tensor::empty(in.K.shape(), in.K.dtype()),
-               Tensor::empty(in.V.shape(), in.V.dtype())};
-    entry(in.shape, g.dQ.view_desc(), g.dK.view_desc(), g.dV.view_desc(), in.dO.view_desc(), in.Q.view_desc(),
-          in.K.view_desc(), in.V.view_desc(), f.O.view_desc(), f.lse.view_desc(), View{});
+Backward run_backward(const CudaTarget& t, const Inputs& in, const Forward& f) {
+    Backward g{Tensor::empty(in.Q.shape(), in.Q.dtype(), t.device), Tensor::empty(in.K.shape(), in.K.dtype(), t.device),
+               Tensor::empty(in.V.shape(), in.V.dtype(), t.device)};
+    t.table->attention_backward(in.shape, g.dQ.view_desc(), g.dK.view_desc(), g.dV.view_desc(),
+                                t.put(in.dO).view_desc(), t.put(in.Q).view_desc(), t.put(in.K).view_desc(),
+                                t.put(in.V).view_desc(), t.put(f.O).view_desc(), t.put(f.lse).view_desc(), View{});
     return g;
 }
 
-// The emulated kernels give what the CPU gives on this case: each CHECK prints the first
+// The CUDA kernels give what the CPU gives on this case: each CHECK prints the first
 // difference (relative above 1, absolute below).
 void check_case(const Case& c, DType dtype) {
     const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
-    const Backend& cpu = backend(Device::CPU);
     const Inputs in = make_inputs(c, dtype, 17);
-    const Forward want = run_forward(cpu.attention_forward, in, true);
-    const Forward got = run_forward(cuda::emulated::attention_forward, in, true);
-    CHECK(mismatch(got.O, want.O.to_vector<double>(), tol) == "");
-    CHECK(mismatch(got.lse, want.lse.to_vector<double>(), tol) == "");
-    CHECK(mismatch(got.probs, want.probs.to_vector<double>(), tol) == "");
-    const Backward want_grad = run_backward(cpu.attention_backward, in, want);
-    const Backward got_grad = run_backward(cuda::emulated::attention_backward, in, want);
-    CHECK(mismatch(got_grad.dQ, want_grad.dQ.to_vector<double>(), tol) == "");
-    CHECK(mismatch(got_grad.dK, want_grad.dK.to_vector<double>(), tol) == "");
-    CHECK(mismatch(got_grad.dV, want_grad.dV.to_vector<double>(), tol) == "");
+    const Forward want = run_forward(cpu(), in, true);
+    const Backward want_grad = run_backward(cpu(), in, want);
+    for (const CudaTarget& t : cuda_targets()) {
+        INFO("on the ", t.name);
+        const Forward got = run_forward(t, in, true);
+        CHECK(mismatch(got.O, want.O.to_vector<double>(), tol) == "");
+        CHECK(mismatch(got.lse, want.lse.to_vector<double>(), tol) == "");
+        CHECK(mismatch(got.probs, want.probs.to_vector<double>(), tol) == "");
+        const Backward got_grad = run_backward(t, in, want);
+        CHECK(mismatch(got_grad.dQ, want_grad.dQ.to_vector<double>(), tol) == "");
+        CHECK(mismatch(got_grad.dK, want_grad.dK.to_vector<double>(), tol) == "");
+        CHECK(mismatch(got_grad.dV, want_grad.dV.to_vector<double>(), tol) == "");
+    }
 }
 
 void check_cases(const std::vector<Case>& cases, const std::vector<DType>& dtypes = {DType::f32, DType::f64}) {
@@ -103,7 +116,8 @@ void check_cases(const std::vector<Case>& cases, const std::vector<DType>& dtype
         }
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
+bool same_bits(const Tensor& a_anywhere, const Tensor& b_anywhere) {
+    const Tensor a = a_anywhere.to(Device::CPU).contiguous(), b = b_anywhere.to(Device::CPU).contiguous();
     const size_t n = size_t(a.numel()) * dtype_size(a.dtype());
     return a.numel() == b.numel() && std::memcmp(a.view_desc().data, b.view_desc().data, n) == 0;
 }
@@ -165,19 +179,21 @@ TEST_CASE("cuda attention: empty dims launch nothing and leave dK, dV zero where
 }
 
 TEST_CASE("cuda attention: two runs give the same bits") {
-    for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {  // bf16: the tensor-core kernels
-        const Inputs in = make_inputs({2, 4, 2, 33, 40, 16, true, 9}, dtype, 3);
-        const Forward a = run_forward(cuda::emulated::attention_forward, in, true);
-        const Forward b = run_forward(cuda::emulated::attention_forward, in, true);
-        CHECK(same_bits(a.O, b.O));
-        CHECK(same_bits(a.lse, b.lse));
-        CHECK(same_bits(a.probs, b.probs));
-        const Backward ga = run_backward(cuda::emulated::attention_backward, in, a);
-        const Backward gb = run_backward(cuda::emulated::attention_backward, in, a);
-        CHECK(same_bits(ga.dQ, gb.dQ));
-        CHECK(same_bits(ga.dK, gb.dK));
-        CHECK(same_bits(ga.dV, gb.dV));
-    }
+    for (const CudaTarget& t : cuda_targets())
+        for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {  // bf16: the tensor-core kernels
+            INFO("on the ", t.name, ", ", dtype_name(dtype));
+            const Inputs in = make_inputs({2, 4, 2, 33, 40, 16, true, 9}, dtype, 3);
+            const Forward a = run_forward(t, in, true);
+            const Forward b = run_forward(t, in, true);
+            CHECK(same_bits(a.O, b.O));
+            CHECK(same_bits(a.lse, b.lse));
+            CHECK(same_bits(a.probs, b.probs));
+            const Backward ga = run_backward(t, in, a);
+            const Backward gb = run_backward(t, in, a);
+            CHECK(same_bits(ga.dQ, gb.dQ));
+            CHECK(same_bits(ga.dK, gb.dK));
+            CHECK(same_bits(ga.dV, gb.dV));
+        }
 }
 
 namespace {
@@ -188,11 +204,11 @@ namespace {
 struct SplitHeads {
     Tensor buffer, heads;
 };
-SplitHeads split_heads(const Tensor& x) {
+SplitHeads split_heads(const Tensor& x, Device device = Device::CPU) {
     const int64_t B = x.size(0), heads = x.size(1), T = x.size(2), D = x.size(3);
-    const Tensor buffer = full({B, T, heads + 1, D}, std::nan(""), x.dtype());
+    const Tensor buffer = full({B, T, heads + 1, D}, std::nan(""), x.dtype(), device);
     const Tensor view = buffer.narrow(2, 1, heads).transpose(1, 2);  // (B, heads, T, D)
-    view.copy_(x);
+    view.copy_(x.to(device));
     return {buffer, view};
 }
 // Whether the NaN head of a result's buffer is still all NaN: nothing was written outside the view.
@@ -203,24 +219,26 @@ bool gap_untouched(const SplitHeads& x) {
 
 // Each entry on operands and results laid out as split heads gives what the CPU gives on
 // contiguous ones, and leaves the NaN around them untouched.
-void check_split_heads(const Case& c, DType dtype, ForwardEntry forward, BackwardEntry backward) {
-    INFO("B ", c.B, ", H ", c.H, ", Hkv ", c.Hkv, ", Tq ", c.Tq, ", Tk ", c.Tk, ", D ", c.D, ", ", dtype_name(dtype));
+void check_split_heads(const Case& c, DType dtype, const CudaTarget& t) {
+    INFO("B ", c.B, ", H ", c.H, ", Hkv ", c.Hkv, ", Tq ", c.Tq, ", Tk ", c.Tk, ", D ", c.D, ", ", dtype_name(dtype),
+         ", on the ", t.name);
     const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
-    const Backend& cpu = backend(Device::CPU);
     const Inputs in = make_inputs(c, dtype, 5);
-    const Forward want = run_forward(cpu.attention_forward, in, false);
-    const Backward want_grad = run_backward(cpu.attention_backward, in, want);
+    const Forward want = run_forward(cpu(), in, false);
+    const Backward want_grad = run_backward(cpu(), in, want);
 
-    const SplitHeads Q = split_heads(in.Q), K = split_heads(in.K), V = split_heads(in.V), dO = split_heads(in.dO);
-    const auto result_like = [&](const Tensor& x) { return split_heads(zeros(x.shape(), dtype)); };
+    const auto split = [&](const Tensor& x) { return split_heads(x, t.device); };
+    const SplitHeads Q = split(in.Q), K = split(in.K), V = split(in.V), dO = split(in.dO);
+    const auto result_like = [&](const Tensor& x) { return split(zeros(x.shape(), dtype)); };
     const SplitHeads O = result_like(in.Q), dQ = result_like(in.Q), dK = result_like(in.K), dV = result_like(in.V);
-    const Tensor lse = Tensor::empty({c.B, c.H, c.Tq}, dtype);
-    forward(in.shape, O.heads.view_desc(), lse.view_desc(), View{nullptr, dtype}, Q.heads.view_desc(),
+    const Tensor lse = Tensor::empty({c.B, c.H, c.Tq}, dtype, t.device);
+    t.table->attention_forward(in.shape, O.heads.view_desc(), lse.view_desc(), View{nullptr, dtype}, Q.heads.view_desc(),
             K.heads.view_desc(), V.heads.view_desc());
     CHECK(mismatch(O.heads, want.O.to_vector<double>(), tol) == "");
     CHECK(mismatch(lse, want.lse.to_vector<double>(), tol) == "");
-    backward(in.shape, dQ.heads.view_desc(), dK.heads.view_desc(), dV.heads.view_desc(), dO.heads.view_desc(),
-             Q.heads.view_desc(), K.heads.view_desc(), V.heads.view_desc(), O.heads.view_desc(), lse.view_desc(), View{});
+    t.table->attention_backward(in.shape, dQ.heads.view_desc(), dK.heads.view_desc(), dV.heads.view_desc(),
+                                dO.heads.view_desc(), Q.heads.view_desc(), K.heads.view_desc(), V.heads.view_desc(),
+                                O.heads.view_desc(), lse.view_desc(), View{});
     CHECK(mismatch(dQ.heads, want_grad.dQ.to_vector<double>(), tol) == "");
     CHECK(mismatch(dK.heads, want_grad.dK.to_vector<double>(), tol) == "");
     CHECK(mismatch(dV.heads, want_grad.dV.to_vector<double>(), tol) == "");
@@ -229,7 +247,7 @@ void check_split_heads(const Case& c, DType dtype, ForwardEntry forward, Backwar
 
 }  // namespace
 
-TEST_CASE("attention on the CPU and in the emulator: heads split from a projection are read and written in place") {
+TEST_CASE("attention on the CPU and the CUDA targets: heads split from a projection are read and written in place") {
     const std::vector<Case> cases{
         {2, 2, 2, 17, 17, 8, true},
         {1, 4, 2, 33, 33, 3, true},           // D not a multiple of the vector: one value at a time
@@ -238,25 +256,27 @@ TEST_CASE("attention on the CPU and in the emulator: heads split from a projecti
     };
     for (const Case& c : cases)
         for (DType dtype : {DType::f32, DType::f64}) {
-            check_split_heads(c, dtype, backend(Device::CPU).attention_forward,
-                              backend(Device::CPU).attention_backward);
-            check_split_heads(c, dtype, cuda::emulated::attention_forward, cuda::emulated::attention_backward);
+            check_split_heads(c, dtype, cpu());
+            for (const CudaTarget& t : cuda_targets()) check_split_heads(c, dtype, t);
         }
 }
 
 TEST_CASE("cuda attention: a head size beyond the kernels' registers is a clear error") {
-    for (const auto& [dtype, D, limit] : {std::tuple{DType::f32, 129, "(128)"}, std::tuple{DType::f64, 65, "(64)"}}) {
-        const Inputs in = make_inputs({1, 1, 1, 2, 2, D, true}, dtype, 1);
-        const std::string what = "head size D = " + std::to_string(D);
-        const std::string forward_error = "attention_forward: " + what +
-                                          " is more than the CUDA kernels support in " + dtype_name(dtype) + " " +
-                                          limit;
-        CHECK_THROWS_WITH_AS(run_forward(cuda::emulated::attention_forward, in, false),
-                             doctest::Contains(forward_error.c_str()), std::invalid_argument);
-        const Forward f{Tensor::empty({1, 1, 2, D}, dtype), Tensor::empty({1, 1, 2}, dtype), Tensor()};
-        const std::string backward_error = "attention_backward: " + what;
-        CHECK_THROWS_WITH_AS(run_backward(cuda::emulated::attention_backward, in, f),
-                             doctest::Contains(backward_error.c_str()), std::invalid_argument);
+    for (const CudaTarget& t : cuda_targets()) {
+        INFO("on the ", t.name);
+        for (const auto& [dtype, D, limit] : {std::tuple{DType::f32, 129, "(128)"}, std::tuple{DType::f64, 65, "(64)"}}) {
+            const Inputs in = make_inputs({1, 1, 1, 2, 2, D, true}, dtype, 1);
+            const std::string what = "head size D = " + std::to_string(D);
+            const std::string forward_error = "attention_forward: " + what +
+                                              " is more than the CUDA kernels support in " + dtype_name(dtype) + " " +
+                                              limit;
+            CHECK_THROWS_WITH_AS(run_forward(t, in, false),
+                                 doctest::Contains(forward_error.c_str()), std::invalid_argument);
+            const Forward f{Tensor::empty({1, 1, 2, D}, dtype, t.device), Tensor::empty({1, 1, 2}, dtype, t.device), Tensor()};
+            const std::string backward_error = "attention_backward: " + what;
+            CHECK_THROWS_WITH_AS(run_backward(t, in, f),
+                                 doctest::Contains(backward_error.c_str()), std::invalid_argument);
+        }
     }
 }
 
@@ -359,20 +379,20 @@ Tensor bf16_tensor(const std::vector<double>& values, const Shape& shape) {
 
 // The tensor-core kernels against Exact: O and lse from the forward; dQ, dK, dV from the
 // backward given Exact's O (rounded to bf16) and lse, so that each direction is checked alone.
-void check_bf16_case(const Case& c) {
+void check_bf16_case(const Case& c, const CudaTarget& t) {
     INFO("B ", c.B, ", H ", c.H, ", Hkv ", c.Hkv, ", Tq ", c.Tq, ", Tk ", c.Tk, ", D ", c.D, ", causal ", c.causal,
-         ", window ", c.window, ", exclude_self ", c.exclude_self);
+         ", window ", c.window, ", exclude_self ", c.exclude_self, ", on the ", t.name);
     const Inputs in = make_inputs(c, DType::bf16, 29);
     const Exact want = exact_attention(in);
     const AttentionShape& s = in.shape;
-    const Forward f = run_forward(cuda::emulated::attention_forward, in, false);
+    const Forward f = run_forward(t, in, false);
     CHECK(bf16_mismatch(f.O, want.O, want.O_mag, 1) == "");
     // lse stays f32: its scores are exact products of bf16 summed in f32.
     const auto lse_bound = [&](size_t k) { return 1e-5 * std::max(1.0, std::abs(want.lse[k])); };
     CHECK(mismatch_within(f.lse, want.lse, lse_bound) == "");
     const Forward exact{bf16_tensor(want.O, {s.B, s.H, s.Tq, s.D}),
                         from_vector(std::vector<float>(want.lse.begin(), want.lse.end()), {s.B, s.H, s.Tq}), Tensor()};
-    const Backward g = run_backward(cuda::emulated::attention_backward, in, exact);
+    const Backward g = run_backward(t, in, exact);
     CHECK(bf16_mismatch(g.dQ, want.dQ, want.dQ_mag, 2) == "");
     CHECK(bf16_mismatch(g.dK, want.dK, want.dK_mag, 2) == "");
     CHECK(bf16_mismatch(g.dV, want.dV, want.dV_mag, 1) == "");
@@ -395,7 +415,7 @@ TEST_CASE("cuda attention bf16 on the tensor cores: causal, full, windows, again
              {1, 1, 1, 70, 40, 32, true},            // Tq > Tk: the first 30 queries see no key
              {1, 2, 1, 0, 6, 16, true},              // no query: dK = dV = 0
          })
-        check_bf16_case(c);
+        for (const CudaTarget& t : cuda_targets()) check_bf16_case(c, t);
 }
 
 namespace {
@@ -407,13 +427,12 @@ struct Results {
     Forward f;
     Backward g;
 };
-Results simt_reference(const Inputs& in) {
+Results simt_reference(const CudaTarget& t, const Inputs& in) {
     const Inputs in32{in.shape, in.Q.to(DType::f32), in.K.to(DType::f32), in.V.to(DType::f32),
                       in.dO.to(DType::f32)};
-    const Forward f32 = run_forward(cuda::emulated::attention_forward, in32, false);
+    const Forward f32 = run_forward(t, in32, false);
     const Tensor O = f32.O.to(DType::bf16);
-    const Backward g32 =
-        run_backward(cuda::emulated::attention_backward, in32, Forward{O.to(DType::f32), f32.lse, Tensor()});
+    const Backward g32 = run_backward(t, in32, Forward{O.to(DType::f32), f32.lse, Tensor()});
     return {Forward{O, f32.lse, Tensor()},
             Backward{g32.dQ.to(DType::bf16), g32.dK.to(DType::bf16), g32.dV.to(DType::bf16)}};
 }
@@ -431,34 +450,37 @@ void check_same_bits(const Results& got, const Results& want, bool want_same) {
 }  // namespace
 
 TEST_CASE("cuda attention bf16: other head sizes and misaligned views fall back to the f32 kernels") {
-    const auto check = [](const Case& c, bool misaligned, bool want_same) {
-        INFO("D ", c.D, ", misaligned ", misaligned);
+    const auto check = [](const CudaTarget& t, const Case& c, bool misaligned, bool want_same) {
+        INFO("D ", c.D, ", misaligned ", misaligned, ", on the ", t.name);
         const Inputs in = make_inputs(c, DType::bf16, 31);
-        const Results simt = simt_reference(in);
+        const Results simt = simt_reference(t, in);
         // Q one bf16 past a 16-byte boundary: the same values, a pointer the mma path refuses.
-        const Tensor shifted = Tensor::empty({in.Q.numel() + 1}, DType::bf16);
-        View q = in.Q.view_desc();
+        Tensor Q = t.put(in.Q);
         if (misaligned) {
-            q.data = static_cast<bfloat16*>(shifted.view_desc().data) + 1;
-            std::memcpy(q.data, in.Q.view_desc().data, size_t(in.Q.numel()) * sizeof(bfloat16));
+            Q = Tensor::empty({in.Q.numel() + 1}, DType::bf16, t.device)
+                    .alias(in.Q.shape(), contiguous_strides(in.Q.shape()), 1);
+            Q.copy_(t.put(in.Q));
         }
+        const Tensor K = t.put(in.K), V = t.put(in.V), dO = t.put(in.dO);
         const AttentionShape& s = in.shape;
-        const Results got{Forward{Tensor::empty(in.Q.shape(), DType::bf16),
-                                  Tensor::empty({s.B, s.H, s.Tq}, DType::f32), Tensor()},
-                          Backward{Tensor::empty(in.Q.shape(), DType::bf16), Tensor::empty(in.K.shape(), DType::bf16),
-                                   Tensor::empty(in.V.shape(), DType::bf16)}};
-        cuda::emulated::attention_forward(s, got.f.O.view_desc(), got.f.lse.view_desc(), View{nullptr, DType::bf16},
-                                          q, in.K.view_desc(), in.V.view_desc());
+        const auto empty = [&](const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, t.device); };
+        const Results got{Forward{empty(in.Q.shape(), DType::bf16), empty({s.B, s.H, s.Tq}, DType::f32), Tensor()},
+                          Backward{empty(in.Q.shape(), DType::bf16), empty(in.K.shape(), DType::bf16),
+                                   empty(in.V.shape(), DType::bf16)}};
+        t.table->attention_forward(s, got.f.O.view_desc(), got.f.lse.view_desc(), View{nullptr, DType::bf16},
+                                   Q.view_desc(), K.view_desc(), V.view_desc());
         // The backward from the SIMT reference's O and lse, so that both read the same.
-        cuda::emulated::attention_backward(s, got.g.dQ.view_desc(), got.g.dK.view_desc(), got.g.dV.view_desc(),
-                                           in.dO.view_desc(), q, in.K.view_desc(), in.V.view_desc(),
-                                           simt.f.O.view_desc(), simt.f.lse.view_desc(), View{});
+        t.table->attention_backward(s, got.g.dQ.view_desc(), got.g.dK.view_desc(), got.g.dV.view_desc(),
+                                    dO.view_desc(), Q.view_desc(), K.view_desc(), V.view_desc(),
+                                    simt.f.O.view_desc(), simt.f.lse.view_desc(), View{});
         check_same_bits(got, simt, want_same);
     };
-    check({1, 2, 1, 40, 40, 48, true}, false, true);  // D = 48: not a head size of the mma kernels
-    check({1, 2, 1, 40, 40, 8, true}, false, true);   // D = 8
-    check({1, 2, 1, 40, 40, 64, true}, true, true);   // D = 64, Q misaligned
-    check({1, 2, 1, 40, 40, 64, true}, false, false); // D = 64: the tensor cores, which differ
+    for (const CudaTarget& t : cuda_targets()) {
+        check(t, {1, 2, 1, 40, 40, 48, true}, false, true);  // D = 48: not a head size of the mma kernels
+        check(t, {1, 2, 1, 40, 40, 8, true}, false, true);   // D = 8
+        check(t, {1, 2, 1, 40, 40, 64, true}, true, true);   // D = 64, Q misaligned
+        check(t, {1, 2, 1, 40, 40, 64, true}, false, false); // D = 64: the tensor cores, which differ
+    }
 }
 
 namespace {
@@ -468,36 +490,37 @@ namespace {
 struct FusedQKV {
     Tensor buffer, Q, K, V;
 };
-FusedQKV fused_qkv(const Inputs& in, int64_t pad) {
+FusedQKV fused_qkv(const Inputs& in, int64_t pad, Device device) {
     const AttentionShape& s = in.shape;  // Tq = Tk = T
     const int64_t T = s.Tk, W = (s.H + 2 * s.Hkv) * s.D + pad;
-    const Tensor buffer = full({s.B, T, W}, std::nan(""), DType::bf16);
+    const Tensor buffer = full({s.B, T, W}, std::nan(""), DType::bf16, device);
     // Heads [first, first + n) of the projection, as (B, n, T, D).
     const auto heads = [&](int64_t first, int64_t n) {
         return buffer.alias({s.B, n, T, s.D}, {T * W, s.D, W, 1}, first * s.D);
     };
     const FusedQKV f{buffer, heads(0, s.H), heads(s.H, s.Hkv), heads(s.H + s.Hkv, s.Hkv)};
-    f.Q.copy_(in.Q);
-    f.K.copy_(in.K);
-    f.V.copy_(in.V);
+    f.Q.copy_(in.Q.to(device));
+    f.K.copy_(in.K.to(device));
+    f.V.copy_(in.V.to(device));
     return f;
 }
 
 // The bf16 entries on strided views: Q, K, V from fused_qkv(pad); dO, the backward's O (given's)
 // and the results O, dQ, dK, dV in split_heads' buffers, whose NaN head must stay. The backward
 // runs from given's O and lse. The results come back contiguous.
-Results run_strided(const Inputs& in, int64_t pad, const Forward& given) {
+Results run_strided(const CudaTarget& t, const Inputs& in, int64_t pad, const Forward& given) {
     const AttentionShape& s = in.shape;
-    const FusedQKV qkv = fused_qkv(in, pad);
-    const SplitHeads dO = split_heads(in.dO), O_given = split_heads(given.O);
-    const auto result_like = [](const Tensor& x) { return split_heads(zeros(x.shape(), DType::bf16)); };
+    const FusedQKV qkv = fused_qkv(in, pad, t.device);
+    const SplitHeads dO = split_heads(in.dO, t.device), O_given = split_heads(given.O, t.device);
+    const auto result_like = [&](const Tensor& x) { return split_heads(zeros(x.shape(), DType::bf16), t.device); };
     const SplitHeads O = result_like(in.Q), dQ = result_like(in.Q), dK = result_like(in.K), dV = result_like(in.V);
-    const Tensor lse = Tensor::empty({s.B, s.H, s.Tq}, DType::f32);
-    cuda::emulated::attention_forward(s, O.heads.view_desc(), lse.view_desc(), View{nullptr, DType::bf16},
-                                      qkv.Q.view_desc(), qkv.K.view_desc(), qkv.V.view_desc());
-    cuda::emulated::attention_backward(s, dQ.heads.view_desc(), dK.heads.view_desc(), dV.heads.view_desc(),
-                                       dO.heads.view_desc(), qkv.Q.view_desc(), qkv.K.view_desc(),
-                                       qkv.V.view_desc(), O_given.heads.view_desc(), given.lse.view_desc(), View{});
+    const Tensor lse = Tensor::empty({s.B, s.H, s.Tq}, DType::f32, t.device);
+    const Tensor given_lse = t.put(given.lse);
+    t.table->attention_forward(s, O.heads.view_desc(), lse.view_desc(), View{nullptr, DType::bf16},
+                               qkv.Q.view_desc(), qkv.K.view_desc(), qkv.V.view_desc());
+    t.table->attention_backward(s, dQ.heads.view_desc(), dK.heads.view_desc(), dV.heads.view_desc(),
+                                dO.heads.view_desc(), qkv.Q.view_desc(), qkv.K.view_desc(), qkv.V.view_desc(),
+                                O_given.heads.view_desc(), given_lse.view_desc(), View{});
     for (const SplitHeads* result : {&O, &dQ, &dK, &dV}) CHECK(gap_untouched(*result));
     return {Forward{O.heads.contiguous(), lse, Tensor()},
             Backward{dQ.heads.contiguous(), dK.heads.contiguous(), dV.heads.contiguous()}};
@@ -510,18 +533,44 @@ Results run_strided(const Inputs& in, int64_t pad, const Forward& given) {
 // of Q, K, V off 16 bytes: the SIMT kernels' bits.
 TEST_CASE("cuda attention bf16: strided heads take the tensor cores when every row starts on 16 bytes") {
     const Inputs in = make_inputs({2, 4, 2, 70, 70, 32, true}, DType::bf16, 37);  // GQA, two query tiles
-    const Results simt = simt_reference(in);
-    const Forward mma_forward = run_forward(cuda::emulated::attention_forward, in, false);
-    const Results mma{mma_forward, run_backward(cuda::emulated::attention_backward, in, simt.f)};
-    {
-        INFO("row stride (H + 2·Hkv)·D = 256");
-        const Results strided = run_strided(in, 0, simt.f);
-        check_same_bits(strided, mma, true);
-        check_same_bits(strided, simt, false);
+    for (const CudaTarget& t : cuda_targets()) {
+        INFO("on the ", t.name);
+        const Results simt = simt_reference(t, in);
+        const Forward mma_forward = run_forward(t, in, false);
+        const Results mma{mma_forward, run_backward(t, in, simt.f)};
+        {
+            INFO("row stride (H + 2·Hkv)·D = 256");
+            const Results strided = run_strided(t, in, 0, simt.f);
+            check_same_bits(strided, mma, true);
+            check_same_bits(strided, simt, false);
+        }
+        {
+            INFO("row stride (H + 2·Hkv)·D + 4 = 260");
+            check_same_bits(run_strided(t, in, 4, simt.f), simt, true);
+        }
     }
-    {
-        INFO("row stride (H + 2·Hkv)·D + 4 = 260");
-        check_same_bits(run_strided(in, 4, simt.f), simt, true);
+}
+
+// The head sizes of real models, D = 64 and 128 (85–105 KiB of shared memory and the most
+// registers a lane holds at 128), each with a window, grouped queries and, as nn/attention.cpp
+// hands them over, heads strided out of one projection: against double (check_bf16_case), then
+// the strided run against the contiguous one, bit for bit. 66 and 70 rows cross into a second
+// 64-row tile; the emulator keeps T that small.
+TEST_CASE("cuda attention bf16 at D = 64 and 128: windows, GQA and strided heads on the tensor cores") {
+    for (const CudaTarget& t : cuda_targets()) {
+        for (const Case& c : std::vector<Case>{
+                 {1, 4, 2, 70, 70, 64, true, 20},   // GQA 2:1 and a window of 20
+                 {1, 2, 1, 66, 66, 128, true, 33},  // MQA and a window at D = 128
+                 {1, 2, 2, 66, 66, 128, false},     // no mask at D = 128: every key tile whole
+             })
+            check_bf16_case(c, t);
+        for (const Case& c : std::vector<Case>{{1, 4, 2, 70, 70, 64, true}, {1, 2, 1, 66, 66, 128, true, 20}}) {
+            INFO("strided heads, D ", c.D, ", on the ", t.name);
+            const Inputs in = make_inputs(c, DType::bf16, 41);
+            const Forward f = run_forward(t, in, false);
+            const Results contiguous{f, run_backward(t, in, f)};
+            check_same_bits(run_strided(t, in, 0, f), contiguous, true);
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-// test_cuda_gemm.cpp — the CUDA GEMM (cuda/gemm.cu), run in the emulator, against the CPU's
+// test_cuda_gemm.cpp — the CUDA GEMM (cuda/gemm.cu), run in the emulator and, where one
+// answers, on the GPU (tests/cuda_targets.h), against the CPU's
 // (OpenBLAS) on the same inputs: every transpose combination, sizes that are not multiples of
 // the tiles, batches with padded and broadcast (stride 0) operands, leading dimensions longer
 // than a row, alpha and beta, the BLAS promises about what is not read, both load paths (16-byte
@@ -18,12 +19,16 @@
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "tensor/backend.h"
+#include "tests/cuda_targets.h"
 #include "tests/gemm_layout.h"
 
 namespace {
 
 using gg::DType;
+using gg::testing::cuda_targets;
+using gg::testing::CudaTarget;
 using gg::testing::describe;
+using gg::testing::Mirror;
 using gg::testing::Gemm;
 using gg::testing::Layout;
 
@@ -68,7 +73,7 @@ bool same_bits(T x, T y) {
     return std::memcmp(&x, &y, sizeof(T)) == 0;
 }
 
-// "" when the emulated kernel's C matches the CPU's, else the first difference. Inside the
+// "" when the CUDA kernel's C matches the CPU's on every target, else the first difference. Inside the
 // (batch, M, N) result the error may be tol × what the same sum of |terms| comes to (the
 // CPU's gemm on |A|, |B|, |C|), a scale that cancellation cannot shrink; every element
 // outside it (row padding, gaps between batches) must be left bit for bit as it was.
@@ -80,10 +85,9 @@ std::string mismatch(const Gemm& g, double tol, T c_fill = T(2), T ab_fill = T(2
     std::vector<T> A = uniform<T>(l.a.size, rng), B = uniform<T>(l.b.size, rng), C = uniform<T>(l.c.size, rng);
     if (c_fill != T(2)) C.assign(C.size(), c_fill);
     if (ab_fill != T(2)) A.assign(A.size(), ab_fill), B.assign(B.size(), ab_fill);
-    std::vector<T> expected = C, got = C;
+    std::vector<T> expected = C;
     const gg::Backend& cpu = gg::backend(gg::Device::CPU);
     run(cpu.gemm, g, l, A.data(), B.data(), expected.data());
-    run(gg::cuda::emulated::gemm, g, l, A.data(), B.data(), got.data());
 
     std::vector<T> absA(A.size()), absB(B.size()), scale(C.size());
     for (size_t i = 0; i < A.size(); ++i) absA[i] = std::abs(A[i]);
@@ -97,14 +101,40 @@ std::string mismatch(const Gemm& g, double tol, T c_fill = T(2), T ab_fill = T(2
     for (int64_t b = 0; b < g.batch; ++b)
         for (int64_t m = 0; m < g.M; ++m)
             for (int64_t n = 0; n < g.N; ++n) inside[l.c.offset + b * l.c.stride + m * l.c.ld + n] = true;
-    for (size_t i = 0; i < C.size(); ++i) {
-        const bool ok = inside[i] ? std::abs(double(got[i]) - double(expected[i])) <= tol * double(scale[i])
-                                  : same_bits(got[i], C[i]) && same_bits(expected[i], C[i]);
-        if (!ok)
-            return "C[" + std::to_string(i) + "] (" + (inside[i] ? "inside" : "outside") + " the result) is " +
-                   std::to_string(got[i]) + ", the CPU gives " + std::to_string(expected[i]);
+    for (const CudaTarget& t : cuda_targets()) {
+        std::vector<T> got = C;
+        Mirror mirror(t);
+        run(t.table->gemm, g, l, mirror.on(A), mirror.on(B), mirror.on(got));
+        mirror.back(got);
+        for (size_t i = 0; i < C.size(); ++i) {
+            const bool ok = inside[i] ? std::abs(double(got[i]) - double(expected[i])) <= tol * double(scale[i])
+                                      : same_bits(got[i], C[i]) && same_bits(expected[i], C[i]);
+            if (!ok)
+                return "on the " + t.name + ": C[" + std::to_string(i) + "] (" + (inside[i] ? "inside" : "outside") +
+                       " the result) is " + std::to_string(got[i]) + ", the CPU gives " + std::to_string(expected[i]);
+        }
     }
     return "";
+}
+
+// Whether g on random f32 operands gives the same bits twice on every target (a fixed order of
+// sums, split-K's included).
+bool same_bits_twice(const Gemm& g, unsigned seed) {
+    const Layout l(g);
+    std::mt19937 rng(seed);
+    const std::vector<float> A = uniform<float>(l.a.size, rng), B = uniform<float>(l.b.size, rng),
+                             C = uniform<float>(l.c.size, rng);
+    bool same = true;
+    for (const CudaTarget& t : cuda_targets()) {
+        std::vector<float> first = C, second = C;
+        Mirror mirror(t);
+        run(t.table->gemm, g, l, mirror.on(A), mirror.on(B), mirror.on(first));
+        run(t.table->gemm, g, l, mirror.on(A), mirror.on(B), mirror.on(second));
+        mirror.back(first);
+        mirror.back(second);
+        same = same && std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0;
+    }
+    return same;
 }
 
 constexpr double kTolF32 = 1e-5, kTolF64 = 1e-12;
@@ -198,14 +228,7 @@ TEST_CASE("int64 and leading dimensions shorter than a row are errors, as on the
 
 TEST_CASE("two runs are bitwise identical") {
     const Gemm g{.batch = 2, .trans_b = true, .M = 65, .N = 33, .K = 96, .alpha = 0.3, .beta = 0.7};
-    const Layout l(g);
-    std::mt19937 rng(7);
-    const std::vector<float> A = uniform<float>(l.a.size, rng), B = uniform<float>(l.b.size, rng),
-                             C = uniform<float>(l.c.size, rng);
-    std::vector<float> first = C, second = C;
-    run_emulated(g, l, DType::f32, A.data(), B.data(), first.data());
-    run_emulated(g, l, DType::f32, A.data(), B.data(), second.data());
-    CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
+    CHECK(same_bits_twice(g, 7));
 }
 
 TEST_CASE("f32 products with 132 or more 128×128 tiles take the large tile (8×8 per thread)") {
@@ -249,14 +272,7 @@ TEST_CASE("split-K: few tiles of C and a long K, summed in a fixed order") {
     CHECK(plan.tile == 128);
     CHECK(plan.splits == 4);
     CHECK(plan.k_split == 280);
-    const Layout l(g);
-    std::mt19937 rng(11);
-    const std::vector<float> A = uniform<float>(l.a.size, rng), B = uniform<float>(l.b.size, rng),
-                             C = uniform<float>(l.c.size, rng);
-    std::vector<float> first = C, second = C;
-    run_emulated(g, l, DType::f32, A.data(), B.data(), first.data());
-    run_emulated(g, l, DType::f32, A.data(), B.data(), second.data());
-    CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
+    CHECK(same_bits_twice(g, 11));
 }
 
 TEST_CASE("16-byte packs where A and B allow them, one element at a time where they do not") {

@@ -1,5 +1,6 @@
-// test_cuda_gemm_bf16.cpp — the bf16 tensor-core GEMM (cuda/gemm_bf16.cu, mma.sync m16n8k16
-// in the emulator) against the CPU's f32 GEMM on the same bf16 inputs, rounded once to bf16:
+// test_cuda_gemm_bf16.cpp — the bf16 tensor-core GEMM (cuda/gemm_bf16.cu, mma.sync m16n8k16),
+// in the emulator and, where one answers, on the GPU (tests/cuda_targets.h), against the CPU's
+// f32 GEMM on the same bf16 inputs, rounded once to bf16:
 // every transpose combination, sizes off the 64×64 tile and the 32-wide K slice, batches with
 // padded and broadcast operands, alpha and beta, what BLAS promises not to read, and both
 // paths: the cp.async pipeline (operands in aligned 16-byte chunks) and the general one.
@@ -24,12 +25,15 @@
 #include "cuda/kernels.h"
 #include "tensor/backend.h"
 #include "tensor/bf16.h"
+#include "tests/cuda_targets.h"
 #include "tests/gemm_layout.h"
 
 namespace {
 
 using gg::bfloat16;
 using gg::DType;
+using gg::testing::cuda_targets;
+using gg::testing::CudaTarget;
 using gg::testing::describe;
 using gg::testing::Gemm;
 using gg::testing::Layout;
@@ -51,9 +55,9 @@ void cpu_sgemm(const Gemm& g, const Layout& l, const float* A, const float* B, f
               l.b.stride, g.beta, C, l.c.ld, l.c.stride);
 }
 
-// What one call of the emulated bf16 GEMM did: "" when it matches the reference within the
-// stated tolerance and leaves everything outside the result bit for bit as it was, else the
-// first difference; and whether it took the pipelined path.
+// What one call of the bf16 GEMM did on every target: "" when it matches the reference within
+// the stated tolerance and leaves everything outside the result bit for bit as it was, else
+// the first difference and where; and whether it took the pipelined path.
 struct Outcome {
     std::string mismatch;
     bool pipelined;
@@ -82,27 +86,31 @@ Outcome run(const Gemm& g, float c_fill = 2, float ab_fill = 2, int offset = 0) 
     magnitude.alpha = std::abs(g.alpha), magnitude.beta = std::abs(g.beta);
     cpu_sgemm(magnitude, l, absA.data(), absB.data(), scale.data());
 
-    std::vector<bfloat16> got = C;
-    gg::cuda::emulated::gemm(DType::bf16, g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, a, l.a.ld,
-                             l.a.stride, b, l.b.ld, l.b.stride, g.beta, got.data(), l.c.ld, l.c.stride);
-    const bool pipelined =
-        gg::cuda::emulated::gemm_bf16_pipelines(g.batch, a, l.a.ld, l.a.stride, b, l.b.ld, l.b.stride);
-
     std::vector<bool> inside(C.size(), false);
     for (int64_t b = 0; b < g.batch; ++b)
         for (int64_t m = 0; m < g.M; ++m)
             for (int64_t n = 0; n < g.N; ++n) inside[size_t(b * l.c.stride + m * l.c.ld + n)] = true;
-    for (size_t i = 0; i < C.size(); ++i) {
-        const double expected = double(gg::round_to_bf16(reference[i]));
-        const bool ok =
-            inside[i]
-                ? std::abs(double(float(got[i])) - expected) <= kRoundTol * std::abs(expected) + kOrderTol * scale[i]
-                : got[i].bits == C[i].bits;
-        if (!ok)
-            return {"C[" + std::to_string(i) + "] (" + (inside[i] ? "inside" : "outside") + " the result) is " +
-                        std::to_string(float(got[i])) + ", the f32 reference rounded to bf16 is " +
-                        std::to_string(expected),
-                    pipelined};
+    // The host's choice of path, from the pointers' alignment and the strides alone.
+    const bool pipelined =
+        gg::cuda::emulated::gemm_bf16_pipelines(g.batch, a, l.a.ld, l.a.stride, b, l.b.ld, l.b.stride);
+    for (const CudaTarget& t : cuda_targets()) {
+        std::vector<bfloat16> got = C;
+        gg::testing::Mirror mirror(t);
+        const bfloat16 *a_there = mirror.on(placed_a) + offset, *b_there = mirror.on(placed_b) + offset;
+        t.table->gemm(DType::bf16, g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, a_there, l.a.ld, l.a.stride,
+                      b_there, l.b.ld, l.b.stride, g.beta, mirror.on(got), l.c.ld, l.c.stride);
+        mirror.back(got);
+        for (size_t i = 0; i < C.size(); ++i) {
+            const double expected = double(gg::round_to_bf16(reference[i]));
+            const bool ok = inside[i] ? std::abs(double(float(got[i])) - expected) <=
+                                            kRoundTol * std::abs(expected) + kOrderTol * scale[i]
+                                      : got[i].bits == C[i].bits;
+            if (!ok)
+                return {"on the " + t.name + ": C[" + std::to_string(i) + "] (" + (inside[i] ? "inside" : "outside") +
+                            " the result) is " + std::to_string(float(got[i])) +
+                            ", the f32 reference rounded to bf16 is " + std::to_string(expected),
+                        pipelined};
+        }
     }
     return {"", pipelined};
 }
@@ -163,11 +171,17 @@ TEST_CASE("bf16 gemm: a product exact in bf16 comes out exact, so no tolerance h
     for (size_t i = 0; i < B.size(); ++i) B[i] = bfloat16(float(int(i * 3 % 7) - 3));
     std::vector<float> reference(C.size(), 0.0f);
     cpu_sgemm(g, l, widen(A).data(), widen(B).data(), reference.data());
-    gg::cuda::emulated::gemm(DType::bf16, 1, false, false, 16, 8, 16, 1.0, A.data(), l.a.ld, l.a.stride, B.data(),
-                             l.b.ld, l.b.stride, 0.0, C.data(), l.c.ld, l.c.stride);
-    for (size_t i = 0; i < C.size(); ++i) {
-        CAPTURE(i);
-        CHECK(float(C[i]) == reference[i]);  // integers below 256: exact in bf16
+    for (const CudaTarget& t : cuda_targets()) {
+        std::vector<bfloat16> got = C;
+        gg::testing::Mirror mirror(t);
+        t.table->gemm(DType::bf16, 1, false, false, 16, 8, 16, 1.0, mirror.on(A), l.a.ld, l.a.stride, mirror.on(B), l.b.ld,
+                      l.b.stride, 0.0, mirror.on(got), l.c.ld, l.c.stride);
+        mirror.back(got);
+        for (size_t i = 0; i < C.size(); ++i) {
+            CAPTURE(t.name);
+            CAPTURE(i);
+            CHECK(float(got[i]) == reference[i]);  // integers below 256: exact in bf16
+        }
     }
 }
 

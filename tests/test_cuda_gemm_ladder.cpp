@@ -1,5 +1,5 @@
 // test_cuda_gemm_ladder.cpp — every rung of the GEMM teaching ladder (cuda/gemm_ladder/), run
-// in the emulator, against the CPU: rungs 1–8 against OpenBLAS's sgemm, the bf16 tensor-core
+// in the emulator and, where one answers, on the GPU (tests/cuda_targets.h), against the CPU: rungs 1–8 against OpenBLAS's sgemm, the bf16 tensor-core
 // rungs 9–10 against a double-precision product of the inputs rounded to bf16. Sizes are odd
 // and off every tile grid; some allow the 16-byte paths (float4, bf16 chunks, cp.async) and
 // some do not, and operands one element into their buffers force the others.
@@ -13,14 +13,18 @@
 #include <string>
 #include <vector>
 
+#include "cuda/build_config.h"  // GG_CUDA_GPU: whether cuda::gpu::gemm_ladder exists
 #include "cuda/gemm_ladder/ladder.h"
 #include "cuda/gemm_ladder/mma_tiles.h"
 #include "tensor/backend.h"
 #include "tensor/bf16.h"
+#include "tests/cuda_targets.h"
 
 namespace {
 
 using gg::cuda::Rung;
+using gg::testing::cuda_targets;
+using gg::testing::CudaTarget;
 
 struct Shape {
     int M, N, K;
@@ -74,10 +78,21 @@ std::string mismatch(const std::vector<float>& got, const std::vector<double>& e
     return "";
 }
 
-// C from the rung, on copies of the problem's operands placed `offset` elements into their
-// buffers (offset 1 breaks the 16-byte alignment of float4 and of bf16 chunks), A and B
-// rounded to bf16 for the rungs that take bf16.
-std::vector<float> run_rung(Rung rung, const Problem& p, int offset = 0) {
+// The rung on target t: the GPU build's gemm_ladder or the emulated build's, on pointers where t
+// reads them.
+template <class T>
+void gemm_ladder(const CudaTarget& t, Rung rung, int M, int N, int K, float alpha, const T* A, const T* B, float beta,
+                 float* C) {
+#if GG_CUDA_GPU
+    if (t.gpu) return gg::cuda::gpu::gemm_ladder(rung, M, N, K, alpha, A, B, beta, C);
+#endif
+    gg::cuda::emulated::gemm_ladder(rung, M, N, K, alpha, A, B, beta, C);
+}
+
+// C from the rung on target t, on copies of the problem's operands placed `offset` elements
+// into their buffers (offset 1 breaks the 16-byte alignment of float4 and of bf16 chunks), A
+// and B rounded to bf16 for the rungs that take bf16.
+std::vector<float> run_rung(const CudaTarget& t, Rung rung, const Problem& p, int offset = 0) {
     std::vector<float> C(offset);
     C.insert(C.end(), p.C.begin(), p.C.end());
     const auto placed = [&]<class T>(const std::vector<float>& x, T) {
@@ -85,15 +100,17 @@ std::vector<float> run_rung(Rung rung, const Problem& p, int offset = 0) {
         for (float v : x) out.push_back(T(v));
         return out;
     };
+    gg::testing::Mirror mirror(t);
     if (gg::cuda::takes_bf16(rung)) {
         const auto A = placed(p.A, gg::bfloat16()), B = placed(p.B, gg::bfloat16());
-        gg::cuda::emulated::gemm_ladder(rung, p.s.M, p.s.N, p.s.K, p.alpha, A.data() + offset, B.data() + offset,
-                                        p.beta, C.data() + offset);
+        gemm_ladder(t, rung, p.s.M, p.s.N, p.s.K, p.alpha, mirror.on(A) + offset, mirror.on(B) + offset, p.beta,
+                    mirror.on(C) + offset);
     } else {
         const auto A = placed(p.A, 0.0f), B = placed(p.B, 0.0f);
-        gg::cuda::emulated::gemm_ladder(rung, p.s.M, p.s.N, p.s.K, p.alpha, A.data() + offset, B.data() + offset,
-                                        p.beta, C.data() + offset);
+        gemm_ladder(t, rung, p.s.M, p.s.N, p.s.K, p.alpha, mirror.on(A) + offset, mirror.on(B) + offset, p.beta,
+                    mirror.on(C) + offset);
     }
+    mirror.back(C);
     return std::vector<float>(C.begin() + offset, C.end());
 }
 
@@ -124,10 +141,12 @@ TEST_CASE("rungs 1-8 match the CPU's sgemm") {
                 cpu.gemm(gg::DType::f32, 1, false, false, s.M, s.N, s.K, p.alpha, p.A.data(), s.K, 0, p.B.data(),
                          s.N, 0, p.beta, expected.data(), s.N, 0);
                 const std::vector<double> cpu_value(expected.begin(), expected.end());
-                for (int offset : {0, 1}) {
-                    CAPTURE(describe(rung, p, offset));
-                    CHECK(mismatch(run_rung(rung, p, offset), cpu_value, p.scale, 1e-5) == "");
-                }
+                for (const CudaTarget& t : cuda_targets())
+                    for (int offset : {0, 1}) {
+                        CAPTURE(t.name);
+                        CAPTURE(describe(rung, p, offset));
+                        CHECK(mismatch(run_rung(t, rung, p, offset), cpu_value, p.scale, 1e-5) == "");
+                    }
             }
     }
 }
@@ -143,15 +162,17 @@ TEST_CASE("the tensor-core rungs 9-10 match a product of inputs rounded to bf16"
                 Problem p = random_problem(s, -1.5f, beta, seed++);
                 p.expect(gg::round_to_bf16);
                 const double tol = (s.K + 3) * std::ldexp(1.0, -23);
-                for (int offset : {0, 1}) {
-                    CAPTURE(describe(rung, p, offset));
-                    const std::vector<float> got = run_rung(rung, p, offset);
-                    CHECK(mismatch(got, p.value, p.scale, tol) == "");
-                }
+                for (const CudaTarget& t : cuda_targets())
+                    for (int offset : {0, 1}) {
+                        CAPTURE(t.name);
+                        CAPTURE(describe(rung, p, offset));
+                        const std::vector<float> got = run_rung(t, rung, p, offset);
+                        CHECK(mismatch(got, p.value, p.scale, tol) == "");
+                    }
                 if (s.K < 32) continue;
                 // The rounding is real: the unrounded product is further away than the tolerance.
                 p.expect([](float x) { return x; });
-                CHECK(mismatch(run_rung(rung, p), p.value, p.scale, tol) != "");
+                CHECK(mismatch(run_rung(cuda_targets().front(), rung, p), p.value, p.scale, tol) != "");
             }
     }
 }
