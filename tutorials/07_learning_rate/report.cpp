@@ -46,6 +46,35 @@ std::string rate_label(double lr) {
     return s;
 }
 
+// --quick's table: at the one rate it trains, every variant's largest attention logit at each
+// probe (seed 1), then the final loss, the smallest head entropy and the mean gate.
+void print_one_rate(const Study& study) {
+    const std::vector<Variant>& vs = variants();
+    const double lr = study.lrs.back();
+    std::vector<const RunResult*> runs;
+    for (size_t v = 0; v < vs.size(); ++v)
+        for (const RunResult* r : runs_of(study, v, lr))
+            if (r->seed == 1) runs.push_back(r);
+    std::printf("\n== lr %s, seed 1: the largest attention logit q.k/sqrt(dk) during training\n%-22s", rate_label(lr).c_str(),
+                "step");
+    for (const RunResult* r : runs) std::printf(" %13s", vs[r->variant].name.c_str());
+    std::printf("\n");
+    for (size_t k = 0; k < runs[0]->probes.size(); ++k) {
+        std::printf("%-22lld", (long long)runs[0]->probes[k].step);
+        for (const RunResult* r : runs) std::printf(" %13.3g", k < r->probes.size() ? r->probes[k].max_logit : NAN);
+        std::printf("\n");
+    }
+    auto row = [&](const char* label, auto value) {
+        std::printf("%-22s", label);
+        for (const RunResult* r : runs) std::printf(" %13s", value(*r).c_str());
+        std::printf("\n");
+    };
+    row("growth", [](const RunResult& r) { return format_or_dash("%.3gx", r.probes.back().max_logit / r.probes.front().max_logit); });
+    row("smallest head entropy", [](const RunResult& r) { return format_or_dash("%.3f", r.probes.back().min_entropy); });
+    row("mean gate", [](const RunResult& r) { return format_or_dash("%.3f", r.probes.back().gate_mean); });
+    row("final val loss", [](const RunResult& r) { return format_or_dash("%.4f", r.val_loss); });
+}
+
 }  // namespace
 
 json report(const Study& study, bool quick) {
@@ -80,6 +109,12 @@ json report(const Study& study, bool quick) {
                                        {"mean_val_loss", means}, {"diverged_runs", diverged}, {"spikes", spikes}});
     }
 
+    if (quick) {  // one rate: no sensitivity to measure
+        print_one_rate(study);
+        std::printf("\n(--quick: one rate and one seed, so no LR sensitivity and no verdict; the full run's are in "
+                    "README.md)\n");
+        return summary;
+    }
     std::printf("\n== LR sensitivity E_eta[min(l_eta, l_0) - l*] (nats; Wortsman et al. 2023): lower is better\n");
     std::printf("%-14s %-20s %7s  %s\n", "variant", "each seed", "mean", "vs baseline");
     std::vector<std::vector<double>> sens;
@@ -132,10 +167,6 @@ json report(const Study& study, bool quick) {
     const auto [control_drop, control_apart] = verdict(1);
     const bool control_works = control_drop >= 0.25 && control_apart;
     summary["control_works"] = control_works;
-    if (quick) {
-        std::printf("\n(--quick: runs too short and one seed; the full run's verdict is in README.md)\n");
-        return summary;
-    }
     std::printf("\npositive control: QK-norm lowers the baseline's LR sensitivity by %.0f%% (%s every seed): %s\n",
                 100 * control_drop, control_apart ? "below it on" : "not below it on",
                 control_works ? "the harness can see an instability that a known fix removes"
@@ -196,26 +227,28 @@ void plot_study(const std::filesystem::path& dir, const Study& study) {
 
     // The mechanism, seed 1 at the two highest rates: the largest attention logit and the
     // smallest head entropy against the step, both on a log scale (an entropy of exactly 0,
-    // a head on one key, drawn at the floor 1e-6).
+    // a head on one key, drawn at the floor 1e-6). The lower rate in light colours, so that its
+    // legend swatch is light too; the baseline as dots drawn last, because G1's curve follows it
+    // closely and would hide a line beneath it.
     for (const bool logit : {true, false}) {
         std::vector<Series> lines;
         for (size_t k = study.lrs.size() >= 2 ? study.lrs.size() - 2 : 0; k < study.lrs.size(); ++k)
-            for (size_t v = 0; v < vs.size(); ++v)
+            for (size_t v = vs.size(); v-- > 0;)
                 for (const RunResult* r : runs_of(study, v, study.lrs[k])) {
                     if (r->seed != 1) continue;
                     std::vector<double> x, y;
                     for (const Probe& p : r->probes)
                         x.push_back(double(p.step)),
                             y.push_back(std::log10(logit ? p.max_logit : std::max(p.min_entropy, 1e-6)));
-                    const bool faint = k + 1 != study.lrs.size();
-                    Series l = line(vs[v].name + ", lr " + rate_label(study.lrs[k]) + (faint ? " (faint)" : ""), x, y,
-                                    chart_color(v));
-                    l.opacity = faint ? 0.45 : 1.0;
+                    const bool light = k + 1 != study.lrs.size();
+                    Series l = line(vs[v].name + ", lr " + rate_label(study.lrs[k]) + (v == 0 ? " (dots)" : ""), x, y,
+                                    pair_color(v, light));
+                    l.points = v == 0;
                     lines.push_back(l);
                 }
-        chart = logit ? chart_options("Largest attention logit q.k/sqrt(dk), seed 1, two highest rates (faint: the "
+        chart = logit ? chart_options("Largest attention logit q.k/sqrt(dk), seed 1, two highest rates (light: the "
                                       "lower one)", "step", "log10 of the largest attention logit")
-                      : chart_options("Smallest attention entropy of any head, seed 1, two highest rates (faint: the "
+                      : chart_options("Smallest attention entropy of any head, seed 1, two highest rates (light: the "
                                       "lower one)", "step", "log10 of the smallest head entropy (nats; floor 1e-6)");
         write_text_file(dir / (logit ? "attn_logit_vs_step.svg" : "entropy_vs_step.svg"), svg_line_chart(lines, chart));
     }

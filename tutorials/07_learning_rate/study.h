@@ -69,7 +69,8 @@ int64_t count_spikes(const std::vector<double>& loss);
 double lr_sensitivity(const std::vector<double>& final_loss, double initial_loss);
 
 // The tables (printed) and the results folder: runs.csv, probes.csv, steps.csv, summary.json
-// and the pictures. `quick` prints a caveat in place of the verdict.
+// and the pictures. `quick` (one rate) prints every variant's logit growth at that rate in place
+// of the sensitivity and the verdict.
 struct Study {
     RunSettings settings;            // shared by every run (variant, lr and seed per run)
     std::vector<double> lrs;         // ascending
