@@ -54,10 +54,13 @@ inline CopySetup own_key_hidden() {
     return {.name = "a2", .concentration = 0, .triggers = 3, .models = {"1x1", "1x4"}, .ffn = false,
             .exclude_self = true, .seeds = 1, .seq_len = 16, .warmup = 30};
 }
+// (a3): (a1) with a larger rate and weight decay, which make sinks form sooner and stronger
+// (Gu et al. 2024, arXiv 2410.10781): the strong sink of the main demo, on five seeds.
+inline CopySetup strong_sink() { return {.name = "a3", .seeds = 5, .lr = 1e-2, .weight_decay = 0.1}; }
 
 // Part (a), copy_task.cpp: the trainings of a setup (a baseline and a G1 model per shape
 // and seed), then, once they have run, the tables and (unless `out` is empty) the files.
-// `demo` prints only the main table and the α curve.
+// `demo` prints only the main table, the α curve and one attention map of each model as text.
 std::vector<TrainingJob> copy_task_jobs(const CopySetup& setup, const std::string& scratch);
 void copy_task_report(const CopySetup& setup, const std::vector<std::string>& results, bool demo,
                       const std::string& out);

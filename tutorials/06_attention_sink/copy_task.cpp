@@ -303,6 +303,66 @@ void print_curves(const CopyRun& base, const CopyRun& g1) {
         std::printf("    step %5d: alpha %.3f / %.3f   gate %.3f / %.3f\n", int(step[k]), ab[k], ag[k], go[k], gt[k]);
 }
 
+// The head of layer l with the largest v[l·H + h]: with trigger.previous, the head that
+// copies; with other.alpha, the head that parks non-trigger queries on BOS most.
+int64_t top_head(const CopyReport& r, const std::vector<double>& v, int64_t l) {
+    int64_t best = 0;
+    for (int64_t h = 1; h < r.H; ++h)
+        if (v[l * r.H + h] > v[l * r.H + best]) best = h;
+    return best;
+}
+
+// One attention map of each model as text: the first 20 positions of the validation sequence
+// with the most triggers there, layer 0, the head that parks most on BOS; one row per query,
+// one column per key, darker characters for more attention. For G1 the row ends with the
+// query's mean gate: near 0 where the head has nothing to do, open where it copies.
+void print_attention_text(const CopyRun& base, const CopyRun& g1, const BigramBackcopy& data, const CopySetup& setup) {
+    const int64_t T = std::min<int64_t>(20, setup.seq_len);
+    const Batch batch = data.val_batch(0, setup.batch, setup.seq_len);
+    const std::vector<int64_t> x = batch.inputs.to_vector<int64_t>();  // (B, seq_len)
+    int64_t row = 0, most = -1;
+    for (int64_t b = 0; b < setup.batch; ++b) {
+        int64_t n = 0;
+        for (int64_t t = 1; t < T; ++t) n += data.is_trigger(x[b * setup.seq_len + t]);
+        if (n > most) most = n, row = b;
+    }
+    const Tensor ids = batch.inputs.narrow(0, row, 1).narrow(1, 0, T).contiguous();  // (1, T)
+    struct Map {
+        std::vector<float> probs, gate;  // (T, T) of one head; its (T) per-query gates, empty for the baseline
+        int64_t head;
+    };
+    auto map_of = [&](const CopyRun& run) {
+        NoGradGuard no_grad;
+        LMCapture capture;
+        run.model->forward(ids, Tensor(), nullptr, &capture);
+        const AttentionCapture& c = capture.attention[0];
+        Map m{{}, {}, top_head(run.report, run.report.other.alpha, 0)};
+        m.probs = c.probs.select(0, 0).select(0, m.head).contiguous().to_vector<float>();  // (T, T)
+        if (run.report.gated) m.gate = per_query_gate(c.gate).select(0, 0).select(0, m.head).contiguous().to_vector<float>();
+        return m;
+    };
+    const Map b = map_of(base), g = map_of(g1);
+    static const char shades[] = " .:-=+*#%@";  // attention 0 … 1 in tenths
+    auto cells = [&](const Map& m, int64_t t) {
+        std::string s;
+        for (int64_t k = 0; k < T; ++k) s += shades[std::min(9, int(m.probs[t * T + k] * 10))];
+        return s;
+    };
+    std::printf("  attention as text: layer 0, head %d (baseline) and %d (G1), one validation sequence, positions 0 .. %d;\n"
+                "  a row per query, a column per key 0 .. %d, ' .:-=+*#%%@' for attention 0 .. 1; T: a trigger (must copy)\n",
+                int(b.head), int(g.head), int(T - 1), int(T - 1));
+    std::printf("  %-9s %-*s   %-*s   %s\n", "query", int(T), "baseline", int(T), "G1", "G1 gate");
+    std::string keys;  // the key positions, last digit
+    for (int64_t k = 0; k < T; ++k) keys += char('0' + k % 10);
+    std::printf("  %-9s %s   %s\n", "key", keys.c_str(), keys.c_str());
+    const std::vector<int64_t> tokens = ids.to_vector<int64_t>();
+    for (int64_t t = 1; t < T; ++t) {
+        const bool trig = data.is_trigger(tokens[t]);
+        std::printf("  %3d %-5s %s   %s   %.3f\n", int(t), trig ? "T" : "", cells(b, t).c_str(), cells(g, t).c_str(),
+                    g.gate[t]);
+    }
+}
+
 void write_copy_results(const std::filesystem::path& dir, const CopySetup& setup, const BigramBackcopy& data,
                         const std::vector<CopyRun>& runs);
 
@@ -347,7 +407,10 @@ void copy_task_report(const CopySetup& setup, const std::vector<std::string>& re
         std::printf("\n%s model, seed %d, 8 validation batches:\n", runs[i].spec.shape.name().c_str(), int(runs[i].spec.seed));
         print_copy_table(runs[i], runs[i + 1], even_alpha(setup));
         print_curves(runs[i], runs[i + 1]);
-        if (demo) continue;
+        if (demo) {
+            print_attention_text(runs[i], runs[i + 1], data, setup);
+            continue;
+        }
         print_per_head(runs[i]), print_per_head(runs[i + 1]);
         for (const CopyRun* run : {&runs[i], &runs[i + 1]})
             std::printf("  %s, analyze() over all queries:\n%s", run->spec.label().c_str(), run->analysis.table().c_str());
@@ -400,15 +463,6 @@ json copy_run_json(const CopyRun& run) {
             {"trigger_queries", query_class_json(r.trigger, r.L, r.H, r.gated)},
             {"other_queries", query_class_json(r.other, r.L, r.H, r.gated)},
             {"curve", run.curve}};
-}
-
-// The head of layer l with the largest v[l·H + h]: with trigger.previous, the head that
-// copies; with other.alpha, the head that parks non-trigger queries on BOS most.
-int64_t top_head(const CopyReport& r, const std::vector<double>& v, int64_t l) {
-    int64_t best = 0;
-    for (int64_t h = 1; h < r.H; ++h)
-        if (v[l * r.H + h] > v[l * r.H + best]) best = h;
-    return best;
 }
 
 void write_copy_results(const std::filesystem::path& dir, const CopySetup& setup, const BigramBackcopy& data,

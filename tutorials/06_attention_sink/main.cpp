@@ -11,14 +11,15 @@
 //     separately for the two kinds of queries, where attention goes (BOS, the query itself,
 //     the previous token) and, for G1, the gate. Two setups: (a1) the standard causal mask,
 //     where idle heads park on their own token, and (a2) each query's own key hidden, where
-//     they sink on BOS.
+//     they sink on BOS. A third, (a3), is (a1) at a higher rate with weight decay, where the
+//     baseline's sink is strong on every seed: the main demo's.
 // (b) natural_text.cpp — the tiny preset on natural text: the per-layer report of analyze()
 //     (nn/analysis) for baseline and G1, at the preset's learning rate and at 3× it; then
 //     StreamingLLM's test: a sliding window that hides BOS from late queries.
 //
 // Run from the repository root (OMP_NUM_THREADS=1: the two parts run side by side):
 //   ./build/tutorials/tutorial_06_attention_sink           the full run (both parts), 10 minutes
-//   ./build/tutorials/tutorial_06_attention_sink --demo    part (a1) only: one seed, half the steps (a few minutes)
+//   ./build/tutorials/tutorial_06_attention_sink --demo    part (a3) only, seed 1, with attention maps as text
 //   ./build/tutorials/tutorial_06_attention_sink --quick   both parts, shortened (a smoke test)
 // --out DIR writes the results there (the committed ones: --out tutorials/06_attention_sink/results).
 // --help lists the rest (--part, --one-process, part (a)'s training options).
@@ -65,15 +66,17 @@ int main(int argc, char** argv) {
     bool demo = false;
     std::string part = "ab";
     CLI::App app{"Tutorial 06: the attention sink, baseline vs G1 (Bigram-Backcopy and natural text)"};
-    app.add_flag("--demo", demo, "part (a1) only: one seed, half the steps, a short table (a few minutes)");
+    app.add_flag("--demo", demo, "part (a3) only, seed 1: a short table and the attention as text (the main demo)");
     add_quick_and_out(app, options, "both parts, shortened (a smoke test)", "tutorials/06_attention_sink/results");
     app.add_option("--jobs", options.jobs, "trainings at the same time (one process each)")->check(CLI::PositiveNumber);
     app.add_option("--part", part, "which parts to run: a, b or ab")->check(CLI::IsMember({"a", "b", "ab"}));
     // Part (a)'s options override the same field of every setup that runs.
     std::string variant = "both";
     CopySetup over;
-    app.add_option("--a-setup", variant, "part (a): a1 (ordinary causal mask), a2 (own key hidden) or both")
-        ->check(CLI::IsMember({"a1", "a2", "both"}));
+    app.add_option("--a-setup", variant,
+                   "part (a): a1 (ordinary causal mask), a2 (own key hidden), both, or a3 (a1 at lr 1e-2, weight "
+                   "decay 0.1: the demo's strong sink)")
+        ->check(CLI::IsMember({"a1", "a2", "both", "a3"}));
     auto* o_conc = app.add_option("--a-concentration", over.concentration,
                                   "part (a): Dirichlet concentration of the chain's rows over all tokens; 0: "
                                   "--a-successors likely successors per token")
@@ -99,13 +102,15 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     line_buffered_stdout();
 
-    // Part (a)'s setups: (a1), (a2) or both, shortened by --demo or --quick, then overridden.
-    if (demo && !app.count("--a-setup")) variant = "a1";
+    // Part (a)'s setups: (a1), (a2), both, or (a3); one seed for --demo, shortened by --quick,
+    // then overridden.
+    if (demo && !app.count("--a-setup")) variant = "a3";
     std::vector<CopySetup> setups;
-    if (variant != "a2") setups.push_back(ordinary_mask());
-    if (variant != "a1") setups.push_back(own_key_hidden());
+    if (variant == "a3") setups.push_back(strong_sink());
+    if (variant == "a1" || variant == "both") setups.push_back(ordinary_mask());
+    if (variant == "a2" || variant == "both") setups.push_back(own_key_hidden());
     for (CopySetup& s : setups) {
-        if (demo) s.seeds = 1, s.steps /= 2, s.points /= 2;
+        if (demo) s.seeds = 1, s.points /= 2;
         if (options.quick) s.seeds = 1, s.steps = 150, s.points = 3, s.models = {s.models[0]};
         if (*o_conc) s.concentration = over.concentration;
         if (*o_succ) s.successors = over.successors;
