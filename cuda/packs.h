@@ -17,6 +17,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "cuda/launch.h"
 
@@ -42,6 +43,24 @@ template <int W, class T>
 __device__ void store_pack(T* p, const Pack<T, W>& pack) {
     GG_CHECK_ALIGNED(p, sizeof(Pack<T, W>));
     *reinterpret_cast<Pack<T, W>*>(p) = pack;
+}
+
+// store_pack into global memory, a 16-byte pack as one uint4 through __stwb (st.global.wb.v4,
+// the default store policy). Assigning the struct lets nvcc split the store into W scalar ones
+// when the pack's values were kept in registers across a loop (RMSNorm's dx: 32 st.global.f32
+// where 8 st.global.v4 do); __stwb cannot be split. Only for global memory: on a shared
+// address st.global is wrong.
+template <int W, class T>
+__device__ void store_pack_global(T* p, const Pack<T, W>& pack) {
+#ifdef __CUDACC__
+    if constexpr (sizeof(Pack<T, W>) == 16) {
+        unsigned words[4];
+        memcpy(words, &pack, 16);
+        __stwb(reinterpret_cast<uint4*>(p), make_uint4(words[0], words[1], words[2], words[3]));
+        return;
+    }
+#endif
+    store_pack<W>(p, pack);
 }
 
 // f(i + j, in[i + j]...) for j < W, after one pack load from each input.

@@ -15,12 +15,16 @@
 // stored, and rstd is kept in float (tensor/backend.h).
 // dw, when the rows are kept whole: from the same pass. The grid is cut to kFillBlocks blocks,
 // so each row group takes many rows; it adds dy · x · rstd of its columns, row after row, in
-// double registers, and writes that as its partial row; combine_column_chunks then adds the
-// groups' partials in group order. dy and x are read once for dx and dw together (three
-// arrays' worth of traffic, plus the partials, against seven before), at the price of
-// registers: 210 per thread for f32 and 255 for bf16 under nvcc for sm_90, no spills, one
-// block of 256 threads per SM; whether that occupancy still reaches the bandwidth has not
-// been measured on a GPU yet (bench/gpu memory: rms_norm_backward_1024 and _4096).
+// double registers. Then the sum runs as a fixed-order tree in two levels, so that no thread
+// adds more than a few dozen numbers in a row: the block's row groups meet in shared memory,
+// group 0 + 1 + … + 7 in that order, into one partial row per block (kFillBlocks rows, not
+// the 2112 row groups' that one thread per column used to add one after another);
+// rms_norm_dw_from_blocks then gives each column a warp, whose lane l adds blocks l, l + 32,
+// … in order and whose lanes meet in row_reduce's shuffle tree. dy and x are read once for dx
+// and dw together (three arrays' worth of traffic, plus the partials, against seven before),
+// at the price of registers: 210 per thread for f32 and 255 for bf16 under nvcc for sm_90, no
+// spills, one block of 256 threads per SM; whether that occupancy still reaches the bandwidth
+// has not been measured on a GPU yet (bench/gpu memory: rms_norm_backward_1024 and _4096).
 // dw otherwise (longer rows, or no rows): column-wise, a (32, min(rows, 16)) block per 32
 // neighbouring columns; thread (x, y) sums rows y, y + 16, ... of its column in double and the
 // 16 partials meet in a fixed order. With few columns and many rows (d_model 384 is 12 blocks)
@@ -51,12 +55,39 @@ __global__ void rms_norm_forward_rows(T* y, compute_t<T>* rstd, const T* x, cons
     }
 }
 
+// The block's share of dw, from each thread's dw_sum[k][j] (column W·(x + k·blockDim.x) + j of
+// its row group y): the row groups' values meet in y order, 0 + 1 + … + blockDim.y − 1, one
+// slot of blockDim.x · W columns at a time through shared memory, and the block writes row
+// blockIdx.x of block_partials (gridDim.x, cols). Both row shapes, (32, 8) and (256, 1), are
+// 256 threads; a (256, 1) block has one row group, which the fold copies.
+template <int W>
+__device__ void fold_row_groups(double* block_partials, const double (&dw_sum)[kKeptPacks][W], int64_t cols) {
+    constexpr int64_t kThreads = kWarpSize * kWarpRowsPerBlock;
+    GG_SHARED(double[kThreads * W], slot);  // (blockDim.y, blockDim.x · W)
+    const int64_t t = int64_t(threadIdx.y) * blockDim.x + threadIdx.x, slot_cols = int64_t(blockDim.x) * W;
+    double* out = block_partials + int64_t(blockIdx.x) * cols;  // (cols)
+    const auto fold_slot = [&]<int k>() {
+        GG_UNROLL
+        for (int j = 0; j < W; ++j) slot[t * W + j] = dw_sum[k][j];
+        __syncthreads();
+        for (int64_t i = t; i < slot_cols; i += kThreads) {
+            double total = slot[i];
+            for (unsigned y = 1; y < blockDim.y; ++y) total += slot[y * slot_cols + i];
+            if (k * slot_cols + i < cols) out[k * slot_cols + i] = total;
+        }
+        __syncthreads();  // the next slot overwrites it
+    };
+    [&]<int... k>(std::integer_sequence<int, k...>) {  // k is a constant, so dw_sum stays in registers
+        ((k * slot_cols < cols ? fold_slot.template operator()<k>() : void()), ...);  // the same for the whole block
+    }(std::make_integer_sequence<int, kKeptPacks>{});
+}
+
 // dy, x: (rows, cols), w: (cols), rstd: (rows) → dx: (rows, cols). With WithDw (rows kept
-// whole in registers: cols ≤ kKeptPacks · W · group), also dw_partials (groups, cols): row
-// group q (rows q, q + row_step(), ...) adds dy · x · rstd of its rows, in that order, in
-// registers, and writes them as partial row q at the end.
+// whole in registers: cols ≤ kKeptPacks · W · group), also block_partials (gridDim.x, cols):
+// row group q (rows q, q + row_step(), ...) adds dy · x · rstd of its rows, in that order, in
+// registers, and the block folds its groups' sums into its partial row (fold_row_groups).
 template <int W, bool WithDw, class T>
-__global__ void rms_norm_dx_rows(T* dx, double* dw_partials, const T* dy, const T* x, const T* w, const compute_t<T>* rstd,
+__global__ void rms_norm_dx_rows(T* dx, double* block_partials, const T* dy, const T* x, const T* w, const compute_t<T>* rstd,
                                  int64_t rows, int64_t cols) {
     double dw_sum[WithDw ? kKeptPacks : 1][W] = {};  // this thread's columns of the group's partial
     for (int64_t r = first_row(); r < rows; r += row_step()) {
@@ -82,15 +113,23 @@ __global__ void rms_norm_dx_rows(T* dx, double* dw_partials, const T* dy, const 
                 out.at[j] = rs * (wc.at[j] * gc.at[j] - xc.at[j] * correction);
                 if constexpr (WithDw && k < kKeptPacks) dw_sum[k][j] += double(gc.at[j]) * double(xc.at[j]) * double(rs);
             }
-            store_pack<W>(dxr + c, out);
+            store_pack_global<W>(dxr + c, out);  // one st.global.v4 a pack, kept or not
         });
     }
-    if constexpr (WithDw)
-        for_row_packs<kKeptPacks, W>(cols, [&]<int k>(int64_t c) {
-            GG_UNROLL
-            for (int j = 0; j < W; ++j)
-                if constexpr (k < kKeptPacks) dw_partials[first_row() * cols + c + j] = dw_sum[k][j];
-        });
+    if constexpr (WithDw) fold_row_groups<W>(block_partials, dw_sum, cols);
+}
+
+// block_partials: (blocks, cols) → dw: (cols), Σ_b block_partials[b, c], a warp per column
+// (block (32, 8): eight columns, grid-strided): lane l adds rows l, l + 32, … in order, and
+// the lanes meet in row_reduce's tree, the same order on every run.
+template <class T>
+__global__ void rms_norm_dw_from_blocks(T* dw, const double* block_partials, int64_t blocks, int64_t cols) {
+    for (int64_t c = first_row(); c < cols; c += row_step()) {
+        double sum = 0;
+        for (int64_t b = threadIdx.x; b < blocks; b += kWarpSize) sum += block_partials[b * cols + c];
+        sum = row_reduce(sum, Add{});
+        if (threadIdx.x == 0) dw[c] = T(sum);
+    }
 }
 
 // dy, x: (rows, cols), rstd: (rows) → dw: (cols); grid (cols / 32, chunks), block (32, Y).
@@ -143,17 +182,17 @@ void rms_norm_backward(const View& dx, const View& dweight, const View& dy, cons
         by_pack_width<T>(packable_rows<T>(cols, d, g, xp, w), [&]<int W>() {
             LaunchShape shape = row_launch(rows, cols);
             if (rows > 0 && cols <= kKeptPacks * W * int64_t(shape.block.x)) {
-                // Rows kept whole: dw from the same pass, as kFillBlocks blocks' row groups'
-                // partials, which combine_column_chunks adds in group order.
+                // Rows kept whole: dw from the same pass, as kFillBlocks blocks' partial rows,
+                // which rms_norm_dw_from_blocks adds with a warp per column.
                 shape.grid.x = unsigned(std::min<int64_t>(shape.grid.x, kFillBlocks));
-                const int64_t groups = int64_t(shape.grid.x) * shape.block.y;
-                const size_t bytes = size_t(groups * cols) * sizeof(double);
+                const int64_t blocks = shape.grid.x;
+                const size_t bytes = size_t(blocks * cols) * sizeof(double);
                 auto* partials = static_cast<double*>(allocate(bytes));
                 launch("rms_norm_dx_rows", rms_norm_dx_rows<W, true, T>, shape.grid, shape.block, 0, d, partials, g,
                        xp, w, rs, rows, cols);
-                launch("combine_column_chunks", combine_column_chunks<double, T, Add>,
-                       grid_covering(cols, kRowBlockThreads), dim3(kRowBlockThreads), 0, dw,
-                       static_cast<const double*>(partials), int64_t(1), groups, cols, Add{});
+                const LaunchShape columns = row_launch(cols, 1);  // a warp per column, eight to a block
+                launch("rms_norm_dw_from_blocks", rms_norm_dw_from_blocks<T>, columns.grid, columns.block, 0, dw,
+                       static_cast<const double*>(partials), blocks, cols);
                 deallocate(partials, bytes);  // one stream: a later kernel that reuses it runs after these two
                 return;
             }

@@ -540,6 +540,38 @@ TEST_CASE_TEMPLATE("rms_norm forward and backward match the CPU; dweight is the 
         }
 }
 
+TEST_CASE_TEMPLATE("rms_norm dweight's two-level tree: blocks of many rows, several slots, odd columns", T, float,
+                   double) {
+    // More rows than the kFillBlocks · 8 = 2112 row groups, so each group adds several rows
+    // before its block folds them (4500 × 8 in packs, 4500 × 13 one at a time); 2300 × 136
+    // f32 columns are two slots of 128 (a full one and one of 8); 600 × 1030 are block rows,
+    // five slots of 256, on 264 blocks of two or three rows. dw is compared with a float64 sum
+    // taken here and with the CPU, and must come back bitwise on a rerun.
+    for (const auto& [rows, cols] : {RowShape{4500, 8}, {4500, 13}, {2300, 136}, {600, 1030}}) {
+        CAPTURE(rows); CAPTURE(cols);
+        Array<T> x = random_array<T>({rows, cols}), w = random_array<T>({cols}, 0.5, 1.5), dy = random_array<T>({rows, cols});
+        Array<T> y = filled<T>({rows, cols}), rstd = filled<T>({rows});
+        cpu().rms_norm_forward(y.view(), rstd.view(), x.view(), w.view(), rows, cols, 1e-5);
+        Array<T> dx_want = filled<T>({rows, cols}), dx_got = dx_want;
+        Array<T> dw_want = filled<T>({cols}), dw_got = dw_want, dw_again = dw_want;
+        cpu().rms_norm_backward(dx_want.view(), dw_want.view(), dy.view(), x.view(), w.view(), rstd.view(), rows, cols);
+        emulated::rms_norm_backward(dx_got.view(), dw_got.view(), dy.view(), x.view(), w.view(), rstd.view(), rows, cols);
+        emulated::rms_norm_backward(dx_got.view(), dw_again.view(), dy.view(), x.view(), w.view(), rstd.view(), rows,
+                                    cols);
+        auto dw_exact = std::vector<T>(size_t(cols));
+        for (int64_t c = 0; c < cols; ++c) {
+            long double sum = 0;
+            for (int64_t r = 0; r < rows; ++r)
+                sum += (long double)dy.data[r * cols + c] * x.data[r * cols + c] * rstd.data[r];
+            dw_exact[c] = T(sum);
+        }
+        CHECK(mismatch(dx_got.data, dx_want.data) == "");
+        CHECK(mismatch(dw_got.data, dw_want.data) == "");
+        CHECK(mismatch(dw_got.data, dw_exact) == "");
+        CHECK(bitwise_equal(dw_got.data, dw_again.data));
+    }
+}
+
 // ---- optim ----------------------------------------------------------------------------------
 
 // Within a few ulps: the same operations in the same order as the CPU.
