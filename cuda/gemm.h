@@ -32,6 +32,9 @@ void gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, 
 // multiples of 8 elements. Otherwise it loads element by element.
 bool gemm_bf16_pipelines(int64_t batch, const bfloat16* A, int64_t lda, int64_t stride_a, const bfloat16* B,
                          int64_t ldb, int64_t stride_b);
+// How many ranges gemm_bf16 cuts K into (split-K, 1 when it does not): more than one only for
+// batch 1, fewer than kFillBlocks tiles of 128×128 and K of at least 512.
+int64_t gemm_bf16_splits(int64_t batch, int64_t M, int64_t N, int64_t K);
 }
 
 // How the f32/f64 GEMM (cuda/gemm.cu) runs a product, decided on the host from gemm's arguments

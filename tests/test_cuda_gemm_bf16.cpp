@@ -1,7 +1,7 @@
 // test_cuda_gemm_bf16.cpp — the bf16 tensor-core GEMM (cuda/gemm_bf16.cu, mma.sync m16n8k16),
 // in the emulator and, where one answers, on the GPU (tests/cuda_targets.h), against the CPU's
 // f32 GEMM on the same bf16 inputs, rounded once to bf16:
-// every transpose combination, sizes off the 64×64 tile and the 32-wide K slice, batches with
+// every transpose combination, sizes off the 128×128 tile and the 32-wide K slice, batches with
 // padded and broadcast operands, alpha and beta, what BLAS promises not to read, and both
 // paths: the cp.async pipeline (operands in aligned 16-byte chunks) and the general one.
 //
@@ -194,7 +194,7 @@ TEST_CASE("bf16 gemm: leading dimensions shorter than a row are errors naming th
 
 TEST_CASE("bf16 gemm: the cp.async pipeline on aligned operands and the general path on the same problems") {
     // Leading dimensions rounded up to whole 16-byte chunks (8 elements), batch strides too; the
-    // sizes still fall off the 64×64 tile, the 32-wide K slice and, for the chunks, off 8, so
+    // sizes still fall off the 128×128 tile, the 32-wide K slice and, for the chunks, off 8, so
     // that chunks past an edge are zero-filled whole and in part. K 200 walks 7 slices through
     // the 4 stages.
     const auto chunks = [](int64_t cols) { return (8 - cols % 8) % 8; };  // pad to a multiple of 8
@@ -221,4 +221,40 @@ TEST_CASE("bf16 gemm: the cp.async pipeline on aligned operands and the general 
     Gemm odd_stride{.batch = 2, .M = 16, .N = 16, .K = 16, .stride_b = 16 * 16 + 4};
     CHECK_FALSE(run(odd_stride).pipelined);
     CHECK(run(odd_stride).mismatch == "");
+}
+
+TEST_CASE("bf16 gemm: split-K over a long K on both paths, and 16-byte epilogue runs with element tails") {
+    // 37 × 24 is one 128×128 tile, so K 800 is cut into 3 ranges of 288 (the last 224), added
+    // in order by a second kernel; the operands are padded to whole chunks (pipelined) and run
+    // one element off (general). C's rows are whole 16-byte chunks (ldc 24, or 32 for N = 21,
+    // whose last run of 8 has 5 columns inside and ends element by element) or not (ldc 25).
+    const auto chunks = [](int64_t cols) { return (8 - cols % 8) % 8; };
+    int variant = 0;
+    for (bool trans_a : {false, true})
+        for (bool trans_b : {false, true})
+            for (const auto& [N, pad_c] : {std::pair<int64_t, int64_t>{24, 0}, {21, 11}, {24, 1}}) {
+                Gemm g{.trans_a = trans_a, .trans_b = trans_b, .M = 37, .N = N, .K = 800, .pad_c = pad_c};
+                g.pad_a = chunks(trans_a ? g.M : g.K), g.pad_b = chunks(trans_b ? g.K : g.N);
+                if (variant++ % 2) g.alpha = -0.75, g.beta = 1.5;
+                CAPTURE(describe(g));
+                CHECK(gg::cuda::emulated::gemm_bf16_splits(g.batch, g.M, g.N, g.K) == 3);
+                const Outcome aligned = run(g), misaligned = run(g, 2, 2, 1);
+                CHECK(aligned.pipelined);
+                CHECK(aligned.mismatch == "");
+                CHECK_FALSE(misaligned.pipelined);
+                CHECK(misaligned.mismatch == "");
+            }
+    // No split where the tiles fill the GPU, for batches, or for a short K.
+    CHECK(gg::cuda::emulated::gemm_bf16_splits(1, 384, 384, 8192) == 29);  // 9 tiles: 261 blocks
+    CHECK(gg::cuda::emulated::gemm_bf16_splits(1, 4096, 4096, 8192) == 1);
+    CHECK(gg::cuda::emulated::gemm_bf16_splits(2, 37, 24, 800) == 1);
+    CHECK(gg::cuda::emulated::gemm_bf16_splits(1, 37, 24, 511) == 1);
+    // Without a split: two tiles down, runs of 8 whole (N 72, ldc 72) and with a tail (N 75, ldc 80).
+    for (const auto& [N, pad_c] : {std::pair<int64_t, int64_t>{72, 0}, {75, 5}}) {
+        Gemm g{.M = 130, .N = N, .K = 40, .alpha = 1.25, .beta = -0.5, .pad_c = pad_c};
+        g.pad_a = chunks(g.K), g.pad_b = chunks(g.N);
+        CAPTURE(describe(g));
+        CHECK(run(g).mismatch == "");
+        CHECK(run(g, 2, 2, 1).mismatch == "");
+    }
 }
