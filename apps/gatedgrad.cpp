@@ -720,6 +720,8 @@ int run_train(const TrainArgs& a) {
     const bool quiet = a.quiet || rank != 0;
     if (!quiet) {
         std::printf("%s", describe(config, trainer->model().num_parameters()).c_str());
+        if (config.model.attn.gate == GatePosition::sdpa_output)  // the paper's G1: what train builds unless told otherwise
+            std::printf("          (g1 is train's default attention; --attn baseline trains the same model ungated)\n");
         std::printf("          %s\n", data->split_summary().c_str());
         std::printf("device    %s%s\n", device_label(device).c_str(),
                     world > 1 ? (", " + std::to_string(world) + " processes (" + job->backend_name() + ")").c_str() : "");
@@ -1344,20 +1346,27 @@ int run_plot(const PlotArgs& a) {
         throw UsageError("--labels has " + std::to_string(a.labels.size()) + " labels for " + std::to_string(a.logs.size()) +
                          " logs");
     std::vector<Series> series;
+    size_t longest = 0;  // steps in the longest log
     for (size_t i = 0; i < a.logs.size(); ++i) {
         const TrainingLog log = read_training_log(a.logs[i]);
         if (!log.warning.empty()) std::fprintf(stderr, "gatedgrad: warning: %s\n", log.warning.c_str());
         const fs::path path(a.logs[i]);
         std::string label = !a.labels.empty() ? a.labels[i] : path.parent_path().filename().string();
         if (label.empty()) label = path.stem().string();
-        for (Series& s : loss_series(log, label, chart_color(i))) series.push_back(std::move(s));
+        longest = std::max(longest, log.step.size());
+        for (Series& s : loss_series(log, label, chart_color(i))) series.push_back(downsample(s, ReportOptions{}.max_points));
     }
     ChartOptions chart;
     chart.title = a.title;
     chart.x_label = "training step";
     chart.y_label = "loss (nats/byte)";
     write_text_file(a.out, svg_line_chart(series, chart));
-    std::printf("wrote %s (%zu run%s)\n", a.out.c_str(), a.logs.size(), a.logs.size() == 1 ? "" : "s");
+    const size_t points = ReportOptions{}.max_points;
+    std::printf("wrote %s (%zu run%s%s)\n", a.out.c_str(), a.logs.size(), a.logs.size() == 1 ? "" : "s",
+                longest <= points ? ""
+                                  : ("; " + std::to_string(longest) + " steps drawn as " + std::to_string(points) +
+                                     " points a curve, each run of consecutive steps as its lowest and highest value")
+                                        .c_str());
     return 0;
 }
 
@@ -1367,14 +1376,15 @@ struct ReportArgs {
     CLI::App* cmd = nullptr;
     std::vector<std::string> runs;
     std::string out, device = "cpu";
-    int64_t batches = 4, map_tokens = 128;
+    int64_t batches = 4, map_tokens = 128, watch = 0;
     double threshold = 0.3;
 };
 
 void add_report(CLI::App& app, ReportArgs& a) {
     a.cmd = app.add_subcommand("report", "one HTML page to look at a run, or at two side by side: loss and learning-rate "
                                          "curves, stability probes, the sink table and every attention map");
-    a.cmd->add_option("RUN_DIR", a.runs, "one or two folders written by train (model.safetensors and log.jsonl in each)")
+    a.cmd->add_option("RUN_DIR", a.runs, "one or two folders written by train (log.jsonl in each; model.safetensors "
+                                         "once the run has saved one)")
         ->required();
     a.cmd->add_option("--out", a.out, "the page to write (default: report.html in the first RUN_DIR)")->type_name("FILE.html");
     a.cmd->add_option("--batches", a.batches, "validation batches the sink table averages over, as sink --batches")
@@ -1388,63 +1398,160 @@ void add_report(CLI::App& app, ReportArgs& a) {
                       "training length; the page holds N x N numbers per head)")
         ->check(count(2, 512))
         ->capture_default_str();
+    a.cmd->add_option("--watch", a.watch,
+                      "a live page: write it again every N seconds, and the page reloads itself as often, until "
+                      "every run has finished (its last step logged and saved) or Ctrl-C")
+        ->check(count(1, 86400))
+        ->type_name("SECONDS");
     add_device_option(a.cmd, a.device);
     a.cmd->footer(
         "The page (nn/analysis/report.h) needs no server and no network: open it in any browser. It shows each run's\n"
         "loss and learning rate from DIR/log.jsonl, the stability probes when the run took them (train --probe-every),\n"
         "the sink report of `gatedgrad sink` (first-token share per layer, on the validation text at the training\n"
         "length), and the attention map of every layer and head, the head chosen on the page, with the gate's value\n"
-        "at each query beside it for a gated model. Two runs, say a baseline and G1, are drawn side by side.\n"
-        "  gatedgrad report runs/baseline runs/g1 --out compare.html");
+        "at each query beside it for a gated model. Two runs, say a baseline and G1, are drawn side by side, and the\n"
+        "runs table marks the settings in which they differ. A run still training, with no checkpoint yet, shows its\n"
+        "curves; its sink table and maps come with its first checkpoint.\n"
+        "  gatedgrad report runs/baseline runs/g1 --out compare.html\n"
+        "  gatedgrad report runs/g1 --watch 30     # while it trains: open runs/g1/report.html, it follows the run");
 }
 
-// One run's curves, sink report and maps, measured as sink measures them.
-RunReport measure_run(const std::string& folder, const ReportArgs& a) {
-    const fs::path dir(folder), ckpt = dir / "model.safetensors", log = dir / "log.jsonl";
+// A run's settings as its config.json holds them, one "name value" pair per field, for the runs
+// table to mark what two runs do not share. The id and the folder differ between any two runs.
+std::vector<std::pair<std::string, std::string>> run_settings(const std::string& config_json) {
+    std::vector<std::pair<std::string, std::string>> out;
+    const nlohmann::json flat = nlohmann::json::parse(config_json).flatten();
+    for (const auto& [pointer, value] : flat.items()) {
+        const std::string name = pointer.substr(1);  // "/model/n_layers" → "model.n_layers"
+        if (name == "run_id" || name == "out_dir") continue;
+        std::string dotted;
+        for (char c : name) dotted += c == '/' ? '.' : c;
+        out.emplace_back(dotted, value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    return out;
+}
+
+// describe()'s terminal lines, each with its padding, as one line.
+std::string joined_lines(const std::string& text) {
+    std::string out;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        std::string words;
+        std::istringstream in(line);
+        for (std::string word; in >> word;) words += (words.empty() ? "" : " ") + word;
+        out += (out.empty() ? "" : "; ") + words;
+    }
+    return out;
+}
+
+// What a run folder holds and when it last changed: a watched page measures a checkpoint again
+// only when it was replaced.
+struct RunFiles {
+    fs::path dir, ckpt, log, config;
+    bool has_ckpt = false;
+    fs::file_time_type ckpt_time{};
+};
+
+RunFiles run_files(const std::string& folder) {
+    RunFiles f{fs::path(folder), fs::path(folder) / "model.safetensors", fs::path(folder) / "log.jsonl",
+               fs::path(folder) / "config.json"};
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) throw std::runtime_error(folder + ": not a run folder (no such directory)");
-    for (const fs::path& needed : {ckpt, log})
-        if (!fs::exists(needed, ec))
-            throw std::runtime_error(folder + ": not a run folder: no " + needed.filename().string() + " in it");
+    if (!fs::is_directory(f.dir, ec)) throw std::runtime_error(folder + ": not a run folder (no such directory)");
+    if (!fs::exists(f.log, ec)) throw std::runtime_error(folder + ": not a run folder: no log.jsonl in it");
+    f.has_ckpt = fs::exists(f.ckpt, ec);
+    if (f.has_ckpt) f.ckpt_time = fs::last_write_time(f.ckpt, ec);
+    return f;
+}
+
+// One run's curves, sink report and maps, measured as sink measures them; a run without a
+// checkpoint yet gets its curves and its config.json's description. `last` is this run's
+// previous report (report --watch): its sink and maps are kept while the checkpoint is the same.
+RunReport measure_run(const RunFiles& f, const ReportArgs& a, const RunReport* last, fs::file_time_type last_ckpt_time) {
     RunReport run;
-    run.log = read_training_log(log.string());
+    run.log = read_training_log(f.log.string());
     if (!run.log.warning.empty()) std::fprintf(stderr, "gatedgrad: warning: %s\n", run.log.warning.c_str());
+    run.name = f.dir.lexically_normal().filename().string();
+    if (run.name.empty()) run.name = f.dir.lexically_normal().parent_path().filename().string();  // "runs/g1/"
+    if (!f.has_ckpt) {
+        std::error_code ec;
+        if (fs::exists(f.config, ec)) {
+            const std::string json = read_file(f.config.string());
+            const TrainConfig config = TrainConfig::from_json(json);
+            run.gate = gate_position_name(config.model.attn.gate);
+            run.settings = run_settings(json);
+            run.description = joined_lines(describe(config, GatedTransformerLM(config.model).num_parameters()));
+        } else {
+            run.gate = "unknown";
+            run.description = "no config.json in the folder";
+        }
+        run.pending = "no checkpoint yet (still training?): its sink table and attention maps come with its first "
+                      "model.safetensors (train --ckpt-every, --ckpt-minutes, or the end of the run).";
+        return run;
+    }
     DataArgs data;
-    data.ckpt = ckpt.string(), data.device = a.device;
+    data.ckpt = f.ckpt.string(), data.device = a.device;
     Checkpoint ck = open_for_data(data, Workload::analysis);
+    run.gate = gate_position_name(ck.model->config().attn.gate);
+    run.description = joined_lines(describe(ck.train, ck.model->num_parameters()));
+    run.settings = run_settings(ck.train.to_json());
+    if (last && last->pending.empty() && last_ckpt_time == f.ckpt_time) {
+        run.sink = last->sink, run.maps = last->maps, run.sink_data = last->sink_data;
+        return run;
+    }
     const Tensor ids = validation_ids(ck, data, a.batches);  // (n·B, T)
     ck.model->eval();
     run.sink = analyze(*ck.model, ids, a.threshold);
     run.maps = capture_attention_maps(*ck.model, ids.narrow(0, 0, 1).narrow(1, 0, std::min(a.map_tokens, ids.size(1))));
-    run.name = dir.lexically_normal().filename().string();
-    if (run.name.empty()) run.name = dir.lexically_normal().parent_path().filename().string();  // "runs/g1/"
-    run.gate = gate_position_name(ck.model->config().attn.gate);
-    std::istringstream lines(describe(ck.train, ck.model->num_parameters()));
-    for (std::string line; std::getline(lines, line);) {  // its terminal lines, each with its padding, as one
-        std::string words;
-        std::istringstream in(line);
-        for (std::string word; in >> word;) words += (words.empty() ? "" : " ") + word;
-        run.description += (run.description.empty() ? "" : "; ") + words;
-    }
     run.sink_data = std::to_string(ids.size(0)) + " validation sequences of " + std::to_string(ids.size(1)) +
                     " tokens (BOS first); the maps show the first " + std::to_string(run.maps.tokens.size()) +
                     " tokens of the first one";
     return run;
 }
 
+// A run is over when it has logged its last step and saved a checkpoint: a watched page then
+// stops reloading. Its config.json says how many steps it takes.
+bool finished(const RunFiles& f, const RunReport& run) {
+    std::error_code ec;
+    if (!f.has_ckpt || !fs::exists(f.config, ec)) return false;
+    return run.log.step.back() >= double(TrainConfig::from_json(read_file(f.config.string())).steps);
+}
+
 int run_report(const ReportArgs& a) {
     if (a.runs.size() > 2)
         throw UsageError("report takes one or two run folders, got " + std::to_string(a.runs.size()));
-    std::vector<RunReport> runs;
-    for (const std::string& folder : a.runs) runs.push_back(measure_run(folder, a));
-    if (runs.size() == 2 && runs[0].name == runs[1].name) runs[0].name += " (1)", runs[1].name += " (2)";
     const std::string out = !a.out.empty() ? a.out : (fs::path(a.runs.front()) / "report.html").string();
-    write_text_file(out, report_html(runs));
-    size_t maps = 0;
-    for (const RunReport& run : runs)
-        for (const Tensor& layer : run.maps.probs) maps += size_t(layer.size(0));
-    std::printf("wrote %s (%zu run%s, %zu attention maps)\n", out.c_str(), runs.size(), runs.size() == 1 ? "" : "s", maps);
-    return 0;
+    std::vector<RunReport> runs;
+    std::vector<fs::file_time_type> ckpt_times(a.runs.size());
+    for (;;) {
+        std::vector<RunReport> now;
+        bool all_finished = true;
+        for (size_t i = 0; i < a.runs.size(); ++i) {
+            const RunFiles f = run_files(a.runs[i]);
+            now.push_back(measure_run(f, a, i < runs.size() ? &runs[i] : nullptr, ckpt_times[i]));
+            ckpt_times[i] = f.ckpt_time;
+            all_finished = all_finished && finished(f, now.back());
+        }
+        runs = std::move(now);
+        if (runs.size() == 2 && runs[0].name == runs[1].name) runs[0].name += " (1)", runs[1].name += " (2)";
+        ReportOptions options;
+        if (a.watch > 0 && !all_finished) options.refresh_seconds = int(a.watch);
+        write_text_file(out, report_html(runs, options));
+        size_t maps = 0;
+        std::string steps;
+        for (const RunReport& run : runs) {
+            for (const Tensor& layer : run.maps.probs) maps += size_t(layer.size(0));
+            steps += (steps.empty() ? "" : ", ") + run.name + " at step " + std::to_string(int64_t(run.log.step.back()));
+        }
+        std::printf("wrote %s (%zu run%s, %zu attention maps%s)\n", out.c_str(), runs.size(), runs.size() == 1 ? "" : "s",
+                    maps, a.watch > 0 ? ("; " + steps).c_str() : "");
+        if (a.watch == 0) return 0;
+        if (all_finished) {
+            std::printf("every run has finished: the page no longer reloads\n");
+            return 0;
+        }
+        std::fflush(stdout);
+        ::sleep(unsigned(a.watch));
+    }
 }
 
 // ---------------------------------------------------------------- tokenize

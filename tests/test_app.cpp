@@ -320,7 +320,7 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     const Outcome report = run_app(tmp, "report " + run.string() + " --batches 2");
     CHECK(report.code == 0);
     CHECK(report.out.find("(1 run, 2 attention maps)") != std::string::npos);  // 1 layer of 2 heads
-    CHECK(read_file(run / "report.html").find("<p id=\"status\">") != std::string::npos);
+    CHECK(read_file(run / "report.html").find("<p id=\"status\" hidden>") != std::string::npos);
     const fs::path broken = tmp.path / "broken";
     fs::create_directories(broken);
     fs::copy_file(ckpt, broken / "model.safetensors");
@@ -350,7 +350,7 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     check_error(run_app(tmp, "sink --ckpt " + (tmp.path / "missing.safetensors").string()), 1, "missing.safetensors");
     check_error(run_app(tmp, "plot --out " + svg.string() + " " + corpus.string()), 1, "corpus.txt:1");
     check_error(run_app(tmp, "report " + (tmp.path / "nowhere").string()), 1, "nowhere: not a run folder");
-    check_error(run_app(tmp, "report " + run.string() + " " + png.string()), 1, "no model.safetensors");
+    check_error(run_app(tmp, "report " + run.string() + " " + png.string()), 1, "not a run folder: no log.jsonl in it");
     check_error(run_app(tmp, "report " + broken.string()), 1, "log.jsonl:2: not a training log line");
 }
 

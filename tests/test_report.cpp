@@ -1,6 +1,6 @@
 // test_report.cpp — `gatedgrad report` in a real browser. Two tiny runs (a baseline and G1,
 // both with stability probes) go on one page, which headless Chromium loads; what the page's
-// script drew is read back from the DOM Chromium dumps (the status line, one thumbnail per
+// script drew is read back from the DOM Chromium dumps (the hidden status line, one thumbnail per
 // layer and head, the gate column of the gated run, the sink tables), and from a screenshot
 // kept in the build folder: <build>/tests/report/report.png, beside the page itself.
 // Control: the same page with its data broken must show the error, so a page that never ran
@@ -97,7 +97,7 @@ TEST_CASE("report: a baseline and a G1 run on one page, drawn by headless Chromi
     const std::string dom = rendered_dom(tmp, page, "page");
     const size_t maps = size_t(2 * layers * heads);
     INFO("status: " << dom.substr(std::min(dom.size(), dom.find("id=\"status\"")), 120));
-    CHECK(dom.find("id=\"status\">ok: " + std::to_string(maps) + " maps<") != std::string::npos);
+    CHECK(dom.find("id=\"status\" hidden=\"\">ok: " + std::to_string(maps) + " maps<") != std::string::npos);
     CHECK(count(dom, "<canvas class=\"thumb") == maps);
     CHECK(count(dom, "<canvas class=\"thumb chosen\"") == 2);  // layer 0, head 0 of each run
     // The maps are T × T canvases, the big one of each run and every thumbnail; the gate column (G1 only) is 1 × T.
@@ -114,7 +114,7 @@ TEST_CASE("report: a baseline and a G1 run on one page, drawn by headless Chromi
 
     // The head chosen in the address: layer 1, head 1 of each run, in its panel and among the thumbnails.
     const std::string chosen = rendered_dom(tmp, page, "chosen", "'#layer=1&head=1'");
-    CHECK(chosen.find("id=\"status\">ok: " + std::to_string(maps) + " maps<") != std::string::npos);
+    CHECK(chosen.find("id=\"status\" hidden=\"\">ok: " + std::to_string(maps) + " maps<") != std::string::npos);
     CHECK(count(chosen, "<canvas class=\"thumb chosen\" data-layer=\"1\" data-head=\"1\"") == 2);
     CHECK(count(chosen, "layer 1, head 1: first-token share ") == 2);
     CHECK(count(dom, "layer 0, head 0: first-token share ") == 2);

@@ -82,6 +82,32 @@ std::vector<double> smooth(const std::vector<double>& y, double weight) {
     return out;
 }
 
+Series downsample(const Series& series, size_t max_points) {
+    const size_t n = series.x.size();
+    if (max_points < 2 || n <= max_points || !series.y_error.empty()) return series;
+    Series out = series;
+    out.x.clear(), out.y.clear();
+    const size_t buckets = max_points / 2;
+    for (size_t b = 0; b < buckets; ++b) {
+        const size_t begin = b * n / buckets, end = (b + 1) * n / buckets;
+        size_t lo = end, hi = end;  // the bucket's lowest and highest finite y
+        for (size_t i = begin; i < end; ++i) {
+            if (!std::isfinite(series.y[i])) continue;
+            if (lo == end || series.y[i] < series.y[lo]) lo = i;
+            if (hi == end || series.y[i] > series.y[hi]) hi = i;
+        }
+        if (lo == end) {  // nothing finite here: one gap, as the whole series would have drawn it
+            out.x.push_back(series.x[begin]), out.y.push_back(NAN);
+            continue;
+        }
+        for (size_t i : {std::min(lo, hi), std::max(lo, hi)}) {  // in step order, so the line stays a path
+            out.x.push_back(series.x[i]), out.y.push_back(series.y[i]);
+            if (lo == hi) break;
+        }
+    }
+    return out;
+}
+
 // ---------------------------------------------------------------- heat map
 
 namespace {

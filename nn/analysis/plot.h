@@ -85,4 +85,10 @@ std::string csv_table(const std::vector<std::string>& header, const std::vector<
 // s_t = w s_{t−1} + (1 − w) y_t, reported as s_t / (1 − w^t). Non-finite values are skipped.
 std::vector<double> smooth(const std::vector<double>& y, double weight = 0.9);
 
+// A long series cut to at most max_points for a chart: its points in max_points / 2 runs of
+// consecutive points, each drawn as its lowest and its highest y in their order, so that a
+// spike of one step in a million still shows. A series of max_points or fewer, or one with
+// error bars, comes back as it is.
+Series downsample(const Series& series, size_t max_points);
+
 }  // namespace gg::nn

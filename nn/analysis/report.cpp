@@ -50,6 +50,7 @@ nlohmann::json rounded(const Tensor& t) {
 nlohmann::json page_data(const std::vector<RunReport>& runs) {
     nlohmann::json out = {{"runs", nlohmann::json::array()}};
     for (const RunReport& run : runs) {
+        if (!run.pending.empty()) continue;  // no checkpoint yet: nothing to draw
         nlohmann::json layers = nlohmann::json::array();
         for (size_t l = 0; l < run.maps.probs.size(); ++l) {
             nlohmann::json probs = nlohmann::json::array(), gates = nullptr;
@@ -86,9 +87,9 @@ std::string number(double v, const char* fmt = "%.4f") {
     return text;
 }
 
-// One curve per run of a value the log holds at some steps.
-Series run_curve(const RunReport& run, size_t i, const std::vector<double>& x, std::vector<double> y) {
-    return {run.name, x, std::move(y), chart_color(i), x.size() == 1, 1, {}};
+// One curve per run of a value the log holds at some steps, at most max_points of it.
+Series run_curve(const RunReport& run, size_t i, const std::vector<double>& x, std::vector<double> y, size_t max_points) {
+    return downsample({run.name, x, std::move(y), chart_color(i), x.size() == 1, 1, {}}, max_points);
 }
 
 std::string chart(const std::vector<Series>& series, const std::string& title, const std::string& y_label, int width = 560,
@@ -101,15 +102,35 @@ std::string chart(const std::vector<Series>& series, const std::string& title, c
     return "<figure>" + svg_line_chart(series, options) + "</figure>\n";
 }
 
-// The training section: loss and learning rate, then the stability probes of the runs that took them.
-std::string training_charts(const std::vector<RunReport>& runs) {
-    std::vector<Series> loss, lr;
+// What the page says of a log too long to draw every step: how it was cut (downsample).
+std::string downsample_note(const std::vector<RunReport>& runs, size_t max_points) {
+    std::string longest;
+    size_t steps = 0;
+    for (const RunReport& run : runs)
+        if (run.log.step.size() > max_points && run.log.step.size() > steps) steps = run.log.step.size(), longest = run.name;
+    if (steps == 0) return "";
+    return "<p class=\"note\">Each curve is drawn from at most " + std::to_string(max_points) + " points: " +
+           escape_xml(longest) + "'s log has " + std::to_string(steps) + " steps, so every run of " +
+           std::to_string((steps + max_points / 2 - 1) / (max_points / 2)) +
+           " consecutive steps is drawn as its lowest and its highest value (a one-step spike still shows; "
+           "the smoothed loss is smoothed over every step first). The numbers in the table are the log's own.</p>\n";
+}
+
+// The training section: loss and learning rate, gradient norm and throughput, then the
+// stability probes of the runs that took them.
+std::string training_charts(const std::vector<RunReport>& runs, size_t max_points) {
+    std::vector<Series> loss, lr, grad_norm, speed;
     for (size_t i = 0; i < runs.size(); ++i) {
-        for (Series& s : loss_series(runs[i].log, runs[i].name, chart_color(i))) loss.push_back(std::move(s));
-        lr.push_back(run_curve(runs[i], i, runs[i].log.step, runs[i].log.lr));
+        const TrainingLog& log = runs[i].log;
+        for (Series& s : loss_series(log, runs[i].name, chart_color(i))) loss.push_back(downsample(s, max_points));
+        lr.push_back(run_curve(runs[i], i, log.step, log.lr, max_points));
+        grad_norm.push_back(run_curve(runs[i], i, log.step, log.grad_norm, max_points));
+        speed.push_back(run_curve(runs[i], i, log.step, log.tokens_per_s, max_points));
     }
-    std::string html = "<div class=\"row\">\n" + chart(loss, "loss", "loss (nats/byte)") +
-                       chart(lr, "learning rate", "learning rate") + "</div>\n";
+    std::string html = downsample_note(runs, max_points) + "<div class=\"row\">\n" +
+                       chart(loss, "loss", "loss (nats/byte)") + chart(lr, "learning rate", "learning rate") +
+                       chart(grad_norm, "gradient norm (before clipping to --grad-clip)", "‖g‖₂") +
+                       chart(speed, "throughput (all ranks together)", "tokens/s") + "</div>\n";
 
     using Reading = double (*)(const StabilityStats&);
     const struct {
@@ -137,7 +158,7 @@ std::string training_charts(const std::vector<RunReport>& runs) {
             std::vector<double> y;
             for (const StabilityStats& s : runs[i].log.probes) y.push_back(probe.read(s));
             if (std::any_of(y.begin(), y.end(), [](double v) { return std::isfinite(v); }))
-                series.push_back(run_curve(runs[i], i, runs[i].log.probe_step, y));
+                series.push_back(run_curve(runs[i], i, runs[i].log.probe_step, y, max_points));
         }
         if (series.empty()) continue;
         any = true;
@@ -158,7 +179,10 @@ std::string sink_chart(const std::vector<RunReport>& runs) {
     std::vector<std::string> groups;
     for (size_t l = 0; l < layers; ++l) groups.push_back("layer " + std::to_string(l));
     std::vector<BarSeries> bars;
+    double threshold = NAN;
     for (size_t i = 0; i < runs.size(); ++i) {
+        if (!runs[i].pending.empty()) continue;
+        if (std::isnan(threshold)) threshold = runs[i].sink.threshold;
         BarSeries s{runs[i].name, {}, chart_color(i), {}};
         for (size_t l = 0; l < layers; ++l)
             s.values.push_back(l < runs[i].sink.layers.size() ? runs[i].sink.layers[l].mean_first_token_share : NAN);
@@ -168,24 +192,78 @@ std::string sink_chart(const std::vector<RunReport>& runs) {
     options.title = "attention on the first token, mean over heads";
     options.x_label = "layer";
     options.y_label = "first-token share";
-    options.reference_y = runs.front().sink.threshold;
+    options.reference_y = threshold;
     options.reference_label = "sink threshold";
     options.width = 560, options.height = 360;
     return "<figure>" + svg_bar_chart(groups, bars, options) + "</figure>\n";
 }
 
+// One run's value of a setting: "absent" where its config.json has no such field.
+std::string setting_value(const RunReport& run, const std::string& name) {
+    for (const auto& [n, v] : run.settings)
+        if (n == name) return v;
+    return "absent";
+}
+
+// The settings in which the runs differ, by name, in the first run's order, then the others'.
+std::vector<std::string> differing_settings(const std::vector<RunReport>& runs) {
+    std::vector<std::string> names, differ;
+    for (const RunReport& run : runs)
+        for (const auto& [name, value] : run.settings)
+            if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    for (const std::string& name : names)
+        if (std::any_of(runs.begin(), runs.end(),
+                        [&](const RunReport& run) { return setting_value(run, name) != setting_value(runs.front(), name); }))
+            differ.push_back(name);
+    return differ;
+}
+
+// One row per run; compared runs get a last column of the settings (config.json) in which
+// they differ, marked, so that two long descriptions need not be read word by word.
 std::string runs_table(const std::vector<RunReport>& runs) {
+    const bool compared = runs.size() > 1;
+    const std::vector<std::string> differ = compared ? differing_settings(runs) : std::vector<std::string>{};
     std::string html = "<table>\n<tr><th class=\"left\">run</th><th class=\"left\">attention</th><th class=\"left\">model and training</th><th>steps</th>"
-                       "<th>last train loss</th><th>last validation loss</th></tr>\n";
+                       "<th>last train loss</th><th>last validation loss</th>" +
+                       std::string(compared ? "<th class=\"left\">differs (config.json)</th>" : "") + "</tr>\n";
     for (const RunReport& run : runs) {
         const TrainingLog& log = run.log;
-        html += "<tr><td class=\"left\">" + escape_xml(run.name) + "</td><td class=\"left\">" + escape_xml(run.gate) +
+        std::string diff;
+        for (const std::string& name : differ)
+            diff += (diff.empty() ? "" : " ") + std::string("<mark>") + escape_xml(name + " " + setting_value(run, name)) + "</mark>";
+        if (compared && diff.empty()) diff = "nothing: the same settings";
+        const bool gate_differs = compared && std::any_of(runs.begin(), runs.end(), [&](const RunReport& r) { return r.gate != run.gate; });
+        html += "<tr><td class=\"left\">" + escape_xml(run.name) + "</td><td class=\"left\">" +
+                (gate_differs ? "<mark>" + escape_xml(run.gate) + "</mark>" : escape_xml(run.gate)) +
                 "</td><td class=\"left\">" +
                 escape_xml(run.description) + "</td><td>" + number(log.step.back(), "%.0f") + "</td><td>" +
                 number(log.loss.back()) + "</td><td>" + (log.val_loss.empty() ? "–" : number(log.val_loss.back())) +
-                "</td></tr>\n";
+                "</td>" + (compared ? "<td class=\"left diff\">" + diff + "</td>" : "") + "</tr>\n";
     }
     return html + "</table>\n";
+}
+
+// What the measured sink tables say, in words: which runs have sink layers and how many. Only
+// what these numbers show; the paper's claim (a baseline has a sink, G1 none) is for the reader
+// to check against it.
+std::string sink_verdict(const std::vector<const RunReport*>& runs) {
+    const auto count = [](const RunReport& run) {
+        return std::to_string(run.sink.sink_layers) + " of " + std::to_string(run.sink.layers.size()) + " layers";
+    };
+    const double threshold = runs.front()->sink.threshold;
+    std::vector<const RunReport*> with, without;
+    for (const RunReport* run : runs) (run->sink.sink_layers > 0 ? with : without).push_back(run);
+    char t[32];
+    std::snprintf(t, sizeof t, "%g", threshold);
+    if (with.empty())
+        return std::string(runs.size() == 1 ? "This run has no" : "Neither run has a") +
+               " sink layer here: every layer's mean α is at or below the threshold " + t + ".";
+    if (runs.size() == 1) return "This run has a sink in " + count(*with.front()) + " (mean α above " + t + ").";
+    if (without.empty())
+        return "Both runs have sink layers: " + runs[0]->name + " in " + count(*runs[0]) + ", " + runs[1]->name + " in " +
+               count(*runs[1]) + " (mean α above " + t + ").";
+    return with.front()->name + " has a sink in " + count(*with.front()) + " and " + without.front()->name +
+           " in none: its bars stand above the threshold " + t + " where " + without.front()->name + "'s do not.";
 }
 
 const char* kStyle = R"css(
@@ -205,8 +283,10 @@ figure { margin: 0; }
 .run table { font-size: 13px; }
 .run th, .run td { padding: 2px 6px; }
 .run th { white-space: normal; vertical-align: bottom; }
-#status { font-family: monospace; color: #555; }
-#status.error { color: #b00; font-weight: 600; }
+#status.error { font-family: monospace; color: #b00; font-weight: 600; }
+mark { background: #fff1a8; padding: 0 2px; }
+.diff mark { margin-right: 4px; }
+.note { color: #555; }
 .map, .gate, .thumb { image-rendering: pixelated; border: 1px solid #999; }
 .map { width: 384px; height: 384px; cursor: crosshair; }
 .gate { width: 18px; height: 384px; margin-left: 6px; }
@@ -226,6 +306,7 @@ const status = document.getElementById("status");
 window.onerror = (message, source, line) => {
   status.textContent = "error: " + message + " (line " + line + ")";
   status.className = "error";
+  status.hidden = false;
 };
 const data = JSON.parse(document.getElementById("data").textContent);
 
@@ -376,29 +457,43 @@ if (status.className !== "error") status.textContent = "ok: " + drawn + " maps";
 
 }  // namespace
 
-std::string report_html(const std::vector<RunReport>& runs) {
+std::string report_html(const std::vector<RunReport>& runs, const ReportOptions& options) {
     if (runs.empty()) throw std::invalid_argument("report_html: no runs");
-    for (const RunReport& run : runs)
-        if (run.log.step.empty() || run.maps.probs.empty() || run.sink.layers.size() != run.maps.probs.size())
-            throw std::invalid_argument("report_html: run '" + run.name + "' needs a log, maps and a sink report of every layer");
+    std::vector<const RunReport*> measured;
+    for (const RunReport& run : runs) {
+        if (run.log.step.empty()) throw std::invalid_argument("report_html: run '" + run.name + "' has no log");
+        if (!run.pending.empty()) continue;
+        if (run.maps.probs.empty() || run.sink.layers.size() != run.maps.probs.size())
+            throw std::invalid_argument("report_html: run '" + run.name + "' needs maps and a sink report of every layer");
+        measured.push_back(&run);
+    }
     std::string names;
     for (const RunReport& run : runs) names += (names.empty() ? "" : " vs ") + run.name;
-    const bool compared = runs.size() > 1;
 
-    std::string html = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>gatedgrad report: " +
-                       escape_xml(names) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-    html += "<h1>gatedgrad report: " + escape_xml(names) + "</h1>\n<p id=\"status\">drawing the attention maps…</p>\n";
+    std::string html = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+    if (options.refresh_seconds > 0)
+        html += "<meta http-equiv=\"refresh\" content=\"" + std::to_string(options.refresh_seconds) + "\">\n";
+    html += "<title>gatedgrad report: " + escape_xml(names) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+    html += "<h1>gatedgrad report: " + escape_xml(names) + "</h1>\n";
+    if (!measured.empty()) html += "<p id=\"status\" hidden>drawing the attention maps…</p>\n";
+    if (options.refresh_seconds > 0)
+        html += "<p class=\"note\">A live page: <code>gatedgrad report --watch " + std::to_string(options.refresh_seconds) +
+                "</code> writes it again as the runs go on, and it reloads itself every " +
+                std::to_string(options.refresh_seconds) + " s.</p>\n";
     html += "<h2>Runs</h2>\n" + runs_table(runs);
     html += "<h2>Training</h2>\n<p>The training loss at every step (faint), smoothed, and the validation loss where the run "
-            "measured it; then the learning rate of the schedule (warmup, cosine).</p>\n" +
-            training_charts(runs);
+            "measured it; the learning rate of the schedule (warmup, cosine); the gradient's norm, which spikes before a "
+            "run goes unstable; and the tokens per second.</p>\n" +
+            training_charts(runs, options.max_points);
     html += "<h2>Attention sink</h2>\n<p>For each layer and head, α is the mean attention that queries 1 … T−1 give to "
             "position 0 (the BOS token); a layer whose mean α is above the threshold is a sink layer (nn/analysis/analysis.h, "
             "docs/paper.md). A head with nothing to look at parks its attention there; a gate lets it send nothing "
-            "instead." +
-            std::string(compared ? " The runs side by side: a baseline's bars stand above a gated model's where the sink "
-                                   "has formed." : "") +
-            "</p>\n<div class=\"row\">\n" + sink_chart(runs) + "</div>\n<div class=\"row\" id=\"sink-tables\"></div>\n";
+            "instead.</p>\n";
+    for (const RunReport& run : runs)
+        if (!run.pending.empty()) html += "<p class=\"note\">" + escape_xml(run.name) + ": " + escape_xml(run.pending) + "</p>\n";
+    if (measured.empty()) return html + "</body>\n</html>\n";
+    html += "<p id=\"sink-verdict\">" + escape_xml(sink_verdict(measured)) + "</p>\n<div class=\"row\">\n" + sink_chart(runs) +
+            "</div>\n<div class=\"row\" id=\"sink-tables\"></div>\n";
     html += "<h2>Attention maps</h2>\n<p>The first validation sequence through each model: the attention probability "
             "that each query (row) gives each key (column). A sink shows as a dark first column. Choose a layer and a head, "
             "or click a small map below; the address remembers the choice (<code>#layer=1&amp;head=0</code>).</p>\n<p>layer <select id=\"layer\"></select> head <select id=\"head\"></select></p>\n"

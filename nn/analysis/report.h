@@ -9,10 +9,17 @@
 // The page stands alone: no server, no network. Its charts are plot.h's SVG, inline; its maps
 // are drawn on canvases by the page's own script from the numbers embedded in it as JSON
 // (probabilities to 4 decimals). When the script is done it writes "ok: N maps" into the
-// element #status, or the first error it met, which is what a test reads back from a headless
-// browser.
+// hidden element #status, or shows there the first error it met: what a test reads back from
+// a headless browser.
+//
+// A run still training (a log, no checkpoint yet) shows its curves, and says that its sink
+// table and maps come with its first checkpoint. A page written with a refresh (report
+// --watch) reloads itself, so that an open tab follows the run as TensorBoard's does. A log
+// of millions of steps is drawn from a few thousand points per curve (plot.h's downsample),
+// and the page says so.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/analysis/analysis.h"
@@ -41,9 +48,18 @@ struct RunReport {
     ModelAnalysis sink;
     std::string sink_data;    // what the sink was measured on: "8 sequences of 64 tokens (BOS first)"
     AttentionMaps maps;
+    std::string pending;      // non-empty for a run without a checkpoint yet: why sink and maps are absent
+    // The run's settings as config.json holds them, flattened ("model.n_layers" → "2"): the
+    // runs table marks those that differ between the runs.
+    std::vector<std::pair<std::string, std::string>> settings;
+};
+
+struct ReportOptions {
+    int refresh_seconds = 0;  // > 0: the page reloads itself this often (report --watch)
+    size_t max_points = 4000;  // per curve; longer ones are downsampled
 };
 
 // The page: one run, or several compared (the first is drawn left or first in each chart).
-std::string report_html(const std::vector<RunReport>& runs);
+std::string report_html(const std::vector<RunReport>& runs, const ReportOptions& options = {});
 
 }  // namespace gg::nn

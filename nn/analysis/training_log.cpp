@@ -73,7 +73,10 @@ TrainingLog read_training_log(const std::string& path) {
         }
         log.step.push_back(j["step"].get<double>());
         log.loss.push_back(j["loss"].get<double>());
-        log.lr.push_back(j.contains("lr") && j["lr"].is_number() ? j["lr"].get<double>() : NAN);
+        const auto optional = [&](const char* name) { return j.contains(name) && j[name].is_number() ? j[name].get<double>() : NAN; };
+        log.lr.push_back(optional("lr"));
+        log.grad_norm.push_back(optional("grad_norm"));
+        log.tokens_per_s.push_back(optional("tokens_per_s"));
         if (j.contains("val_loss") && j["val_loss"].is_number()) {
             log.val_step.push_back(log.step.back());
             log.val_loss.push_back(j["val_loss"].get<double>());

@@ -13,6 +13,8 @@ namespace gg::nn {
 
 struct TrainingLog {
     std::vector<double> step, loss, lr;      // one entry per line; lr NaN where a line has none
+    std::vector<double> grad_norm;           // per line, before clipping; NaN where a line has none
+    std::vector<double> tokens_per_s;        // per line, all ranks together; NaN where a line has none
     std::vector<double> val_step, val_loss;  // the steps that validated
     std::vector<double> probe_step;          // the steps that probed ...
     std::vector<StabilityStats> probes;      // ... and what they measured
