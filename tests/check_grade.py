@@ -2,7 +2,7 @@
 
 Grading the reference solutions gives one row per test case of every exercise program
 (tools/grade reads the exercises from check.cpp, the programs list what they run), each
-passed; grading the untouched exercises gives the same rows, each failed. Skipped (77)
+passed; grading the untouched exercises gives the same rows, each "not attempted". Skipped (77)
 where the exercises are edited, as tools/check-exercises is.
 """
 import csv
@@ -40,8 +40,8 @@ problems = []
 if sorted(case for case, _ in solved) != sorted(cases):
     problems.append(f"the grades name {[c for c, _ in solved]}, the programs run {cases}")
 problems += [f"{case}: {result} on the solution" for case, result in solved if result != "passed"]
-problems += [f"{case}: {result} untouched" for case, result in untouched if result != "failed"]
+problems += [f"{case}: {result} untouched" for case, result in untouched if result != "not attempted"]
 if len(untouched) != len(solved):
     problems.append(f"{len(untouched)} grades untouched, {len(solved)} on the solutions")
-print("\n".join(problems) or f"check_grade: all {len(solved)} exercises graded passed solved and failed untouched")
+print("\n".join(problems) or f"check_grade: all {len(solved)} exercises graded passed solved and not attempted untouched")
 sys.exit(1 if problems else 0)
