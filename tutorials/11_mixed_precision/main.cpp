@@ -55,9 +55,12 @@ int main() {
     }
     std::printf("\n3. adding 0.01 ten thousand times\n   float32 accumulator:  %.4f\n   bfloat16 accumulator: %.4f\n",
                 single, float(half));
-    //    The library's bfloat16 kernels keep their sums in float32 (or wider) and round once:
-    //    the same terms in a bfloat16 tensor sum to 100, and so does a bfloat16 matmul.
+    //    The library's bfloat16 kernels keep their sums in float32 (or wider) and round once.
+    //    The terms themselves are bfloat16(0.01) = 0.0100098, so their sum is 100.098, not
+    //    100; stored as bfloat16 (unit 0.5 at 100) it reads 100, and so does a matmul's.
     const gg::Tensor terms = gg::full({n}, 0.01, gg::DType::bf16);
+    std::printf("   each term bfloat16(0.01) = %.7f; their float32 sum %.4f\n", terms.narrow(0, 0, 1).item(),
+                gg::sum(terms.to(gg::DType::f32)).item());
     std::printf("   gg::sum of a bfloat16 tensor of them: %.4f (dtype %s)\n", gg::sum(terms).item(),
                 gg::dtype_name(gg::sum(terms).dtype()));
     const gg::Tensor dot = gg::matmul(gg::ones({1, n}, gg::DType::bf16), terms.view({n, 1}));

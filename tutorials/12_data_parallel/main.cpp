@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "gatedgrad.h"
@@ -49,10 +50,31 @@ std::vector<double> weights(GatedTransformerLM& model) {
     return all;
 }
 
+// The one setting, --steps N (default 20); --help says so, and anything else is refused
+// (exit 2) rather than ignored, so that a mistyped flag never runs the default silently.
+int64_t steps_from(int argc, char** argv) {
+    const char* usage = "usage: tutorial_12_data_parallel [--steps N]   (N from 1 to 100000, default 20; "
+                        "run under mpirun -np 2 for 2 ranks)\n";
+    if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+        std::printf("%s", usage);
+        std::exit(0);
+    }
+    if (argc == 1) return 20;
+    char* end = nullptr;
+    const long long steps = argc == 3 && std::strcmp(argv[1], "--steps") == 0 ? std::strtoll(argv[2], &end, 10) : 0;
+    if (argc != 3 || std::strcmp(argv[1], "--steps") != 0 || end == argv[2] || *end != '\0' || steps < 1 || steps > 100000) {
+        std::string given;
+        for (int i = 1; i < argc; ++i) given += (i > 1 ? " " : "") + std::string(argv[i]);
+        std::fprintf(stderr, "tutorial_12_data_parallel: '%s' is not what it takes; %s", given.c_str(), usage);
+        std::exit(2);
+    }
+    return steps;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    const int64_t steps = argc > 2 && std::strcmp(argv[1], "--steps") == 0 ? std::atoll(argv[2]) : 20;
+    const int64_t steps = steps_from(argc, argv);
     // The processes mpirun started (none: this one alone). Rank 0 prints.
     const std::shared_ptr<dist::ProcessGroup> group = dist::launched_by_mpi() ? dist::init_mpi() : nullptr;
     const int rank = group ? group->rank() : 0, N = group ? group->world_size() : 1;
