@@ -20,8 +20,8 @@
 //            S = Q Kᵀ → P;  dP = dO Vᵀ → dS → dQ += dS K,
 //          over the key tiles of the band.
 // The block's own tiles (K and V, or Q and dO) stay in shared memory; the streamed ones (Q, dO
-// with their lse and Δ, or K and V) go through two stages, the next tile of the band loading
-// while the warps work on this one: one barrier per tile. Every product is one of the two of
+// with their lse and Δ, or K and V) go through two stages, the cp.async copies of the next tile
+// of the band in flight while the warps work on this one: one wait and one barrier per tile. Every product is one of the two of
 // attention_mma.cuh (scores from two tiles, or weights in registers times a tile), so P and dS
 // never leave the registers. Δ of a query tile is summed in f32 from dO and O as the tile is
 // loaded (load_row_stats, two threads a row): O(64·D) work against the products' O(64·64·D).
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const int64_t first = start_stream(queries);
     load_tile<kD>(Ks, K, bhk, s.Hkv, j0, s.Tk);
     load_tile<kD>(Vs, V, bhk, s.Hkv, j0, s.Tk);
-    __syncthreads();
+    tiles_landed();
 
     const bfloat16* own_k = Ks + lane.warp * kMmaRows * L::ld;  // (16, ld) the warp's keys
     const bfloat16* own_v = Vs + lane.warp * kMmaRows * L::ld;  // (16, ld) and values
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     load_tile<kD>(Qs, Q, bh, s.H, i0, s.Tq);
     load_tile<kD>(dOs, dO, bh, s.H, i0, s.Tq);
     load_row_stats<float, kD>(stats.lse, stats.delta, lse + bh * s.Tq, dO, O, bh, s.H, i0, s.Tq, kD, true);
-    __syncthreads();
+    tiles_landed();
 
     const int own = lane.warp * kMmaRows;  // the warp's first row of the tile
     const float lse_r[2] = {stats.lse[own + lane.row(0)], stats.lse[own + lane.row(2)]};  // rows g, g + 8

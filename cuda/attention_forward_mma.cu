@@ -10,9 +10,10 @@
 // (B·H, ⌈Tq / 64⌉), last tile first; warp w owns queries 16w .. 16w + 15 of the tile. The block
 // stages its queries through shared memory once, and each warp keeps its 16 × D of them as
 // D / 16 A fragments in registers for the whole loop. The key and value tiles of the
-// causal/window band stream through two stages of shared memory: while the warps work on the
-// tile of one stage, they have already loaded the next tile of the band into the other, so
-// there is one barrier per key tile. Per key tile, each warp:
+// causal/window band stream through two stages of shared memory by cp.async: while the warps
+// work on the tile of one stage, the copies of the next tile of the band into the other are in
+// flight, with no register holding them, so there is one wait and one barrier per key tile.
+// Per key tile, each warp:
 //   1. S = Q Kᵀ (16 × 64, f32): D / 16 × 8 mma, K's rows read by ldmatrix as B fragments;
 //   2. the online softmax on the accumulator fragments: scale, mask (only on the band's edge),
 //      the row's maximum over the 4 lanes that hold it (two shuffles), the rescale of l and O,
@@ -94,7 +95,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const KeyValueStream<kD> kv{s, i0, i_end, bhk, K, V, Qs + L::tile};
     const int64_t first = start_stream(kv);
     load_tile<kD>(Qs, Q, bh, s.H, i0, s.Tq);
-    __syncthreads();
+    tiles_landed();
     Fragment q[L::steps];  // the warp's 16 queries, 16 columns of D each
     GG_UNROLL
     for (int step = 0; step < L::steps; ++step)

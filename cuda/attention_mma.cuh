@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "cuda/async_copy.h"
 #include "cuda/attention_tiles.cuh"
 #include "cuda/mma.h"
 #include "cuda/packs.h"
@@ -115,37 +116,45 @@ __device__ void clear(float (&acc)[kTilesN][4]) {
 // heads, zeros past `rows`, by the whole block. Consecutive threads take consecutive 16 bytes of
 // a row, so a warp's reads are coalesced whatever the row stride. A thread steps one pointer by
 // the row stride: an address of its own for each row took the dK/dV kernel at D = 128 past its
-// 255 registers. Plain loads: the block waits for them at its next barrier.
+// 255 registers. The copies are cp.async (cuda/async_copy.h): global memory goes straight to
+// shared memory, no register holds a row in transit and the thread goes on at once; a row past
+// `rows` is a copy of 0 source bytes, 16 bytes of zeros. They land at the thread's next
+// cp.async wait (tiles_landed, run_stream), which the block's barrier then makes visible.
 template <int kD>
 __device__ void load_tile(bfloat16* tile, const Operand<const bfloat16>& src, int64_t bh, int64_t heads,
                           int64_t row0, int64_t rows) {
     constexpr int chunks = kD / kRowPack, pass = kThreads / chunks;  // 16-byte chunks a row; rows a pass
     const int r = int(threadIdx.x) / chunks, d = int(threadIdx.x) % chunks * kRowPack;
     const int64_t valid = rows - row0 - r;  // this thread's rows n·pass exist below `valid`
-    const bfloat16* from = src.rows(bh, heads) + (row0 + r) * src.row + d;
+    const bfloat16* head = src.rows(bh, heads);  // a valid address for the copies that read nothing
+    const bfloat16* from = head + (row0 + r) * src.row + d;
     GG_UNROLL
     for (int n = 0; n < kTile / pass; ++n) {
-        const int row = r + n * pass;
-        Pack<bfloat16, kRowPack> v;
-        if (n * pass < valid) {
-            v = load_pack<kRowPack>(from + n * pass * src.row);
-        } else {
-            GG_UNROLL
-            for (int e = 0; e < kRowPack; ++e) v.at[e] = bfloat16::from_bits(0);
-        }
-        store_pack<kRowPack>(tile + row * Tiles<kD>::ld + d, v);
+        const bool inside = n * pass < valid;
+        cp_async16(tile + (r + n * pass) * Tiles<kD>::ld + d, inside ? from + n * pass * src.row : head,
+                   inside ? 16 : 0);
     }
+}
+
+// Every tile this thread started copying (load_tile) has landed, and, after the barrier, every
+// thread's: the end of a kernel's prologue, before the warps read the tiles it loaded.
+__device__ inline void tiles_landed() {
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
 }
 
 // ---- streaming tiles through two stages ---------------------------------------------------
 
 // A stream of tiles through two stages of shared memory: `stream` knows end() (tiles 0 .. end),
 // empty(t) (a tile outside the causal/window band, skipped) and load(t, stage) (by the whole
-// block). While the warps work on the tile of one stage, the next tile of the band is already
-// loading into the other, so a tile costs one barrier.
+// block). While the warps work on the tile of one stage, the cp.async copies of the next tile
+// of the band are in flight into the other (double buffering: load tile j + 1 while computing
+// tile j), and each thread waits for its own copies only after its share of the work; so a
+// tile costs one wait and one barrier.
 
 // The first tile of the band, loaded into stage 0 (end() when there is none). The caller's
-// next barrier completes it, with whatever else the block loaded before.
+// tiles_landed() completes it, with whatever else the block loaded before.
 template <class Stream>
 __device__ int64_t start_stream(const Stream& stream) {
     int64_t t = 0;
@@ -162,8 +171,10 @@ __device__ void run_stream(const Stream& stream, int64_t first, const Body& body
         int64_t next = t + 1;
         while (next < stream.end() && stream.empty(next)) ++next;
         if (next < stream.end()) stream.load(next, stage ^ 1);  // its last readers passed the barrier below
+        cp_async_commit();
         body(t, stage);
-        __syncthreads();  // every warp is done with this stage, and the next one is complete
+        cp_async_wait<0>();  // this thread's copies of the next tile have landed
+        __syncthreads();     // every warp is done with this stage, and the next one is complete
         t = next;
     }
 }

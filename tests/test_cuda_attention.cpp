@@ -418,6 +418,18 @@ TEST_CASE("cuda attention bf16 on the tensor cores: causal, full, windows, again
         for (const CudaTarget& t : cuda_targets()) check_bf16_case(c, t);
 }
 
+TEST_CASE("cuda attention bf16: many key/value and query tiles through the cp.async stages, odd row counts") {
+    // The tiles stream through two stages of shared memory by cp.async, the next one in flight
+    // while the warps work on this one; a last tile of 3 rows (131 = 2 · 64 + 3) is zero-filled
+    // by copies that read nothing. Forward and dQ stream 3 to 4 key tiles, dK/dV 3 query tiles
+    // of each of 2 query heads, causal and full, D = 64 and 32.
+    for (const Case& c : std::vector<Case>{
+             {1, 1, 1, 131, 131, 64, false},
+             {1, 2, 1, 131, 197, 32, true},
+         })
+        for (const CudaTarget& t : cuda_targets()) check_bf16_case(c, t);
+}
+
 namespace {
 
 // What the SIMT kernels give on bf16 inputs: they compute in f32 and round once, so exactly
