@@ -121,7 +121,7 @@ void launch(const char* name, Kernel kernel, dim3 grid, dim3 block, size_t share
 // same array for every thread of a block, wherever the declaring function is called from.
 #define GG_SHARED(type, name)        \
     static char name##_gg_shared_key; \
-    ::gg::cuda::identity_t<type>& name = ::gg::emu::block_shared<::gg::cuda::identity_t<type>>(&name##_gg_shared_key)
+    ::gg::cuda::identity_t<type>& name = ::gg::emu::block_shared<::gg::cuda::identity_t<type>>(&name##_gg_shared_key, #name)
 #define GG_DYNAMIC_SHARED(T, name) T* name = ::gg::emu::dynamic_shared<T>()
 
 #endif

@@ -10,6 +10,10 @@
 
 #include "cuda/emu/emulator.h"
 
+#include "cuda/emu/race_check.h"
+
+#include "cuda/build_config.h"
+
 #include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -21,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -145,6 +150,7 @@ struct Block {
         Buffer buffer;
         size_t bytes;
     };
+    RaceChecker* race = nullptr;  // while race checking is on
     std::vector<SharedArray> shared;  // GG_SHARED arrays by declaration
     std::string error;                                   // the first failure; ends the block
     bool aborting = false;
@@ -161,6 +167,7 @@ struct Worker {
     Block* block = nullptr;
     const void* os_stack_bottom = nullptr;  // told to AddressSanitizer when switching back
     size_t os_stack_size = 0;
+    RaceChecker race;  // its records are kept from block to block (race_check.h)
 };
 thread_local Worker worker;
 
@@ -218,6 +225,7 @@ void finish_switch([[maybe_unused]] void* fake_stack, [[maybe_unused]] const voi
 void resume(Worker& w, Fiber& f) {
     w.running = &f;
     current_thread = &f;
+    race_context.thread = f.id;
     void* fake_stack = nullptr;
     start_switch(&fake_stack, f.stack.bottom(), f.stack.size());
     if (_setjmp(w.scheduler) == 0) {
@@ -343,18 +351,39 @@ void unblock(Worker& w, Block& b) {
         w.fibers[t]->result = uint64_t(passed);
         w.fibers[t]->state = State::ready;
     }
+    if (b.race) b.race->barrier();
 }
 
-// Runs the threads of one block in order of their linear id, each until it returns or
-// waits, round after round, until all have returned or the block has failed.
+// splitmix64: a small, good-enough generator for the shuffled schedule.
+uint64_t next_random(uint64_t& state) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+    return z ^ (z >> 31);
+}
+
+// The order of this turn: by linear id, its reverse, or a fresh random permutation.
+void order_turn(std::vector<int>& order, const Options& options, uint64_t& random) {
+    if (options.schedule != Schedule::shuffle) return;
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[next_random(random) % i]);
+}
+
+// Runs the threads of one block in turns, each thread until it returns or waits, turn after
+// turn, until all have returned or the block has failed; options.schedule says in which order.
 std::string run_block(Worker& w, const std::function<void()>& body, uint3 index, dim3 grid, dim3 block_dim,
-                      size_t dynamic_bytes) {
+                      size_t dynamic_bytes, const Options& options) {
     Block b;
     b.body = body;
     b.index = index;
     b.threads = int(block_dim.x * block_dim.y * block_dim.z);
     b.dynamic_bytes = dynamic_bytes;
     if (dynamic_bytes > 0) b.dynamic = poisoned_buffer(dynamic_bytes, 16);
+    if (options.race_check) {
+        b.race = &w.race;
+        b.race->start_block(b.threads, block_dim);
+        if (b.dynamic) b.race->add_region(b.dynamic.get(), dynamic_bytes, "the dynamic shared memory");
+        race_context.checker = b.race;
+    }
     w.block = &b;
     while (w.fibers.size() < size_t(b.threads)) {
         w.fibers.push_back(std::make_unique<Fiber>());
@@ -371,18 +400,27 @@ std::string run_block(Worker& w, const std::function<void()>& body, uint3 index,
         f.copies.clear();
         f.committed = 0;
     }
+    std::vector<int> order(size_t(b.threads));
+    std::iota(order.begin(), order.end(), 0);
+    if (options.schedule == Schedule::reverse) std::reverse(order.begin(), order.end());
+    const uint64_t block_number = (uint64_t(index.z) * grid.y + index.y) * grid.x + index.x;
+    uint64_t random = options.seed ^ block_number * 0xd1b54a32d192ed03;
     bool finished = false;
     while (!finished && b.error.empty()) {
         bool ran = false;
-        for (int t = 0; t < b.threads && b.error.empty(); ++t)
-            if (w.fibers[t]->state == State::ready) {
-                resume(w, *w.fibers[t]);
+        order_turn(order, options, random);
+        for (int i = 0; i < b.threads && b.error.empty(); ++i)
+            if (Fiber& f = *w.fibers[order[size_t(i)]]; f.state == State::ready) {
+                resume(w, f);
                 ran = true;
+                if (b.race && !b.race->error().empty() && b.error.empty())
+                    b.error = "block " + dims(b.index) + ": " + b.race->error();
             }
         finished = true;
         for (int t = 0; t < b.threads; ++t) finished &= w.fibers[t]->state == State::returned;
         if (!ran && !finished && b.error.empty()) unblock(w, b);
     }
+    race_context.checker = nullptr;
     if (!b.error.empty()) {  // every fiber still inside the kernel unwinds from where it waits
         b.aborting = true;
         for (int t = 0; t < b.threads; ++t)
@@ -411,8 +449,39 @@ void check_configuration(const char* name, dim3 grid, dim3 block, size_t shared_
 
 }  // namespace
 
+Options& options() {
+    static Options from_environment = [] {
+        Options o;
+        const auto refuse = [](const char* variable, const char* value, const char* allowed) {
+            throw std::runtime_error(std::string("cuda emulator: ") + variable + "=" + value + "; it takes " + allowed);
+        };
+        if (const char* schedule = std::getenv("GATEDGRAD_EMU_SCHEDULE"); schedule && *schedule) {
+            const std::string s = schedule;
+            if (s == "order") o.schedule = Schedule::order;
+            else if (s == "reverse") o.schedule = Schedule::reverse;
+            else if (s == "shuffle") o.schedule = Schedule::shuffle;
+            else refuse("GATEDGRAD_EMU_SCHEDULE", schedule, "order, reverse or shuffle");
+        }
+        if (const char* seed = std::getenv("GATEDGRAD_EMU_SEED"); seed && *seed) {
+            char* end = nullptr;
+            o.seed = std::strtoull(seed, &end, 10);
+            if (*end != '\0') refuse("GATEDGRAD_EMU_SEED", seed, "a non-negative integer");
+        }
+        if (const char* check = std::getenv("GATEDGRAD_EMU_RACECHECK"); check && *check) {
+            const std::string c = check;
+            if (c != "0" && c != "1") refuse("GATEDGRAD_EMU_RACECHECK", check, "0 or 1");
+            o.race_check = c == "1";
+        }
+        return o;
+    }();
+    return from_environment;
+}
+
+bool race_check_sees_kernel_accesses() { return GG_EMU_RACE_HOOKS != 0; }
+
 void run_grid(const char* name, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& thread_body) {
     check_configuration(name, grid, block, shared_bytes);
+    const Options run_options = options();
     const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
     std::mutex mutex;
     std::string first_error;
@@ -423,7 +492,7 @@ void run_grid(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cons
         const uint3 index{unsigned(i % grid.x), unsigned(i / grid.x % grid.y), unsigned(i / (int64_t(grid.x) * grid.y))};
         std::string error;
         try {
-            error = run_block(worker, thread_body, index, grid, block, shared_bytes);
+            error = run_block(worker, thread_body, index, grid, block, shared_bytes, run_options);
         } catch (const std::exception& e) {
             error = e.what();
         }
@@ -436,7 +505,7 @@ void run_grid(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cons
     if (failed) launch_error(name, first_error);
 }
 
-void* block_shared(const void* site, size_t bytes, size_t align) {
+void* block_shared(const void* site, const char* name, size_t bytes, size_t align) {
     Block& b = *worker.block;
     for (const Block::SharedArray& array : b.shared)
         if (array.declared_at == site) return array.buffer.get();
@@ -449,6 +518,7 @@ void* block_shared(const void* site, size_t bytes, size_t align) {
                                  std::to_string(kMaxShared) + " B a block may have");
     b.static_bytes += bytes;
     b.shared.push_back({site, poisoned_buffer(bytes, align), bytes});
+    if (b.race) b.race->add_region(b.shared.back().buffer.get(), bytes, "`" + std::string(name) + "`");
     return b.shared.back().buffer.get();
 }
 
@@ -500,7 +570,10 @@ void async_wait(int pending) {
     Fiber& f = *worker.running;
     const auto landed = [&](const Fiber::AsyncCopy& copy) { return copy.group < f.committed - pending; };
     for (const Fiber::AsyncCopy& copy : f.copies)
-        if (landed(copy)) std::memcpy(copy.dst, copy.bytes.data(), copy.bytes.size());
+        if (landed(copy)) {
+            note_access(copy.dst, copy.bytes.size(), RaceChecker::Kind::cp_async);  // the copying thread's store
+            std::memcpy(copy.dst, copy.bytes.data(), copy.bytes.size());
+        }
     std::erase_if(f.copies, landed);
 }
 
@@ -569,6 +642,7 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int lane_arg,
         }
         f.state = State::ready;
     }
+    if (op == WarpOp::sync && w.block->race) w.block->race->warp_sync(first, group);
     return me.result;
 }
 

@@ -79,6 +79,25 @@ struct ThreadState {
 };
 inline constinit thread_local const ThreadState* current_thread = nullptr;
 
+// How strictly a launch runs, read from the environment at the first launch; tests may change
+// it between launches.
+//   GATEDGRAD_EMU_SCHEDULE  the order a block's threads take turns in, each until it waits:
+//                           `order` (linear id, the default), `reverse`, or `shuffle` (a new
+//                           random order every turn, from GATEDGRAD_EMU_SEED and the block's
+//                           index, so the same seed runs the same way). A missing barrier whose
+//                           writer runs first goes unseen in one order and not in another.
+//   GATEDGRAD_EMU_RACECHECK  1: the race detector for shared memory (race_check.h); 0: off.
+enum class Schedule { order, reverse, shuffle };
+struct Options {
+    Schedule schedule = Schedule::order;
+    uint64_t seed = 1;
+    bool race_check = false;
+};
+Options& options();
+// Whether the kernels' own loads and stores reach the race detector (the g++ build; under
+// AddressSanitizer it sees only the emulator's own accesses: cp.async, ldmatrix).
+bool race_check_sees_kernel_accesses();
+
 // Runs every block of the grid and returns when all have finished; an error in any thread
 // (a thrown exception, a divergent barrier, a deadlocked warp) ends the launch and is thrown
 // here as std::runtime_error("cuda emulator: <name>: ...").
@@ -93,16 +112,27 @@ void launch(const char* name, Kernel kernel, dim3 grid, dim3 block, size_t share
     });
 }
 
-// Shared memory of the running block: the array declared at `site` (allocated and filled
-// with 0xFF bytes by the first thread that reaches it), or the launch's dynamic region.
-void* block_shared(const void* site, size_t bytes, size_t align);
+// Shared memory of the running block: the array `name` declared at `site` (allocated and
+// filled with 0xFF bytes by the first thread that reaches it), or the launch's dynamic region.
+void* block_shared(const void* site, const char* name, size_t bytes, size_t align);
 void* dynamic_shared();
 
 template <class T>
-T& block_shared(const void* site) {
+T& block_shared(const void* site, const char* name) {
     static_assert(std::is_trivially_copyable_v<T>, "shared memory holds plain data, never constructed");
-    return *static_cast<T*>(block_shared(site, sizeof(T), std::max<size_t>(alignof(T), 16)));
+    return *static_cast<T*>(block_shared(site, name, sizeof(T), std::max<size_t>(alignof(T), 16)));
 }
+
+// The race detector leaves out the accesses made while one of these lives: an atomic's (atomics
+// on one address never race with one another) and ldmatrix's, which reports its own reads as
+// ldmatrix reads (note_ldmatrix_read).
+struct UncheckedAccesses {
+    UncheckedAccesses();
+    ~UncheckedAccesses();
+    UncheckedAccesses(const UncheckedAccesses&) = delete;
+    UncheckedAccesses& operator=(const UncheckedAccesses&) = delete;
+};
+void note_ldmatrix_read(const void* address, size_t bytes);
 template <class T>
 T* dynamic_shared() {
     return static_cast<T*>(dynamic_shared());
@@ -216,28 +246,49 @@ T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
 
 // Atomics, with CUDA's overload sets: blocks run on several OS threads at once.
 template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long, float, double>
-T atomicAdd(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).fetch_add(val); }
+T atomicAdd(T* address, std::type_identity_t<T> val) {
+    const gg::emu::UncheckedAccesses atomic;
+    return std::atomic_ref<T>(*address).fetch_add(val);
+}
 template <class T> requires gg::emu::one_of<T, int, unsigned>
-T atomicSub(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).fetch_sub(val); }
+T atomicSub(T* address, std::type_identity_t<T> val) {
+    const gg::emu::UncheckedAccesses atomic;
+    return std::atomic_ref<T>(*address).fetch_sub(val);
+}
 template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long, float>
-T atomicExch(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).exchange(val); }
+T atomicExch(T* address, std::type_identity_t<T> val) {
+    const gg::emu::UncheckedAccesses atomic;
+    return std::atomic_ref<T>(*address).exchange(val);
+}
 template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long>
-T atomicOr(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).fetch_or(val); }
+T atomicOr(T* address, std::type_identity_t<T> val) {
+    const gg::emu::UncheckedAccesses atomic;
+    return std::atomic_ref<T>(*address).fetch_or(val);
+}
 template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long>
-T atomicAnd(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).fetch_and(val); }
+T atomicAnd(T* address, std::type_identity_t<T> val) {
+    const gg::emu::UncheckedAccesses atomic;
+    return std::atomic_ref<T>(*address).fetch_and(val);
+}
 template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long>
-T atomicXor(T* address, std::type_identity_t<T> val) { return std::atomic_ref<T>(*address).fetch_xor(val); }
+T atomicXor(T* address, std::type_identity_t<T> val) {
+    const gg::emu::UncheckedAccesses atomic;
+    return std::atomic_ref<T>(*address).fetch_xor(val);
+}
 template <class T> requires gg::emu::one_of<T, int, unsigned, unsigned long long>
 T atomicCAS(T* address, std::type_identity_t<T> compare, std::type_identity_t<T> val) {
+    const gg::emu::UncheckedAccesses atomic;
     std::atomic_ref<T>(*address).compare_exchange_strong(compare, val);
     return compare;  // the old value, whether or not the swap happened
 }
 template <class T> requires gg::emu::one_of<T, int, unsigned, long long, unsigned long long>
 T atomicMax(T* address, std::type_identity_t<T> val) {
+    const gg::emu::UncheckedAccesses atomic;
     return gg::emu::atomic_update(address, [val](T old) { return std::max(old, val); });
 }
 template <class T> requires gg::emu::one_of<T, int, unsigned, long long, unsigned long long>
 T atomicMin(T* address, std::type_identity_t<T> val) {
+    const gg::emu::UncheckedAccesses atomic;
     return gg::emu::atomic_update(address, [val](T old) { return std::min(old, val); });
 }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
@@ -268,10 +319,15 @@ inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __clz(int x) { return std::countl_zero(unsigned(x)); }
 
 // Device code calls min and max unqualified, with CUDA's overloads; plain functions, so
-// that std::min and std::max keep working where they are named.
+// that std::min and std::max keep working where they are named. For floating point CUDA's
+// min and max are fminf/fmaxf (fmin/fmax), which return the other operand when one is NaN
+// (IEEE 754 minNum/maxNum): max(NaN, 1.0f) is 1, where std::max's a < b ? b : a gives NaN.
 #define GG_EMU_MIN_MAX(A, B, R)                                   \
     inline R min(A a, B b) { return std::min<R>(a, b); } \
     inline R max(A a, B b) { return std::max<R>(a, b); }
+#define GG_EMU_FMIN_FMAX(A, B, R)                                  \
+    inline R min(A a, B b) { return std::fmin(R(a), R(b)); } \
+    inline R max(A a, B b) { return std::fmax(R(a), R(b)); }
 GG_EMU_MIN_MAX(int, int, int)
 GG_EMU_MIN_MAX(unsigned, unsigned, unsigned)
 GG_EMU_MIN_MAX(int, unsigned, unsigned)
@@ -280,11 +336,12 @@ GG_EMU_MIN_MAX(long, long, long)
 GG_EMU_MIN_MAX(unsigned long, unsigned long, unsigned long)
 GG_EMU_MIN_MAX(long long, long long, long long)
 GG_EMU_MIN_MAX(unsigned long long, unsigned long long, unsigned long long)
-GG_EMU_MIN_MAX(float, float, float)
-GG_EMU_MIN_MAX(double, double, double)
-GG_EMU_MIN_MAX(float, double, double)
-GG_EMU_MIN_MAX(double, float, double)
+GG_EMU_FMIN_FMAX(float, float, float)
+GG_EMU_FMIN_FMAX(double, double, double)
+GG_EMU_FMIN_FMAX(float, double, double)
+GG_EMU_FMIN_FMAX(double, float, double)
 #undef GG_EMU_MIN_MAX
+#undef GG_EMU_FMIN_FMAX
 
 // Vector types, aligned as on the GPU so that one load moves all of it.
 struct alignas(8) float2 { float x, y; };

@@ -15,7 +15,9 @@
 // Both are warp collectives over all 32 lanes of a whole warp (".aligned": every lane at the
 // same instruction); a lane missing deadlocks, which the emulator reports with the call site.
 // Also checked, where a GPU faults or reads garbage: each ldmatrix row address is 16-byte
-// aligned (a row is 8 b16 values read as one 16-byte access).
+// aligned (a row is 8 b16 values read as one 16-byte access). The rendezvous orders no memory:
+// ldmatrix's reads go to the race detector (race_check.h) as reads by the lanes that receive
+// the elements, so another lane's store to a row needs a __syncwarp or __syncthreads before.
 //
 // Numerics of mma: the products of two bf16 values are exact in float (8 + 8 significant
 // bits), and are added to C in k order, in float. The hardware's order and internal rounding
@@ -119,9 +121,15 @@ void ldmatrix(uint32_t (&r)[X], const void* row_address, SourceLocation site = S
                                  "'s row address is not 16-byte aligned");
     }
     const std::array<const void*, 32> rows = warp_all_gather(WarpOp::ldmatrix, "ldmatrix", row_address, site);
+    // Each lane reads the elements it receives, mostly from rows other lanes named. The race
+    // detector sees them as ldmatrix reads: the warp exchange above orders no memory, so a
+    // lane's store to a row must be followed by a __syncwarp (or __syncthreads) first.
     const auto element = [&](int matrix, int row, int col) {
+        const char* address = static_cast<const char*>(rows[8 * matrix + row]) + 2 * col;
+        note_ldmatrix_read(address, 2);
+        const UncheckedAccesses read_as_ldmatrix;
         uint16_t bits;
-        std::memcpy(&bits, static_cast<const char*>(rows[8 * matrix + row]) + 2 * col, sizeof bits);
+        std::memcpy(&bits, address, sizeof bits);
         return bits;
     };
     const int q = int(lane) % 4, g = int(lane) / 4;
