@@ -178,27 +178,30 @@ TEST_CASE("the tensor-core rungs 9-10 match a product of inputs rounded to bf16"
 }
 
 TEST_CASE("gemm_ladder: K = 0 scales C by beta, empty M or N writes nothing, negative sizes throw") {
-    for (Rung rung : gg::cuda::kRungs) {
-        CAPTURE(gg::cuda::rung_name(rung));
-        // The rung's own input type; the other is refused by name.
-        const auto run = [&](int M, int N, int K, float* C, bool bf16) {
-            if (bf16)
-                gg::cuda::emulated::gemm_ladder(rung, M, N, K, 1, static_cast<const gg::bfloat16*>(nullptr), nullptr,
-                                                2, C);
-            else
-                gg::cuda::emulated::gemm_ladder(rung, M, N, K, 1, static_cast<const float*>(nullptr), nullptr, 2, C);
-        };
-        const bool bf16 = gg::cuda::takes_bf16(rung);
-        std::vector<float> C = {1, 2, 3, 4, 5, 6};  // (2, 3)
-        run(2, 3, 0, C.data(), bf16);
-        CHECK(C == std::vector<float>{2, 4, 6, 8, 10, 12});
-        run(0, 3, 4, C.data(), bf16);
-        run(2, 0, 4, C.data(), bf16);
-        CHECK(C == std::vector<float>{2, 4, 6, 8, 10, 12});
-        CHECK_THROWS_AS(run(2, -1, 4, C.data(), bf16), std::invalid_argument);
-        const char* refusal = bf16 ? "takes bf16 A and B, given f32" : "takes f32 A and B, given bf16";
-        CHECK_THROWS_WITH_AS(run(2, 3, 4, C.data(), !bf16), doctest::Contains(refusal), std::invalid_argument);
-    }
+    for (const CudaTarget& t : cuda_targets())
+        for (Rung rung : gg::cuda::kRungs) {
+            CAPTURE(t.name);
+            CAPTURE(gg::cuda::rung_name(rung));
+            // The rung's own input type; the other is refused by name. C where t reads it, and back.
+            const auto run = [&](int M, int N, int K, std::vector<float>& C, bool bf16) {
+                gg::testing::Mirror mirror(t);
+                if (bf16)
+                    gemm_ladder<gg::bfloat16>(t, rung, M, N, K, 1, nullptr, nullptr, 2, mirror.on(C));
+                else
+                    gemm_ladder<float>(t, rung, M, N, K, 1, nullptr, nullptr, 2, mirror.on(C));
+                mirror.back(C);
+            };
+            const bool bf16 = gg::cuda::takes_bf16(rung);
+            std::vector<float> C = {1, 2, 3, 4, 5, 6};  // (2, 3)
+            run(2, 3, 0, C, bf16);
+            CHECK(C == std::vector<float>{2, 4, 6, 8, 10, 12});
+            run(0, 3, 4, C, bf16);
+            run(2, 0, 4, C, bf16);
+            CHECK(C == std::vector<float>{2, 4, 6, 8, 10, 12});
+            CHECK_THROWS_AS(run(2, -1, 4, C, bf16), std::invalid_argument);
+            const char* refusal = bf16 ? "takes bf16 A and B, given f32" : "takes f32 A and B, given bf16";
+            CHECK_THROWS_WITH_AS(run(2, 3, 4, C, !bf16), doctest::Contains(refusal), std::invalid_argument);
+        }
 }
 
 namespace {
