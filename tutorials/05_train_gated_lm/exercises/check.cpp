@@ -6,6 +6,8 @@
 using namespace gg;
 
 TEST_CASE("05.1 warmup_cosine_lr") {
+    // An untouched exercise stops here, saying "not done yet" once, not once per check below.
+    REQUIRE_NOTHROW(exercises::warmup_cosine_lr(0, 30, 600, 3e-3, 3e-4));
     const nn::LrSchedule schedule{nn::LrSchedule::Decay::cosine, 3e-3, 3e-4, 30, 600};
     for (int64_t step : {0, 1, 15, 29, 30, 31, 100, 315, 599, 600, 1000}) {
         CAPTURE(step);
@@ -14,6 +16,8 @@ TEST_CASE("05.1 warmup_cosine_lr") {
 }
 
 TEST_CASE("05.2 unigram_entropy") {
+    // An untouched exercise stops here, saying "not done yet" once, not once per check below.
+    REQUIRE_NOTHROW(exercises::unigram_entropy({7, 7, 7}));
     const std::vector<std::string> documents = {"the gate closes on the first token\n", "a sink forms\n",
                                                 "the head does nothing\n", "attention\n"};
     const nn::TextDataset data(documents, {0.25, nn::SplitMode::documents});
