@@ -2,7 +2,8 @@
 
 Grading the reference solutions gives one row per test case of every exercise program
 (tools/grade reads the exercises from check.cpp, the programs list what they run), each
-passed; grading the untouched exercises gives the same rows, each "not attempted". Skipped (77)
+passed; grading the untouched exercises gives the same rows, each "not attempted", and each
+untouched check says "not done yet" once (not once per call of the exercise). Skipped (77)
 where the exercises are edited, as tools/check-exercises is.
 """
 import csv
@@ -41,6 +42,13 @@ if sorted(case for case, _ in solved) != sorted(cases):
     problems.append(f"the grades name {[c for c, _ in solved]}, the programs run {cases}")
 problems += [f"{case}: {result} on the solution" for case, result in solved if result != "passed"]
 problems += [f"{case}: {result} untouched" for case, result in untouched if result != "not attempted"]
+# An untouched exercise says "not done yet" once per check, however often the check calls it.
+for program in sorted((build / "tutorials" / "exercises").glob("exercise_*")):
+    if program.is_file():
+        ran = subprocess.run([str(program), "--no-intro"], capture_output=True, text=True)
+        said, checks = ran.stdout.count("is not done yet"), ran.stdout.count("TEST CASE:")
+        if said != checks:
+            problems.append(f"{program.name}: {said} 'not done yet' messages for {checks} checks")
 if len(untouched) != len(solved):
     problems.append(f"{len(untouched)} grades untouched, {len(solved)} on the solutions")
 print("\n".join(problems) or f"check_grade: all {len(solved)} exercises graded passed solved and not attempted untouched")
