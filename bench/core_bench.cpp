@@ -10,6 +10,8 @@
 #include <omp.h>
 #include <sys/resource.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "gatedgrad.h"
+#include "tensor/cpu_gemm.h"
 
 namespace {
 
@@ -74,7 +77,7 @@ void bench_matmul() {
     }
 }
 
-// The bfloat16 GEMM (tensor/cpu_backend.cpp: gemm_bf16) widens its operands and calls sgemm,
+// The bfloat16 GEMM (tensor/cpu_gemm_bf16.cpp) widens its operands and calls sgemm,
 // so on a CPU without bfloat16 instructions it can only be slower than float32: this row says
 // by how much the widening and the rounding of C cost.
 void bench_matmul_bf16() {
@@ -92,6 +95,27 @@ void bench_matmul_bf16() {
         std::printf("%6ld %14.1f %14.1f %10.3f\n", long(n), flops / t_half / 1e9, flops / t_single / 1e9,
                     t_single / t_half);
     }
+}
+
+// A real model's language-model head, x (4096 tokens, 2048) times Wᵀ (V, 2048)ᵀ in bfloat16,
+// with V cut to 32768 words to keep the row short: in panels of 32 MiB float32 copies (the
+// library's way) against one whole copy of each operand (what it did before, 4× the memory of
+// the result). The ratio is the panels' price in time.
+void bench_matmul_bf16_panels() {
+    constexpr int64_t M = 4096, K = 2048, V = 32768;
+    std::printf("\n1c. bfloat16 LM head (%ld, %ld) @ (%ld, %ld)^T, panels vs whole copies: GFLOP/s\n", long(M), long(K),
+                long(V), long(K));
+    gg::Generator gen(0);
+    const gg::Tensor x = gg::randn({M, K}, gen, gg::DType::bf16), w = gg::randn({V, K}, gen, gg::DType::bf16);
+    gg::Tensor out = gg::Tensor::empty({M, V}, gg::DType::bf16);
+    const auto run = [&](int64_t panel) {
+        gg::cpu_gemm_bf16(1, false, true, M, V, K, 1.0, x.data<gg::bfloat16>(), K, 0, w.data<gg::bfloat16>(), K, 0,
+                          0.0, out.data<gg::bfloat16>(), V, 0, panel);
+    };
+    const auto [t_panels, t_whole] = time_pair(3, [&] { run(gg::kBf16GemmPanel); }, [&] { run(int64_t(1) << 40); });
+    const double flops = 2.0 * M * K * V;
+    std::printf("%14s %14s %10s\n", "panels", "whole", "whole/panels");
+    std::printf("%14.1f %14.1f %10.3f\n", flops / t_panels / 1e9, flops / t_whole / 1e9, t_whole / t_panels);
 }
 
 // gg::add and gg::mul allocate their output on every call; the reference loop writes into
@@ -178,12 +202,20 @@ void bench_sampling() {
 
 }  // namespace
 
-int main() {
+// ./core_bench runs every section; ./core_bench NAME… only those named (matmul, matmul_bf16,
+// matmul_bf16_panels, elementwise, autograd, sampling).
+int main(int argc, char** argv) {
+    const std::pair<const char*, void (*)()> sections[] = {
+        {"matmul", bench_matmul},   {"matmul_bf16", bench_matmul_bf16}, {"matmul_bf16_panels", bench_matmul_bf16_panels},
+        {"elementwise", bench_elementwise}, {"autograd", bench_autograd}, {"sampling", bench_sampling}};
+    for (int i = 1; i < argc; ++i)
+        if (std::ranges::none_of(sections, [&](const auto& s) { return std::strcmp(s.first, argv[i]) == 0; })) {
+            std::fprintf(stderr, "core_bench: no section '%s'\n", argv[i]);
+            return 2;
+        }
     std::printf("gatedgrad core benchmark: OpenMP threads %d (direct cblas_sgemm: as many OpenBLAS threads)\n",
                 omp_get_max_threads());
-    bench_matmul();
-    bench_matmul_bf16();
-    bench_elementwise();
-    bench_autograd();
-    bench_sampling();
+    for (const auto& [name, run] : sections)
+        if (argc == 1 || std::any_of(argv + 1, argv + argc, [&](const char* a) { return std::strcmp(a, name) == 0; }))
+            run();
 }

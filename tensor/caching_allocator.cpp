@@ -10,8 +10,8 @@
 
 namespace gg {
 
-CachingAllocator::CachingAllocator(RawAllocate raw_allocate, RawFree raw_free, bool caching)
-    : raw_allocate_(raw_allocate), raw_free_(raw_free), caching_(caching) {}
+CachingAllocator::CachingAllocator(RawAllocate raw_allocate, RawFree raw_free, bool caching, size_t max_cached)
+    : raw_allocate_(raw_allocate), raw_free_(raw_free), caching_(caching), max_cached_(max_cached) {}
 
 CachingAllocator::~CachingAllocator() {
     for (const auto& [ptr, size] : in_use_) raw_free_(ptr);
@@ -39,6 +39,9 @@ void* CachingAllocator::allocate(size_t nbytes) {
         }
     }
     if (!ptr) {
+        // A bounded cache makes room first: the new block and what is cached would exceed the
+        // bound together (a real model's logits after its layers' activations, say).
+        if (caching_ && stats_.bytes_cached > 0 && size > max_cached_ - stats_.bytes_cached) release_cached();
         ptr = raw_allocate_(size);
         if (!ptr && stats_.bytes_cached > 0) {  // the cache may hold what the device lacks
             release_cached();
@@ -62,7 +65,7 @@ void CachingAllocator::deallocate(void* ptr) {
     const size_t size = it->second;
     in_use_.erase(it);
     stats_.bytes_in_use -= size;
-    if (caching_) {
+    if (caching_ && size <= max_cached_ - stats_.bytes_cached) {
         free_[size].push_back(ptr);
         stats_.bytes_cached += size;
     } else {

@@ -12,11 +12,19 @@
 // the one stream of cuda/launch.h, so work queued after the free runs after the work that
 // used it.
 //
+// A cache may be bounded (max_cached): a freed block that would take it past the bound goes
+// back to the system instead, and a request it cannot serve from the cache that would take
+// cached and new bytes together past the bound first returns the cached blocks. The CPU's is, because its raw allocator never fails on Linux
+// (the kernel overcommits), so "empty the cache when the device is full" never happens there:
+// a block of a size never asked for again (the float32 copy a model is converted from, say)
+// would be held for the life of the process.
+//
 // Caching off (GATEDGRAD_CPU_CACHE=0, GATEDGRAD_CUDA_CACHE=0) sends every request to the raw
 // functions at its exact size, so a memory checker (AddressSanitizer, compute-sanitizer)
 // sees each block's true end.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <new>
 #include <string>
@@ -50,7 +58,7 @@ public:
     using RawAllocate = void* (*)(size_t nbytes);
     using RawFree = void (*)(void* ptr);
 
-    CachingAllocator(RawAllocate raw_allocate, RawFree raw_free, bool caching);
+    CachingAllocator(RawAllocate raw_allocate, RawFree raw_free, bool caching, size_t max_cached = SIZE_MAX);
     CachingAllocator(const CachingAllocator&) = delete;
     CachingAllocator& operator=(const CachingAllocator&) = delete;
     ~CachingAllocator();  // returns every block it holds, cached or not, to raw_free
@@ -77,6 +85,7 @@ private:
     RawAllocate raw_allocate_;
     RawFree raw_free_;
     bool caching_;
+    size_t max_cached_;
     mutable std::mutex mutex_;
     std::unordered_map<void*, size_t> in_use_;                // block → its size
     std::unordered_map<size_t, std::vector<void*>> free_;    // size class → cached blocks

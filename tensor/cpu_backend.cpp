@@ -5,7 +5,8 @@
 // OpenBLAS. Every kernel is templated on the element type T. A bfloat16 operand computes in
 // float32 and rounds once on the way out: element-wise kernels take T = gg::bfloat16 (which
 // reads as a float), fused ones run their float32 form on float32 copies (cpu_float32.h),
-// and GEMM multiplies widened copies with sgemm (exact products, float32 sums: gemm_bf16).
+// and GEMM multiplies widened copies with sgemm (exact products, float32 sums:
+// tensor/cpu_gemm_bf16.cpp).
 #include <cblas.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 
 #include "tensor/backend.h"
 #include "tensor/caching_allocator.h"
+#include "tensor/cpu_gemm.h"
 #include "tensor/cpu_float32.h"
 #include "tensor/parallel.h"
 #include "tensor/vector_math.h"
@@ -180,12 +182,16 @@ void* aligned_host_allocate(size_t nbytes) {
 }
 
 // Freed tensors' memory is kept for the next tensor of its size (tensor/caching_allocator.h):
-// an op's output then lands in warm pages instead of faulting in fresh ones. Never destroyed,
+// an op's output then lands in warm pages instead of faulting in fresh ones. At most 1 GiB is
+// kept: a training step of the models this library trains frees far less, and a real model's
+// single large blocks (a 152k-word head's logits) fault in once per forward, which costs a
+// fraction of a second next to the forward itself. Never destroyed,
 // so that tensors in static storage can still be freed at exit. GATEDGRAD_CPU_CACHE=0 turns
 // it off (tools/sanitize does, so that AddressSanitizer sees every block's end).
 CachingAllocator& cpu_allocator() {
     static CachingAllocator* instance =
-        new CachingAllocator(aligned_host_allocate, std::free, caching_enabled_by_environment("GATEDGRAD_CPU_CACHE"));
+        new CachingAllocator(aligned_host_allocate, std::free, caching_enabled_by_environment("GATEDGRAD_CPU_CACHE"),
+                             size_t(1) << 30);
     return *instance;
 }
 
@@ -386,9 +392,7 @@ void cpu_softmax_backward(const View& dx, const View& y, const View& dy, int64_t
     });
 }
 
-void gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
-               const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b, double beta,
-               void* C, int64_t ldc, int64_t stride_c);
+}  // namespace
 
 // OpenBLAS runs each call on the calling thread (cpu_backend_table sets that up); the
 // threads are OpenMP's, the same pool every other kernel uses. Two pools on the same cores
@@ -397,8 +401,8 @@ void gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, 
 void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
               double alpha, const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
               int64_t stride_b, double beta, void* C, int64_t ldc, int64_t stride_c) {
-    if (dtype == DType::bf16) return gemm_bf16(batch, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
-                                               stride_b, beta, C, ldc, stride_c);
+    if (dtype == DType::bf16) return cpu_gemm_bf16(batch, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                                   stride_b, beta, C, ldc, stride_c);
     if (dtype != DType::f32 && dtype != DType::f64)
         throw std::invalid_argument(std::string("gemm: no kernel for ") + dtype_name(dtype));
     if (batch <= 0 || M <= 0 || N <= 0) return;
@@ -442,40 +446,7 @@ void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M,
         parallel_range(M, [&](int64_t begin, int64_t end) { rows_of(0, begin, end - begin); }, N * K);
 }
 
-// bfloat16 GEMM with float32 sums. OpenBLAS has sbgemm for this, but Debian builds 0.3.21
-// without it (cblas.h declares cblas_sbgemm; libopenblas.so has no such symbol). Widening a
-// bfloat16 to float32 is exact and so is the product of two of them (8 + 8 significant bits
-// fit in float32's 24), so sgemm on widened copies does the arithmetic of a bfloat16 tensor
-// core: exact products, float32 sums. The copies keep the operands' layout (strides, leading
-// dimensions, padding), cost O(MK + KN) next to the GEMM's O(MNK), and C is rounded once.
-void gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
-               const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b, double beta,
-               void* C, int64_t ldc, int64_t stride_c) {
-    if (batch <= 0 || M <= 0 || N <= 0) return;
-    // The elements a batch of (rows, cols) matrices spans, from the first to the last one read.
-    const auto span = [batch](int64_t stride, int64_t rows, int64_t cols, int64_t ld) {
-        return cols <= 0 ? 0 : (batch - 1) * stride + (rows - 1) * ld + cols;
-    };
-    const auto widened = [](const void* src, int64_t n) {
-        std::vector<float> out(n);
-        const auto* in = static_cast<const bfloat16*>(src);
-        parallel_range(n, [&](int64_t b, int64_t e) { std::copy(in + b, in + e, out.begin() + b); });
-        return out;
-    };
-    const std::vector<float> a = widened(A, span(stride_a, trans_a ? K : M, trans_a ? M : K, lda));
-    const std::vector<float> b = widened(B, span(stride_b, trans_b ? N : K, trans_b ? K : N, ldb));
-    const int64_t span_c = span(stride_c, M, N, ldc);
-    std::vector<float> c = beta != 0 ? widened(C, span_c) : std::vector<float>(span_c);
-    cpu_gemm(DType::f32, batch, trans_a, trans_b, M, N, K, alpha, a.data(), lda, stride_a, b.data(), ldb, stride_b,
-             beta, c.data(), ldc, stride_c);
-    auto* out = static_cast<bfloat16*>(C);
-    parallel_range(batch * M, [&](int64_t begin, int64_t end) {
-        for (int64_t row = begin; row < end; ++row) {  // only C's own rows: padding between them stays
-            const int64_t at = row / M * stride_c + row % M * ldc;
-            std::copy_n(c.begin() + at, N, out + at);
-        }
-    }, N);
-}
+namespace {
 
 // Index tensors are checked once, serially, so kernels never index out of bounds (and
 // never throw from inside a parallel region).

@@ -19,10 +19,12 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/backend.h"
 #include "tensor/bf16.h"
+#include "tensor/cpu_gemm.h"
 #include "tests/gemm_layout.h"
 
 extern char** environ;
@@ -57,8 +59,9 @@ std::vector<double> reference(const Gemm& g, const Layout& l, const std::vector<
 
 // Runs g through the CPU backend in `dtype` with A and B filled by ab_fill (NaN: must not be
 // read) or small integers, C by c_fill; returns "" or the first element that differs from the
-// reference, padding included (it must keep c_fill).
-std::string mismatch(DType dtype, const Gemm& g, double c_fill, double ab_fill) {
+// reference, padding included (it must keep c_fill). A bfloat16 GEMM with panel > 0 runs
+// cpu_gemm_bf16 with float32 copies of at most that many floats each.
+std::string mismatch(DType dtype, const Gemm& g, double c_fill, double ab_fill, int64_t panel = 0) {
     const Layout l(g);
     std::vector<double> A(size_t(l.a.size), ab_fill), B(size_t(l.b.size), ab_fill), C(size_t(l.c.size), c_fill);
     if (!std::isnan(ab_fill)) {  // small integers: every product and sum is exact in each dtype
@@ -68,6 +71,13 @@ std::string mismatch(DType dtype, const Gemm& g, double c_fill, double ab_fill) 
     const std::vector<double> want = reference(g, l, A, B, C);
     const auto run = [&]<class T>() {
         std::vector<T> a(A.begin(), A.end()), b(B.begin(), B.end()), c(C.begin(), C.end());
+        if constexpr (std::is_same_v<T, gg::bfloat16>)
+            if (panel > 0) {
+                gg::cpu_gemm_bf16(g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, a.data() + l.a.offset, l.a.ld,
+                                  l.a.stride, b.data() + l.b.offset, l.b.ld, l.b.stride, g.beta,
+                                  c.data() + l.c.offset, l.c.ld, l.c.stride, panel);
+                return std::vector<double>(c.begin(), c.end());
+            }
         gg::backend(gg::Device::CPU).gemm(dtype, g.batch, g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha,
                                            a.data() + l.a.offset, l.a.ld, l.a.stride, b.data() + l.b.offset, l.b.ld,
                                            l.b.stride, g.beta, c.data() + l.c.offset, l.c.ld, l.c.stride);
@@ -76,10 +86,12 @@ std::string mismatch(DType dtype, const Gemm& g, double c_fill, double ab_fill) 
     const std::vector<double> got = dtype == DType::f32    ? run.operator()<float>()
                                     : dtype == DType::f64  ? run.operator()<double>()
                                                            : run.operator()<gg::bfloat16>();
+    // Integer sums are exact in float32 in any order; bfloat16 then rounds each once.
+    const auto rounded = [&](double x) { return dtype == DType::bf16 ? double(gg::bfloat16(float(x))) : x; };
     for (size_t i = 0; i < got.size(); ++i)
-        if (!(got[i] == want[i]) && !(std::isnan(got[i]) && std::isnan(want[i])))
+        if (!(got[i] == rounded(want[i])) && !(std::isnan(got[i]) && std::isnan(want[i])))
             return std::string(gg::dtype_name(dtype)) + " " + describe(g) + ": C[" + std::to_string(i) + "] is " +
-                   std::to_string(got[i]) + ", want " + std::to_string(want[i]);
+                   std::to_string(got[i]) + ", want " + std::to_string(rounded(want[i]));
     return "";
 }
 
@@ -167,4 +179,29 @@ TEST_CASE("the CPU GEMM keeps the BLAS's promises on every OpenBLAS core type th
         ++ran;
     }
     CHECK(ran >= 1);
+}
+
+// A bfloat16 product larger than a panel runs block by block (tensor/cpu_gemm_bf16.cpp): with
+// panels of a few hundred floats, these small matrices take every path of that loop: one
+// row panel or several, ragged last blocks, op(A) and op(B) transposed or not, β read or not,
+// padding between C's rows kept, a batch of such products, and a K longer than a panel.
+TEST_CASE("the bfloat16 GEMM gives the same result panel by panel") {
+    for (int64_t panel : {64, 200, 1000})
+        for (bool trans_a : {false, true})
+            for (bool trans_b : {false, true})
+                for (int64_t batch : {1, 2}) {
+                    CAPTURE(panel);
+                    const Gemm overwrite{.batch = batch, .trans_a = trans_a, .trans_b = trans_b, .M = 33, .N = 65,
+                                         .K = 7, .alpha = 1.5, .beta = 0, .pad_c = 2};
+                    CHECK(mismatch(DType::bf16, overwrite, kNaN, 0, panel) == "");
+                    const Gemm both{.batch = batch, .trans_a = trans_a, .trans_b = trans_b, .M = 17, .N = 40,
+                                    .K = 24, .alpha = -0.5, .beta = 0.25, .pad_c = 2};
+                    CHECK(mismatch(DType::bf16, both, 4, 0, panel) == "");
+                    const Gemm long_k{.batch = batch, .trans_a = trans_a, .trans_b = trans_b, .M = 5, .N = 9,
+                                      .K = 300, .alpha = 1, .beta = 1, .pad_c = 1};
+                    CHECK(mismatch(DType::bf16, long_k, 1, 0, panel) == "");
+                    const Gemm scale_only{.batch = batch, .trans_a = trans_a, .trans_b = trans_b, .M = 20, .N = 33,
+                                          .K = 65, .alpha = 0, .beta = -2, .pad_c = 1};
+                    CHECK(mismatch(DType::bf16, scale_only, 2, kNaN, panel) == "");
+                }
 }

@@ -120,6 +120,39 @@ TEST_CASE("empty_cache returns cached blocks to the device and keeps blocks in u
     a.deallocate(kept);
 }
 
+TEST_CASE("a bounded cache keeps freed blocks only up to its bound and makes room before a large miss") {
+    FreshDevice device;
+    CachingAllocator a(fake_allocate, fake_free, true, 4096);
+    void* p = a.allocate(3000);   // 3072 bytes
+    void* q = a.allocate(1024);
+    void* r = a.allocate(2048);
+    a.deallocate(p);  // 3072 cached
+    a.deallocate(q);  // 4096: exactly the bound, still cached
+    CHECK(fake.frees == 0);
+    a.deallocate(r);  // would make 6144: freed
+    CHECK(fake.frees == 1);
+    CHECK(fake.live.count(r) == 0);
+    CHECK(a.stats().bytes_cached == 4096);
+    // What was kept is handed out again without asking the device.
+    const size_t before = a.stats().device_allocations;
+    void* again = a.allocate(3000);
+    CHECK(again == p);
+    CHECK(a.stats().device_allocations == before);
+    a.deallocate(again);
+    // A miss that would take cached and new bytes past the bound returns the cache first:
+    // then the device holds only the new block.
+    void* fresh = a.allocate(1536);  // 1536 + 4096 > 4096
+    CHECK(a.stats().bytes_cached == 0);
+    CHECK(fake.frees == 3);
+    CHECK(fake.used == 1536);
+    // A block larger than the whole bound is never kept.
+    void* big = a.allocate(8192);
+    a.deallocate(big);
+    CHECK(fake.frees == 4);
+    a.deallocate(fresh);
+    CHECK(a.stats().bytes_cached == 1536);
+}
+
 TEST_CASE("out of memory: the cache is emptied and the request tried again, then an error that says how much") {
     FreshDevice device;
     fake.capacity = 4096;

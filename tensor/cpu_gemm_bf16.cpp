@@ -1,0 +1,120 @@
+// cpu_gemm_bf16.cpp — bfloat16 GEMM on the CPU: exact products, float32 sums, bounded memory.
+//
+// OpenBLAS has sbgemm for this, but Debian builds 0.3.21 without it (cblas.h declares
+// cblas_sbgemm; libopenblas.so has no such symbol). Widening a bfloat16 to float32 is exact and
+// so is the product of two of them (8 + 8 significant bits fit in float32's 24), so sgemm on
+// widened copies does the arithmetic of a bfloat16 tensor core: exact products, float32 sums,
+// and C is rounded once.
+//
+// The copies cost O(MK + KN + MN) next to the GEMM's O(MNK), but their memory is what counts
+// at a real model's size: a language-model head of 151,936 words times 4,096 tokens would
+// widen 1.2 GB of weights and hold a 2.5 GB float32 C beside its 1.2 GB bfloat16 result. So a
+// large product runs panel by panel: C in blocks of rows × columns, each from a float32 copy
+// of the rows of op(A) and of the columns of op(B) it needs, every copy at most `panel` floats
+// (32 MiB), which still keeps sgemm at full speed. Small products (attention's many small
+// matrices) are widened whole and run as one batched call, which splits over the batch.
+#include <algorithm>
+#include <memory>
+
+#include "tensor/bf16.h"
+#include "tensor/cpu_gemm.h"
+#include "tensor/parallel.h"
+
+namespace gg {
+
+namespace {
+
+using Floats = std::unique_ptr<float[]>;
+
+// rows × cols elements of a row-major bfloat16 matrix whose rows are ld apart, as a packed
+// float32 copy (rows × cols, no padding).
+Floats widen(const bfloat16* src, int64_t rows, int64_t cols, int64_t ld) {
+    Floats out = std::make_unique_for_overwrite<float[]>(size_t(rows * cols));
+    parallel_range(rows, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) std::copy_n(src + r * ld, cols, out.get() + r * cols);
+    }, cols);
+    return out;
+}
+
+// n consecutive elements, widened.
+Floats widen(const bfloat16* src, int64_t n) {
+    Floats out = std::make_unique_for_overwrite<float[]>(size_t(n));
+    parallel_range(n, [&](int64_t begin, int64_t end) { std::copy(src + begin, src + end, out.get() + begin); });
+    return out;
+}
+
+// The reverse: a packed float32 block rounded into a bfloat16 matrix whose rows are ld apart.
+void narrow(bfloat16* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
+    parallel_range(rows, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) std::copy_n(src + r * cols, cols, dst + r * ld);
+    }, cols);
+}
+
+// The elements a batch of (rows, cols) matrices spans, from the first to the last one read.
+int64_t span(int64_t batch, int64_t stride, int64_t rows, int64_t cols, int64_t ld) {
+    return cols <= 0 ? 0 : (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
+// One matrix, panel by panel. op(A) is M × K: its rows m0… are rows of A (ld lda), or, when A
+// is transposed, columns m0… of the K × M matrix A. op(B) is K × N likewise. A panel of op(A)
+// keeps op(A)'s orientation, packed: ld K, or ld mm when transposed; the same for op(B).
+void gemm_panels(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const bfloat16* A,
+                 int64_t lda, const bfloat16* B, int64_t ldb, double beta, bfloat16* C, int64_t ldc, int64_t panel) {
+    // As many rows as a panel of op(A) holds, then as many columns as fit beside them: each
+    // thread's sgemm (cpu_gemm splits C's rows) packs its panel of op(B) once for all of its
+    // rows, so tall panels keep that packing small next to the products.
+    const int64_t mb = std::clamp<int64_t>(panel / std::max<int64_t>(K, 1), 1, M);
+    const int64_t nb = std::clamp<int64_t>(panel / std::max({K, mb, int64_t(1)}), 1, N);
+    const auto rows_of_a = [&](int64_t m0, int64_t mm) {
+        return trans_a ? widen(A + m0, K, mm, lda) : widen(A + m0 * lda, mm, K, lda);
+    };
+    Floats whole_a = mb == M ? rows_of_a(0, M) : nullptr;  // one row panel: widened once for every column panel
+    for (int64_t n0 = 0; n0 < N; n0 += nb) {
+        const int64_t nn = std::min(nb, N - n0);
+        const Floats b = trans_b ? widen(B + n0 * ldb, nn, K, ldb) : widen(B + n0, K, nn, ldb);
+        for (int64_t m0 = 0; m0 < M; m0 += mb) {
+            const int64_t mm = std::min(mb, M - m0);
+            const Floats own_a = whole_a ? nullptr : rows_of_a(m0, mm);
+            const float* a = whole_a ? whole_a.get() : own_a.get();
+            bfloat16* c_block = C + m0 * ldc + n0;
+            Floats c = beta != 0 ? widen(c_block, mm, nn, ldc) : std::make_unique_for_overwrite<float[]>(size_t(mm * nn));
+            cpu_gemm(DType::f32, 1, trans_a, trans_b, mm, nn, K, alpha, a, trans_a ? mm : K, 0, b.get(),
+                     trans_b ? K : nn, 0, beta, c.get(), nn, 0);
+            narrow(c_block, c.get(), mm, nn, ldc);
+        }
+    }
+}
+
+}  // namespace
+
+void cpu_gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                   const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b,
+                   double beta, void* C, int64_t ldc, int64_t stride_c, int64_t panel) {
+    if (batch <= 0 || M <= 0 || N <= 0) return;
+    const auto* a = static_cast<const bfloat16*>(A);
+    const auto* b = static_cast<const bfloat16*>(B);
+    auto* c = static_cast<bfloat16*>(C);
+    const int64_t span_a = span(batch, stride_a, trans_a ? K : M, trans_a ? M : K, lda);
+    const int64_t span_b = span(batch, stride_b, trans_b ? N : K, trans_b ? K : N, ldb);
+    const int64_t span_c = span(batch, stride_c, M, N, ldc);
+    if (std::max({span_a, span_b, span_c}) > panel) {
+        for (int64_t i = 0; i < batch; ++i)
+            gemm_panels(trans_a, trans_b, M, N, K, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+                        c + i * stride_c, ldc, panel);
+        return;
+    }
+    // Whole copies keep the operands' layout (strides, leading dimensions, padding), so one
+    // batched sgemm runs them; only C's own rows are rounded back, padding between them stays.
+    const Floats wa = widen(a, span_a), wb = widen(b, span_b);
+    Floats wc = beta != 0 ? widen(c, span_c) : std::make_unique_for_overwrite<float[]>(size_t(span_c));
+    cpu_gemm(DType::f32, batch, trans_a, trans_b, M, N, K, alpha, wa.get(), lda, stride_a, wb.get(), ldb, stride_b,
+             beta, wc.get(), ldc, stride_c);
+    parallel_range(batch * M, [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+            const int64_t at = row / M * stride_c + row % M * ldc;
+            std::copy_n(wc.get() + at, N, c + at);
+        }
+    }, N);
+}
+
+}  // namespace gg
