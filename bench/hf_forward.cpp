@@ -49,6 +49,28 @@ double peak_rss_bytes() {
     return double(usage.ru_maxrss) * 1024;  // Linux counts kilobytes
 }
 
+// The kernel's own counters of this process, in bytes: VmHWM (the high-water mark since the
+// start or the last reset_peak) and VmRSS (now).
+double status_bytes(const char* field) {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::strncmp(line, field, std::strlen(field)) == 0) kb = std::atof(line + std::strlen(field) + 1);
+    std::fclose(f);
+    return kb * 1024;
+}
+
+// Writing 5 to clear_refs restarts VmHWM from the current RSS (Linux ≥ 4.0), so that a phase's
+// own peak can be read: the load's, then the forwards'.
+void reset_peak() {
+    if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+        std::fputs("5", f);
+        std::fclose(f);
+    }
+}
+
 double bytes_of(const Tensor& t) { return t.defined() ? double(t.numel()) * double(dtype_size(t.dtype())) : 0; }
 
 // Sebastiano Vigna's splitmix64: a generator a few lines long, so that hf_forward_torch.py can
@@ -98,6 +120,8 @@ int main(int argc, char** argv) {
         const auto load_start = std::chrono::steady_clock::now();
         const std::shared_ptr<GatedTransformerLM> model = hf::load(dir);
         const double load_s = seconds_since(load_start);
+        const double load_peak = status_bytes("VmHWM:"), loaded_rss = status_bytes("VmRSS:");
+        reset_peak();
         const LMConfig& config = model->config();
         double weight_bytes = 0;
         for (const Tensor& p : model->parameters()) weight_bytes += bytes_of(p);
@@ -137,11 +161,13 @@ int main(int argc, char** argv) {
                     "\"threads\": %d, \"openblas_core\": \"%s\", \"batch\": %lld, \"seq_len\": %lld, \"runs\": %lld, \"times_s\": [%s], "
                     "\"median_s\": %.3f, \"load_s\": %.2f, \"peak_rss_gb\": %.3f, \"weights_gb\": %.3f, "
                     "\"probs_f32_gb\": %.3f, \"captured_probs_gb\": %.3f, \"captured_gb\": %.3f, "
-                    "\"logits_gb\": %.3f, \"loss\": %.4f}\n",
+                    "\"logits_gb\": %.3f, \"load_peak_rss_gb\": %.3f, \"loaded_rss_gb\": %.3f, "
+                    "\"forward_peak_rss_gb\": %.3f, \"loss\": %.4f}\n",
                     mode.c_str(), dtype_name(weight_dtype), autocast ? "autocast bf16" : "f32",
                     omp_get_max_threads(), openblas_get_corename(), (long long)B, (long long)T, (long long)runs, all_times.c_str(),
                     sorted[sorted.size() / 2], load_s, peak_rss_bytes() / 1e9, weight_bytes / 1e9,
-                    probs_f32_bytes / 1e9, captured_probs_bytes / 1e9, captured_bytes / 1e9, logits_bytes / 1e9, loss);
+                    probs_f32_bytes / 1e9, captured_probs_bytes / 1e9, captured_bytes / 1e9, logits_bytes / 1e9,
+                    load_peak / 1e9, loaded_rss / 1e9, status_bytes("VmHWM:") / 1e9, loss);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "hf_forward: %s\n", e.what());
         return 1;

@@ -159,9 +159,9 @@ std::pair<int64_t, int64_t> gate_layout(const AttentionOptions& o) {
 Tensor init_gate_weight(const AttentionOptions& o, const Shape& shape, int64_t fan_in, int64_t fan_out) {
     switch (o.gate_init) {
         case GateInit::zero: return zeros(shape);
-        case GateInit::normal: return randn(shape) * o.gate_init_std;
-        case GateInit::kaiming: return randn(shape) * std::sqrt(2.0 / fan_in);
-        case GateInit::xavier: return (rand(shape) * 2.0 - 1.0) * std::sqrt(6.0 / double(fan_in + fan_out));
+        case GateInit::normal: return init_normal(shape, o.gate_init_std);
+        case GateInit::kaiming: return init_normal(shape, std::sqrt(2.0 / fan_in));
+        case GateInit::xavier: return init_uniform(shape, std::sqrt(6.0 / double(fan_in + fan_out)));
     }
     return zeros(shape);
 }

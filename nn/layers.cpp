@@ -9,8 +9,6 @@
 namespace gg::nn {
 
 namespace {
-Tensor uniform(const Shape& shape, double bound) { return (rand(shape) * 2.0 - 1.0) * bound; }
-
 void check_last_dim(const char* layer, const Tensor& x, int64_t expected) {
     check_defined(x, layer);
     if (x.dim() == 0 || x.size(-1) != expected)
@@ -21,10 +19,10 @@ void check_last_dim(const char* layer, const Tensor& x, int64_t expected) {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) {
     const double bound = 1.0 / std::sqrt(double(in_features));
-    weight = uniform({out_features, in_features}, bound);
+    weight = init_uniform({out_features, in_features}, bound);
     register_parameter("weight", weight);
     if (has_bias) {
-        bias = uniform({out_features}, bound);
+        bias = init_uniform({out_features}, bound);
         register_parameter("bias", bias);
     }
 }
@@ -63,8 +61,8 @@ std::vector<Tensor> fused_linear(const Tensor& x, const std::vector<const Linear
     return joined.defined() ? split(joined, sizes, -1) : out;
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t dim) {
-    weight = randn({num_embeddings, dim});
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, double init_std) {
+    weight = init_normal({num_embeddings, dim}, init_std);
     register_parameter("weight", weight);
 }
 
@@ -106,7 +104,7 @@ Tensor SwiGLU::forward(const Tensor& x, const Tensor& residual) const {
 }
 
 LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t dim) {
-    weight = randn({max_len, dim}) * 0.02;
+    weight = init_normal({max_len, dim}, 0.02);
     register_parameter("weight", weight);
 }
 

@@ -35,7 +35,8 @@ std::vector<Tensor> fused_linear(const Tensor& x, const std::vector<const Linear
 // Rows of a (num_embeddings, dim) table, N(0, 1) init as torch.
 class Embedding : public Module {
 public:
-    Embedding(int64_t num_embeddings, int64_t dim);
+    // Rows start as N(0, init_std²): PyTorch's N(0, 1) by default.
+    Embedding(int64_t num_embeddings, int64_t dim, double init_std = 1);
     Tensor forward(const Tensor& ids) const;  // int64 (...) → (..., dim)
     Tensor weight;
 };

@@ -9,6 +9,30 @@
 
 namespace gg::nn {
 
+namespace {
+thread_local int skip_init_depth = 0;
+thread_local DType skip_init_dtype = DType::f32;
+}  // namespace
+
+SkipInit::SkipInit(DType dtype) : outer_dtype_(skip_init_dtype) {
+    ++skip_init_depth;
+    skip_init_dtype = dtype;
+}
+SkipInit::~SkipInit() {
+    --skip_init_depth;
+    skip_init_dtype = outer_dtype_;
+}
+bool SkipInit::active() { return skip_init_depth > 0; }
+
+Tensor init_uniform(const Shape& shape, double bound) {
+    return SkipInit::active() ? zeros(shape, skip_init_dtype) : (rand(shape) * 2.0 - 1.0) * bound;
+}
+
+Tensor init_normal(const Shape& shape, double std) {
+    if (SkipInit::active()) return zeros(shape, skip_init_dtype);
+    return std == 1 ? randn(shape) : randn(shape) * std;
+}
+
 template <class F>
 void Module::visit(const std::string& prefix, bool buffers, F&& f) const {
     for (const auto& [name, member] : buffers ? buffers_ : params_) f(prefix + name, *member);

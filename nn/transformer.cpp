@@ -317,7 +317,7 @@ namespace {
 // Redraws w ~ N(0, std²) in place (its handle, held by its module, stays the same).
 void normal_(const Tensor& w, double std) {
     NoGradGuard no_grad;
-    w.copy_(randn(w.shape()) * std);
+    w.copy_(init_normal(w.shape(), std));
 }
 
 // The gpt2 init of LMInit: σ for every weight, σ/√(2L) for W_O and the FFN's down projection
@@ -358,10 +358,8 @@ GatedTransformerLM::GatedTransformerLM(const LMConfig& config, DType dtype) : co
         if (convert) module->to(dtype);
         return module;
     };
-    tok_emb = register_module("tok_emb", std::make_shared<Embedding>(config.vocab_size, config.d_model));
     // GPT-2's N(0, 0.02²) start for embeddings keeps early logits small.
-    tok_emb->weight = (tok_emb->weight * 0.02).detach().requires_grad_();
-    in_dtype(tok_emb);
+    tok_emb = register_module("tok_emb", in_dtype(std::make_shared<Embedding>(config.vocab_size, config.d_model, 0.02)));
     if (config.positions == PositionEncoding::learned)
         pos_emb = register_module("pos_emb", in_dtype(std::make_shared<LearnedPositionalEmbedding>(config.max_len,
                                                                                                     config.d_model)));

@@ -420,3 +420,36 @@ TEST_CASE("nn: Module train()/eval() propagate, zero_grad clears, to(dtype) conv
     for (const Tensor& p : model.parameters()) CHECK(p.dtype() == DType::f32);
     CHECK(model.state_dict().size() == model.named_parameters().size() + model.named_buffers().size());
 }
+
+TEST_CASE("nn: SkipInit builds zero weights in its dtype and draws nothing; outside it the draws are the same") {
+    LMConfig c;
+    c.d_model = 32;
+    c.n_layers = 2;
+    c.attn.n_heads = 4;
+    c.max_len = 16;
+    {
+        const SkipInit skip(DType::bf16);
+        default_generator().manual_seed(7);
+        const GatedTransformerLM model(c, DType::bf16);
+        CHECK(SkipInit::active());
+        for (const auto& [name, p] : model.named_parameters()) {
+            CAPTURE(name);
+            CHECK(p.dtype() == DType::bf16);
+            CHECK(p.requires_grad());
+            if (!name.ends_with("norm1.weight") && !name.ends_with("norm2.weight") && !name.ends_with("norm_f.weight"))
+                CHECK(amax(abs(p.to(DType::f32))).item() == 0);
+        }
+        // Nothing was drawn: the generator is where the seed put it.
+        const double next = rand({1}).item();
+        default_generator().manual_seed(7);
+        CHECK(rand({1}).item() == next);
+    }
+    CHECK_FALSE(SkipInit::active());
+    // Outside the scope the model draws as before: the same seed, the same weights, twice.
+    default_generator().manual_seed(3);
+    const GatedTransformerLM a(c);
+    default_generator().manual_seed(3);
+    const GatedTransformerLM b(c);
+    CHECK(amax(abs(a.tok_emb->weight - b.tok_emb->weight)).item() == 0);
+    CHECK(amax(abs(a.tok_emb->weight)).item() > 0);
+}

@@ -223,15 +223,19 @@ DType from_safetensors(const std::string& dtype, const std::string& name) {
     throw std::runtime_error("tensor '" + printable(name) + "' is " + dtype + ", not F32, BF16 or F64");
 }
 
-// A tensor of the file, in its own dtype, after checking its shape.
-Tensor read_tensor(Shards& shards, const std::string& name, const Shape& want) {
+// A tensor of the file, in its own dtype, after checking its shape; read straight into `into`
+// when that is given and of that dtype (a contiguous CPU tensor of shape `want`), so that
+// loading holds no second copy of a weight.
+Tensor read_tensor(Shards& shards, const std::string& name, const Shape& want, const Tensor& into = Tensor()) {
     const auto it = shards.by_tensor.find(name);
     if (it == shards.by_tensor.end()) throw std::runtime_error("tensor '" + name + "' is missing");
     const SafetensorsEntry& e = *it->second->find(name);
     if (e.shape != want)
         throw std::runtime_error("tensor '" + name + "' has shape " + shape_str(e.shape) + " but config.json needs " +
                                  shape_str(want));
-    Tensor t = Tensor::empty(e.shape, from_safetensors(e.dtype, name));
+    const DType dtype = from_safetensors(e.dtype, name);
+    const bool in_place = into.defined() && into.dtype() == dtype && into.is_contiguous() && into.device() == Device::CPU;
+    Tensor t = in_place ? into : Tensor::empty(e.shape, dtype);
     it->second->read(name, t.view_desc().data);
     shards.unused.erase(name);
     check_finite({{name, t}}, it->second->path());
@@ -260,7 +264,11 @@ std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptio
         const DType file_dtype = from_safetensors(first_file->find(first_name)->dtype, first_name);
         const DType dtype = options.dtype.value_or(file_dtype);
         const LMConfig& c = ck.config;
-        auto model = std::make_shared<GatedTransformerLM>(c, dtype);
+        // Every weight is read below: drawing random ones first would only cost time.
+        const std::shared_ptr<GatedTransformerLM> model = [&] {
+            const SkipInit skip_init(dtype);
+            return std::make_shared<GatedTransformerLM>(c, dtype);
+        }();
         const AttentionOptions& a = c.attn;
         const int64_t H = a.n_heads, Hkv = a.kv_heads(), dk = a.head_dim();
         const int64_t w = a.gated() ? (a.sharing == GateSharing::headwise ? 1 : dk) : 0;
@@ -284,7 +292,8 @@ std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptio
                 by_name.at(ours.substr(0, ours.size() - std::string("w_q.weight").size()) + "w_g.weight").copy_(w_g.to(dtype));
                 continue;
             }
-            target.copy_(check_dtype(read_tensor(shards, name, target.shape()), name).to(dtype));
+            const Tensor read = check_dtype(read_tensor(shards, name, target.shape(), target), name);
+            if (read.view_desc().data != target.view_desc().data) target.copy_(read.to(dtype));
         }
         // Tied checkpoints may keep lm_head.weight anyway; older ones keep RoPE's inv_freq tables.
         for (const std::string& name : shards.unused)

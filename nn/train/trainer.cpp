@@ -612,7 +612,11 @@ std::shared_ptr<GatedTransformerLM> load_model(const std::string& path, uint64_t
             // An export in bfloat16 (gatedgrad export's default) widens exactly to the float32 model.
             wanted.emplace_back(name, t.dtype() == DType::bf16 ? t.to(DType::f32) : t);
     check_finite(wanted, context);
-    auto model = std::make_shared<GatedTransformerLM>(config);
+    // copy_state writes every weight (or throws): drawing random ones first would only cost time.
+    const std::shared_ptr<GatedTransformerLM> model = [&] {
+        const SkipInit skip_init;
+        return std::make_shared<GatedTransformerLM>(config);
+    }();
     copy_state(model->state_dict(), wanted, context, "the file", "the model");
     return model;
 }
