@@ -26,6 +26,7 @@
 
 #include "nn/text/bpe.h"
 
+#include "dist/agreement.h"
 #include "dist/gradient_buckets.h"
 #include "dist/process_group.h"
 

@@ -311,6 +311,7 @@ struct TrainArgs {
     CLI::App* cmd = nullptr;
     std::string preset, config_file, out, device = "cpu";
     bool resume = false, force = false, quiet = false, allow_data_change = false;
+    double rank_timeout = 0;  // 0: Trainer's default
     std::unique_ptr<Overrides> overrides;
     CLI::Option *steps = nullptr, *warmup = nullptr, *eval_every = nullptr;  // --steps rescales the others
 };
@@ -332,6 +333,11 @@ void add_train(CLI::App& app, TrainArgs& a) {
                   "with --resume: go on although the training data differ from those the run began on")
         ->needs(resume);
     cmd->add_flag("--quiet", a.quiet, "print only the final result");
+    cmd->add_option("--rank-timeout", a.rank_timeout,
+                    "under mpirun: end the job when the other ranks give no answer for S seconds (0: 300 s or ten "
+                    "times the slowest step so far, whichever is longer)")
+        ->check(bounded(0, 1e9, false))
+        ->type_name("S");
     add_device_option(cmd, a.device);
 
     a.overrides = std::make_unique<Overrides>(cmd);
@@ -452,8 +458,10 @@ void add_train(CLI::App& app, TrainArgs& a) {
         "validation); a run that fails before it starts leaves no new folder behind.\n"
         "Data parallel: mpirun -np N gatedgrad train ... trains on N processes (one GPU each with --device cuda),\n"
         "each on --batch sequences of every step's N x --batch, with the gradients averaged: the same steps as one\n"
-        "process with --batch N x B. Rank 0 writes the folder; --resume needs the N the run began with. A rank that\n"
-        "dies ends the job; the last checkpoint stays whole.");
+        "process with --batch N x B. Rank 0 writes the folder; --resume needs the N the run began with. Before the\n"
+        "first step the ranks check that they agree (the whole config, the data's fingerprint, the step they start\n"
+        "at, --resume/--force), and stop naming the first setting that differs. A rank that dies ends the job; one\n"
+        "that stops answering ends it after --rank-timeout. Either way the last checkpoint stays whole.");
 }
 
 // The config a run in `dir` was started with: its config.json or, where that is gone, the
@@ -554,26 +562,40 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
 // The first SIGINT or SIGTERM asks the trainer to stop at the next step boundary, where it
 // saves a checkpoint; a second one ends the process at once. A handler may only store to
 // lock-free atomics and call async-signal-safe functions (_exit): it does nothing else.
-std::atomic<bool> stop_requested{false};
-volatile std::sig_atomic_t stop_signal = 0;
-static_assert(std::atomic<bool>::is_always_lock_free);
+// stop_requested holds the signal's number (0: none), stop_sender the pid that sent it.
+std::atomic<int> stop_requested{0}, stop_sender{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
-extern "C" void on_stop_signal(int signal) {
-    if (stop_signal != 0) {
+extern "C" void on_stop_signal(int signal, siginfo_t* info, void*) {
+    if (stop_requested.load() != 0) {
         static const char kAtOnce[] =
             "gatedgrad: stopped at once by a second signal; no checkpoint saved for the step under way\n";
         (void)!::write(STDERR_FILENO, kAtOnce, sizeof kAtOnce - 1);
         ::_exit(128 + signal);
     }
-    stop_signal = signal;
-    stop_requested.store(true);
+    stop_sender.store(info ? int(info->si_pid) : 0);
+    stop_requested.store(signal);
 }
 
 void stop_on_signals() {
     struct sigaction action {};
-    action.sa_handler = on_stop_signal;
+    action.sa_sigaction = on_stop_signal;
+    action.sa_flags = SA_SIGINFO;
     sigemptyset(&action.sa_mask);
     for (int signal : {SIGINT, SIGTERM}) ::sigaction(signal, &action, nullptr);
+}
+
+const char* signal_name(int signal) { return signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "a signal"; }
+
+// "SIGTERM", "SIGTERM on rank 1", "SIGTERM from mpirun (which passes Ctrl-C on as SIGTERM)":
+// Open MPI's mpirun turns a SIGINT or SIGTERM it receives into SIGTERM to every rank (it
+// cannot forward SIGINT), so a rank can only say which signal came and from where.
+std::string stop_cause(int signal, int rank, int my_rank) {
+    std::string cause = signal_name(signal);
+    if (job && rank != my_rank) return cause + " on rank " + std::to_string(rank);
+    if (job && signal == SIGTERM && stop_sender.load() == int(::getppid()))
+        cause += " from mpirun (which passes a Ctrl-C on as SIGTERM)";
+    return cause;
 }
 
 // ---------------------------------------------------------------- resuming
@@ -641,6 +663,30 @@ std::string rank0_run_id(const std::string& mine) {
     return text;
 }
 
+// Every rank's settings against rank 0's (dist/agreement.h), before the first collective whose
+// size depends on them: the whole config, the data, the step it starts at, the run it resumes.
+// On a difference every rank stops; rank 0 names the field (exit 2 for a setting of the command
+// line or config file, 1 for the data or the checkpoint's state).
+void check_ranks_agree(const TrainArgs& a, const Trainer& trainer, const std::string& resumed_id,
+                       const std::function<void()>& undo) {
+    dist::Fields fields{{"--resume/--force", a.resume ? "--resume" : a.force ? "--force" : "neither"}};
+    // The model's fields in LMConfig's own order (d_model before the d_ff it implies), then the rest.
+    for (const auto& [name, value] : dist::json_fields(trainer.config().model.to_json()))
+        fields.push_back({"model." + name, value});
+    for (const auto& field : dist::json_fields(trainer.config().to_json()))
+        if (field.first.rfind("model.", 0) != 0) fields.push_back(field);
+    fields.push_back({"the run id in config.json", resumed_id});
+    fields.push_back({"the step it starts at", std::to_string(trainer.step())});
+    const std::optional<dist::Disagreement> d = dist::find_disagreement(*job, fields);
+    if (!d) return;
+    undo();
+    const bool state = d->field == "data_fingerprint" || d->field == "run_id" || d->field.rfind("the ", 0) == 0 ||
+                       d->field.rfind("restart_", 0) == 0;
+    if (job->rank() != 0) throw QuietExit{state ? 1 : 2};
+    if (state) throw std::runtime_error(d->message());
+    throw UsageError(d->message());
+}
+
 int run_train(const TrainArgs& a) {
     stop_on_signals();
     if (dist::launched_by_mpi()) {
@@ -650,6 +696,8 @@ int run_train(const TrainArgs& a) {
             if (dist::launcher_rank() > 0) throw QuietExit{1};
             throw;
         }
+        // Until the trainer measures its steps: --rank-timeout, or the default.
+        job->set_wait_limits({a.rank_timeout > 0 ? a.rank_timeout : Trainer::kDefaultRankTimeout, 10, &stop_requested});
     }
     const int rank = job ? job->rank() : 0, world = job ? job->world_size() : 1;
     const fs::path dir = fs::path(a.out), ckpt = dir / "model.safetensors";
@@ -659,7 +707,7 @@ int run_train(const TrainArgs& a) {
     std::optional<TrainConfig> run;
     std::shared_ptr<const TextDataset> data;
     std::unique_ptr<Trainer> trainer;
-    std::string changes;
+    std::string changes, resumed_id;
     Device device = Device::CPU;
     // Everything that can fail before the first step runs here, on every rank, in two parts
     // with the collective calls between them; a failure removes the folder this run made, so
@@ -690,6 +738,7 @@ int run_train(const TrainArgs& a) {
                              " sequences; resume it with " +
                              (run->world_size == 1 ? std::string("one process (no mpirun)")
                                                    : "mpirun -np " + std::to_string(run->world_size)));
+        resumed_id = run ? run->run_id : "";
         requested.run_id = run && !run->run_id.empty() ? run->run_id : new_run_id();
         if (run) changes = resume_changes(*run, requested);
         const Corpus corpus = load_corpus(requested.data);
@@ -714,7 +763,9 @@ int run_train(const TrainArgs& a) {
         failure = std::current_exception();
     }
     agree_to_start(failure, undo);
+    if (job) check_ranks_agree(a, *trainer, resumed_id, undo);
     if (job) trainer->distribute(job);
+    trainer->set_rank_timeout(a.rank_timeout);
     if (rank == 0) write_text_file((dir / "config.json").string(), trainer->config().to_json() + "\n");
     const TrainConfig& config = trainer->config();  // resume may restart the schedule
     const bool quiet = a.quiet || rank != 0;
@@ -735,14 +786,29 @@ int run_train(const TrainArgs& a) {
     if (rank == 0 && !trainer->resume_note().empty()) std::printf("%s\n", trainer->resume_note().c_str());
     std::fflush(stdout);
     trainer->stop_on(stop_requested);
-    const TrainResult result = trainer->run(quiet);
+    TrainResult result;
+    try {
+        result = trainer->run(quiet);
+    } catch (const dist::CollectiveAbandoned& e) {  // a rank stopped answering: main() ends the job
+        const int64_t saved = trainer->saved_step();
+        const std::string kept = saved >= 0 ? "; the checkpoint of step " + std::to_string(saved) + " in " + ckpt.string() +
+                                                  " is whole (train --resume goes on from it)"
+                                            : "; no checkpoint was written yet";
+        if (dynamic_cast<const dist::Interrupted*>(&e))
+            throw dist::Interrupted("stopped by " + stop_cause(stop_requested.load(), rank, rank) + " after step " +
+                                    std::to_string(trainer->step()) + " while waiting for the other ranks (" + e.what() +
+                                    ")" + kept);
+        throw dist::RankTimeout(std::string(e.what()) + " (--rank-timeout " +
+                                std::to_string(int64_t(std::ceil(job->wait_limits().timeout_s))) +
+                                "): a rank has stopped or hung; ending the job" + kept);
+    }
     if (result.stopped) {
         std::fflush(stdout);
         if (rank == 0)
             std::fprintf(stderr, "gatedgrad: stopped by %s after step %lld; saved %s (train --resume --out %s goes on)\n",
-                         stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", (long long)trainer->step(),
+                         stop_cause(result.stop_reason, result.stop_rank, rank).c_str(), (long long)trainer->step(),
                          ckpt.string().c_str(), dir.string().c_str());
-        return 128 + (stop_signal == SIGTERM ? SIGTERM : SIGINT);
+        return 128 + result.stop_reason;
     }
     if (result.diverged) {  // the same on every rank (the loss and weights are): rank 0 says so
         abort_job_on_error = false;
@@ -1714,6 +1780,12 @@ int main(int argc, char** argv) {
     } catch (const UsageError& e) {
         std::fprintf(stderr, "gatedgrad: %s (see --help)\n", one_line(e.what()).c_str());
         return 2;
+    } catch (const dist::CollectiveAbandoned& e) {
+        // A collective gave up waiting for the other ranks: MPI cannot go on, so the job ends here.
+        const int code = dynamic_cast<const dist::Interrupted*>(&e) ? 128 + stop_requested.load() : 1;
+        std::fflush(stdout);
+        std::fprintf(stderr, "gatedgrad: rank %d: %s\n", job->rank(), one_line(e.what()).c_str());
+        job->abort(code);
     } catch (const std::exception& e) {
         std::fflush(stdout);
         // Data parallel, a rank that fails alone names itself and ends the job.

@@ -1,16 +1,24 @@
-// mpi.cpp — the process group over MPI: MPI_Allreduce, MPI_Bcast and MPI_Barrier on
+// mpi.cpp — the process group over MPI: all-reduce, broadcast, barrier and all-gather on
 // MPI_COMM_WORLD. CPU tensors are passed to MPI as they are; a CUDA tensor goes through a
 // host copy (slow, but it works wherever MPI does; the nccl backend keeps it on the GPU).
 // MPI has no bfloat16: a bf16 tensor is summed in float32 (all_reduce) or sent as its 16-bit
 // patterns (broadcast).
+// Each collective is started non-blocking (MPI_Iallreduce, ...) and waited for by polling
+// MPI_Test, so that a wait can end (WaitLimits in process_group.h): a blocking MPI_Allreduce
+// waits for a rank that never comes for ever, deaf to Ctrl-C.
 // The C API only: without these, mpi.h also pulls in Open MPI's deprecated C++ bindings.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <optional>
+
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <stdexcept>
+#include <thread>
 
 #include "dist/process_group.h"
 
@@ -24,6 +32,38 @@ void check(int code, const char* call) {
     int length = 0;
     MPI_Error_string(code, text, &length);
     throw std::runtime_error(std::string(call) + ": " + std::string(text, length));
+}
+
+// Polls `request` until it completes, or the limits say to give up. The first milliseconds
+// spin (a collective between ready ranks takes microseconds); after that it sleeps a
+// millisecond between polls rather than burn a core waiting for a rank that is not there.
+void wait(MPI_Request& request, const WaitLimits& limits, const char* op) {
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    std::optional<clock::time_point> stop_seen;
+    for (;;) {
+        int done = 0;
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) return;
+        const auto now = clock::now();
+        const double waited = std::chrono::duration<double>(now - start).count();
+        if (limits.stop && limits.stop->load() != 0) {
+            if (!stop_seen) stop_seen = now;
+            const double since = std::chrono::duration<double>(now - *stop_seen).count();
+            if (since > std::min(limits.after_stop_s, limits.timeout_s)) {
+                char text[160];
+                std::snprintf(text, sizeof text, "%s: asked to stop, and the other ranks gave no answer for %.0f s", op,
+                              waited);
+                throw Interrupted(text);
+            }
+        }
+        if (waited > limits.timeout_s) {
+            char text[160];
+            std::snprintf(text, sizeof text, "%s: no answer from the other ranks for %.0f s", op, waited);
+            throw RankTimeout(text);
+        }
+        if (waited > 0.01) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
 }
 
 // bf16 only for moving bits (broadcast): MPI cannot add two of them.
@@ -54,8 +94,16 @@ public:
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
         MPI_Comm_rank(local, &local_rank_);
         MPI_Comm_free(&local);
+        // Rank 0's choice for every rank: checking on some ranks only would itself pair
+        // collectives that do not match (mpirun's -x reaches only the first program of A : B).
+        int checking = checking_collectives();
+        MPI_Bcast(&checking, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        set_checking_collectives(checking != 0);
     }
-    ~MpiProcessGroup() override { MPI_Finalize(); }
+    // Not after a collective was abandoned: MPI_Finalize would wait for it.
+    ~MpiProcessGroup() override {
+        if (!abandoned_) MPI_Finalize();
+    }
 
     int rank() const override { return rank_; }
     int world_size() const override { return world_; }
@@ -64,14 +112,19 @@ public:
 
     void all_reduce(const Tensor& x, ReduceOp op) override {
         check_reducible(x, "all_reduce");
+        check_not_abandoned("all_reduce");
+        if (checking_collectives()) check_same_layout(*this, x, "all_reduce");
         on_host(x, [&](const Tensor& h) {
             // MPI has no bfloat16 type, and a sum kept in bfloat16 would round at every hop of the
             // ring (each partial sum to 8 significant bits). So a bf16 tensor is widened into a
             // float32 buffer (exactly), summed and divided there, and rounded to bf16 once.
             const Tensor sums = h.dtype() == DType::bf16 ? h.to(DType::f32) : h;
             in_pieces(sums, [&](void* data, int count) {
-                check(MPI_Allreduce(MPI_IN_PLACE, data, count, mpi_type(sums.dtype()), MPI_SUM, MPI_COMM_WORLD),
-                      "MPI_Allreduce");
+                MPI_Request request;
+                check(MPI_Iallreduce(MPI_IN_PLACE, data, count, mpi_type(sums.dtype()), MPI_SUM, MPI_COMM_WORLD,
+                                     &request),
+                      "MPI_Iallreduce");
+                wait_for(request, "all_reduce");
             });
             if (op == ReduceOp::mean) divide(sums, world_);
             if (sums.dtype() != h.dtype()) h.copy_(sums);
@@ -83,14 +136,35 @@ public:
         if (root < 0 || root >= world_)
             throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is outside [0, " +
                                         std::to_string(world_) + ")");
+        check_not_abandoned("broadcast");
+        if (checking_collectives()) check_same_layout(*this, x, "broadcast");
         on_host(x, [&](const Tensor& h) {
             in_pieces(h, [&](void* data, int count) {
-                check(MPI_Bcast(data, count, mpi_type(h.dtype()), root, MPI_COMM_WORLD), "MPI_Bcast");
+                MPI_Request request;
+                check(MPI_Ibcast(data, count, mpi_type(h.dtype()), root, MPI_COMM_WORLD, &request), "MPI_Ibcast");
+                wait_for(request, "broadcast");
             });
         });
     }
 
-    void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+    void barrier() override {
+        check_not_abandoned("barrier");
+        MPI_Request request;
+        check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+        wait_for(request, "barrier");
+    }
+
+    std::vector<int64_t> all_gather(const std::vector<int64_t>& mine) override {
+        if (mine.size() > size_t(INT_MAX)) throw std::invalid_argument("all_gather: more than INT_MAX values");
+        check_not_abandoned("all_gather");
+        std::vector<int64_t> all(mine.size() * size_t(world_));
+        MPI_Request request;
+        check(MPI_Iallgather(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), int(mine.size()), MPI_INT64_T,
+                             MPI_COMM_WORLD, &request),
+              "MPI_Iallgather");
+        wait_for(request, "all_gather");
+        return all;
+    }
 
     [[noreturn]] void abort(int code) override {
         MPI_Abort(MPI_COMM_WORLD, code);
@@ -98,6 +172,19 @@ public:
     }
 
 private:
+    void wait_for(MPI_Request& request, const char* op) {
+        try {
+            wait(request, limits_, op);
+        } catch (const CollectiveAbandoned&) {
+            abandoned_ = true;
+            throw;
+        }
+    }
+    // Before a new collective: none may start after one was abandoned (its ranks are out of step).
+    void check_not_abandoned(const char* op) const {
+        if (abandoned_)
+            throw CollectiveAbandoned(std::string(op) + ": an earlier collective was abandoned; the job has to end");
+    }
     // Runs `work` on x itself when it is on the CPU, else on a host copy written back after.
     template <class Work>
     static void on_host(const Tensor& x, Work work) {
@@ -117,6 +204,7 @@ private:
             for (double* p = x.data<double>(), *end = p + x.numel(); p != end; ++p) *p /= double(n);
     }
     int rank_ = 0, world_ = 1, local_rank_ = 0;
+    bool abandoned_ = false;
 };
 
 }  // namespace

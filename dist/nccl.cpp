@@ -58,6 +58,7 @@ public:
     void all_reduce(const Tensor& x, ReduceOp op) override {
         if (x.defined() && x.device() == Device::CPU) return mpi_->all_reduce(x, op);
         check_reducible(x, "all_reduce");
+        if (checking_collectives()) check_same_layout(*mpi_, x, "all_reduce");
         check(ncclAllReduce(address(x), address(x), size_t(x.numel()),
                             nccl_type(x.dtype()), op == ReduceOp::mean ? ncclAvg : ncclSum, comm_,
                             cuda::current_stream()),
@@ -71,10 +72,19 @@ public:
         if (root < 0 || root >= world_size())
             throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is outside [0, " +
                                         std::to_string(world_size()) + ")");
+        if (checking_collectives()) check_same_layout(*mpi_, x, "broadcast");
         check(ncclBroadcast(address(x), address(x), size_t(x.numel()), nccl_type(x.dtype()), root, comm_,
                             cuda::current_stream()),
               "ncclBroadcast");
         x.bump_version();
+    }
+
+    std::vector<int64_t> all_gather(const std::vector<int64_t>& mine) override { return mpi_->all_gather(mine); }
+    // The loss, the stop flags and the checks go through mpi_, which polls with these limits. An
+    // NCCL kernel waiting for a rank that never comes is not bounded by them.
+    void set_wait_limits(const WaitLimits& limits) override {
+        limits_ = limits;
+        mpi_->set_wait_limits(limits);
     }
 
     void barrier() override {

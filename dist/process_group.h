@@ -16,14 +16,41 @@
 // "nccl" (dist/nccl.cpp: CUDA tensors, on the GPU). Each is built when its library is found
 // (meson.build); a build without MPI trains in one process only.
 #pragma once
+#include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.h"
 
 namespace gg::dist {
 
 enum class ReduceOp { sum, mean };
+
+// How long a collective waits for the other ranks. A rank that stops answering (SIGSTOP, a
+// hung device, a lost machine) would otherwise hold every other rank inside its next
+// collective for ever; so each wait polls (MPI_Test) and gives up after `timeout_s` with
+// RankTimeout. Once `stop` (a signal handler's flag) is non-zero, it gives up `after_stop_s`
+// later with Interrupted: a Ctrl-C still ends a job whose other ranks do not answer, and one
+// whose ranks do answer in time still stops at the step boundary (Trainer::run).
+struct WaitLimits {
+    double timeout_s = 300;
+    double after_stop_s = 10;
+    const std::atomic<int>* stop = nullptr;
+};
+
+// A collective gave up (WaitLimits): its request is left open, so the process cannot go on
+// with MPI, nor finalise it; the job has to end (ProcessGroup::abort).
+struct CollectiveAbandoned : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+struct RankTimeout : CollectiveAbandoned {
+    using CollectiveAbandoned::CollectiveAbandoned;
+};
+struct Interrupted : CollectiveAbandoned {
+    using CollectiveAbandoned::CollectiveAbandoned;
+};
 
 class ProcessGroup {
 public:
@@ -40,9 +67,17 @@ public:
     virtual void all_reduce(const Tensor& x, ReduceOp op) = 0;
     virtual void broadcast(const Tensor& x, int root) = 0;
     virtual void barrier() = 0;
+    // Every rank passes the same count of values; every rank gets all of them, rank 0's first:
+    // (world_size × mine.size()), row r from rank r.
+    virtual std::vector<int64_t> all_gather(const std::vector<int64_t>& mine) = 0;
+    virtual void set_wait_limits(const WaitLimits& limits) { limits_ = limits; }
+    const WaitLimits& wait_limits() const { return limits_; }
     // Ends every process of the job with `code` (after one rank failed alone, so that the
     // others do not wait for it forever).
     [[noreturn]] virtual void abort(int code) = 0;
+
+protected:
+    WaitLimits limits_;
 };
 
 // Whether this process was started by an MPI launcher (mpirun, srun with PMIx): its
@@ -64,5 +99,15 @@ bool built_with_nccl();
 
 // Checks that `x` is something a backend can reduce: contiguous, f32, f64 or bf16.
 void check_reducible(const Tensor& x, const char* op);
+
+// Ranks that pass tensors of different sizes to one collective corrupt memory or hang inside
+// MPI. With checking on, every all_reduce and broadcast first gathers each rank's element
+// count and dtype (a fixed-size all_gather, safe whatever they are) and throws
+// std::logic_error on every rank, naming the first rank that differs from rank 0. On in debug
+// builds and where the environment sets GG_CHECK_COLLECTIVES=1 (the tests); it costs one
+// small collective per call.
+bool checking_collectives();
+void set_checking_collectives(bool on);
+void check_same_layout(ProcessGroup& group, const Tensor& x, const char* op);
 
 }  // namespace gg::dist

@@ -129,6 +129,55 @@ TEST_CASE("dist: what a collective cannot take is refused, naming it") {
     g->barrier();
 }
 
+TEST_CASE("dist: all_gather gives every rank each rank's values, rank 0's first") {
+    const auto g = world();
+    const std::vector<int64_t> all = g->all_gather({10 * g->rank(), -(int64_t(1) << 62) + g->rank()});
+    REQUIRE(all.size() == 2 * size_t(g->world_size()));
+    for (int r = 0; r < g->world_size(); ++r) {
+        CHECK(all[2 * r] == 10 * r);
+        CHECK(all[2 * r + 1] == -(int64_t(1) << 62) + r);  // all 64 bits, not through a double
+    }
+}
+
+TEST_CASE("dist: with checking on, a collective given other sizes or dtypes on some rank throws on every rank") {
+    const auto g = world();
+    const bool was = dist::checking_collectives();
+    dist::set_checking_collectives(true);
+    const int r = g->rank();
+    CHECK_THROWS_WITH_AS(g->all_reduce(zeros({3 + r}), dist::ReduceOp::sum),
+                         doctest::Contains("all_reduce: rank 1 passes 4 elements of float32, rank 0 3 elements of float32"),
+                         std::logic_error);
+    CHECK_THROWS_WITH_AS(g->broadcast(zeros({5}, r == 0 ? DType::f32 : DType::f64), 0),
+                         doctest::Contains("broadcast: rank 1 passes 5 elements of float64, rank 0 5 elements of float32"),
+                         std::logic_error);
+    const Tensor same = ones({6});
+    g->all_reduce(same, dist::ReduceOp::sum);  // what agrees still goes through
+    CHECK(same.to_vector<float>() == std::vector<float>(6, float(g->world_size())));
+    dist::set_checking_collectives(was);
+}
+
+TEST_CASE("dist: find_disagreement names the first field that differs and the lowest rank, on every rank") {
+    const auto g = world();
+    const std::string r = std::to_string(g->rank());
+    CHECK_FALSE(dist::find_disagreement(*g, {{"a", "1"}, {"b", "two"}}).has_value());
+    const auto d = dist::find_disagreement(*g, {{"same", "x"}, {"lr", "0.00" + r}, {"seed", r}});
+    REQUIRE(d.has_value());
+    CHECK(d->rank == 1);
+    CHECK(d->field == "lr");
+    CHECK(d->message() == "rank 1 disagrees with rank 0 on lr: 0.001 vs 0.000");
+    // Another list of names (another build) is named as such, not compared value by value.
+    dist::Fields fields{{"a", "1"}};
+    if (g->rank() == 1) fields.push_back({"b", "2"});
+    const auto lists = dist::find_disagreement(*g, fields);
+    REQUIRE(lists.has_value());
+    CHECK(lists->message() == "rank 1 disagrees with rank 0 on the list of fields (another build of the program?): 2 "
+                              "fields vs 1 field");
+    // A TrainConfig's JSON, field by field, its nested model config by path.
+    const dist::Fields config = dist::json_fields(TrainConfig{}.to_json());
+    CHECK(std::find(config.begin(), config.end(), std::pair<std::string, std::string>{"model.d_model", "64"}) !=
+          config.end());
+}
+
 TEST_CASE("dist: gradient buckets average every gradient; one no rank has stays absent") {
     const auto g = world();
     std::vector<Tensor> params;

@@ -1,8 +1,12 @@
 // gatedgrad train under mpirun: 2 ranks log what 1 process with their whole batch logs; a
 // rank killed with -9 ends the job within seconds and the last checkpoint resumes; Ctrl-C
-// stops every rank with a checkpoint; a changed number of ranks on resume is refused; and a
-// rank that alone meets bad input stops the job with one line. (tests/meson.build runs this
-// suite where MPI was found.)
+// stops every rank with a checkpoint; a changed number of ranks on resume is refused; a
+// rank that alone meets bad input stops the job with one line; ranks given different
+// settings stop before the first step naming the setting; a rank that stops answering
+// (SIGSTOP) ends the job after --rank-timeout, and a Ctrl-C ends it while it waits; a
+// signal to one rank is named as it came. Every collective checks that the ranks pass it
+// the same sizes (GG_CHECK_COLLECTIVES). (tests/meson.build runs this suite where MPI was
+// found.)
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <map>
 #include <vector>
 
 #include "tests/app_check.h"
@@ -20,7 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // As root (CI), Open MPI wants --allow-run-as-root; --oversubscribe lets 3 ranks share 2 cores.
-const std::string kMpirun = "mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 ";
+const std::string kMpirun =
+    "mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x GG_CHECK_COLLECTIVES=1 ";
 
 std::string mpirun(int ranks, const std::string& args) {
     return kMpirun + "-np " + std::to_string(ranks) + " " + app_path().string() + " " + args;
@@ -161,7 +167,10 @@ TEST_CASE("mpirun: Ctrl-C stops every rank at a step boundary with a checkpoint,
     REQUIRE(wait_until([&] { return waitpid(job, &status, WNOHANG) == job; }, 60));
     const auto lines = app_lines(read_file(tmp.path / "job.err"));
     REQUIRE(lines.size() == 1);  // rank 0's, not one per rank
-    CHECK(lines[0].find("stopped by SIGTERM after step") != std::string::npos);
+    CHECK(lines[0].find("stopped by SIGTERM from mpirun (which passes a Ctrl-C on as SIGTERM) after step") !=
+          std::string::npos);
+    // mpirun itself exits 1 whenever it was signalled (Open MPI's rule), whatever the ranks return.
+    CHECK(WIFEXITED(status));
     check_resumes(tmp, run, log_lines(run).size() + 10);
 }
 
@@ -196,4 +205,142 @@ TEST_CASE("mpirun: bad input on one rank alone stops every rank, with one line f
     CHECK(typo.code == 2);
     REQUIRE(app_lines(typo.err).size() == 1);
     CHECK(app_lines(typo.err)[0].find("did you mean --steps?") != std::string::npos);
+}
+
+namespace {
+
+// The rank of a 2-rank job that is not rank 0 (rank 0 wrote its pid into the run's lock).
+pid_t rank1_of(pid_t job, const fs::path& run) {
+    const pid_t rank0 = std::stoi(read_file(run / "lock"));
+    for (pid_t pid : children(job))
+        if (pid != rank0) return pid;
+    return -1;
+}
+
+// Waits for the job to end: its exit status, or -1 when it did not end within `seconds`.
+int wait_for_job(pid_t job, double seconds) {
+    int status = 0;
+    if (!wait_until([&] { return waitpid(job, &status, WNOHANG) == job; }, seconds)) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("mpirun: ranks given different settings stop before the first step, naming the first that differs") {
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), other = tmp.path / "other.txt";
+    {
+        std::ofstream out(other);
+        for (int i = 0; i < 60; ++i) out << "Another text, number " << i << ", with other words in it than the first.\n%\n";
+    }
+    // Rank 0 runs `a`, rank 1 the same with one setting changed (mpirun's A : B).
+    const std::map<std::string, std::string> a{{"--data", corpus.string()}, {"--layers", "1"}, {"--d-model", "32"},
+                                               {"--steps", "4"}, {"--eval-every", "2"}, {"--lr", "0.003"},
+                                               {"--seed", "1"}, {"--batch", "4"}, {"--precision", "f32"}};
+    const auto command = [](const std::map<std::string, std::string>& flags, const std::string& extra) {
+        std::string line = app_path().string() + " train --out run --heads 2 --seq-len 16 --warmup 1 --quiet" + extra;
+        for (const auto& [flag, value] : flags) line += " " + flag + " " + value;
+        return line;
+    };
+    struct Case {
+        std::string flag, value, said;
+    };
+    const std::vector<Case> cases{
+        {"--d-model", "64", "on model.d_model: 64 vs 32"}, {"--layers", "2", "on model.n_layers: 2 vs 1"},
+        {"--eval-every", "3", "on eval_every: 3 vs 2"},    {"--steps", "6", "on steps: 6 vs 4"},
+        {"--lr", "0.01", "on lr: 0.01 vs 0.003"},          {"--seed", "7", "on seed: 7 vs 1"},
+        {"--batch", "2", "on batch_size: 2 vs 4"},
+        {"--data", other.string(), "on data: [\"" + other.string() + "\"] vs [\"" + corpus.string() + "\"]"},
+        {"--precision", "bf16", "on precision: \"bf16\" vs \"f32\""}};
+    for (const Case& c : cases) {
+        CAPTURE(c.flag);
+        std::map<std::string, std::string> b = a;
+        b[c.flag] = c.value;
+        const Outcome o = run_command(tmp, kMpirun + "-np 1 " + command(a, "") + " : -np 1 " + command(b, ""));
+        INFO("stderr: " << o.err);
+        CHECK(o.code == 2);
+        const auto lines = app_lines(o.err);
+        REQUIRE(lines.size() == 1);
+        CHECK(lines[0].find("rank 1 disagrees with rank 0 " + c.said) != std::string::npos);
+        CHECK_FALSE(fs::exists(tmp.path / "run"));  // a run that never started leaves no folder
+    }
+    // Rank 0 resumes the run while rank 1 would start it over: the run stays as it was.
+    REQUIRE(run_command(tmp, mpirun(2, "train --batch 4 --steps 4 --out run" + model(corpus))).code == 0);
+    const std::string again = app_path().string() + " train --batch 4 --steps 8 --out run" + model(corpus);
+    const Outcome o = run_command(tmp, kMpirun + "-np 1 " + again + " --resume : -np 1 " + again + " --force");
+    INFO("stderr: " << o.err);
+    CHECK(o.code == 2);
+    const auto lines = app_lines(o.err);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find("rank 1 disagrees with rank 0 on --resume/--force: --force vs --resume") != std::string::npos);
+    CHECK(log_lines(tmp.path / "run").size() == 4);
+    check_resumes(tmp, tmp.path / "run", 8);
+}
+
+TEST_CASE("mpirun: a rank that stops answering (SIGSTOP) ends the job after --rank-timeout, the checkpoint whole") {
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "run";
+    const pid_t job =
+        spawn_mpirun(tmp, "train --batch 4 --steps 100000 --warmup 2 --ckpt-every 5 --rank-timeout 5 --out run" + model(corpus));
+    REQUIRE(wait_until([&] { return lines_in(run / "log.jsonl") >= 12 && fs::exists(run / "model.safetensors"); }, 120));
+    const pid_t victim = rank1_of(job, run);
+    REQUIRE(victim > 0);
+    REQUIRE(kill(victim, SIGSTOP) == 0);
+    const int code = wait_for_job(job, 120);
+    if (code < 0) kill(victim, SIGKILL);  // never leave a stopped process behind
+    REQUIRE(code >= 0);
+    CHECK(code == 1);
+    const auto lines = app_lines(read_file(tmp.path / "job.err"));
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find("rank 0: ") != std::string::npos);
+    CHECK(lines[0].find("no answer from the other ranks for") != std::string::npos);
+    CHECK(lines[0].find("(--rank-timeout 5): a rank has stopped or hung") != std::string::npos);
+    CHECK(lines[0].find("is whole (train --resume goes on from it)") != std::string::npos);
+    check_resumes(tmp, run, log_lines(run).size() + 10);
+}
+
+TEST_CASE("mpirun: a Ctrl-C reaches rank 0 while it waits for a stopped rank, and ends the job with 130") {
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "run";
+    // A timeout far beyond the test's deadline: only the signal can end this wait.
+    const pid_t job =
+        spawn_mpirun(tmp, "train --batch 4 --steps 100000 --warmup 2 --ckpt-every 5 --rank-timeout 3600 --out run" + model(corpus));
+    REQUIRE(wait_until([&] { return lines_in(run / "log.jsonl") >= 12 && fs::exists(run / "model.safetensors"); }, 120));
+    const pid_t rank0 = std::stoi(read_file(run / "lock")), victim = rank1_of(job, run);
+    REQUIRE(victim > 0);
+    REQUIRE(kill(victim, SIGSTOP) == 0);
+    REQUIRE(kill(rank0, SIGINT) == 0);
+    const int code = wait_for_job(job, 120);
+    if (code < 0) kill(victim, SIGKILL);
+    REQUIRE(code >= 0);
+    CHECK(code == 130);
+    const auto lines = app_lines(read_file(tmp.path / "job.err"));
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find("rank 0: stopped by SIGINT after step") != std::string::npos);
+    CHECK(lines[0].find("while waiting for the other ranks") != std::string::npos);
+    check_resumes(tmp, run, log_lines(run).size() + 10);
+}
+
+TEST_CASE("mpirun: a signal to one rank stops every rank, which exit 128 + that signal, named with its rank") {
+    struct Case {
+        int rank, signal, code;
+        std::string said;
+    };
+    for (const Case& c : {Case{1, SIGTERM, 143, "stopped by SIGTERM on rank 1 after step"},
+                          Case{0, SIGINT, 130, "stopped by SIGINT after step"},
+                          Case{1, SIGINT, 130, "stopped by SIGINT on rank 1 after step"}}) {
+        CAPTURE(c.said);
+        TempDir tmp;
+        const fs::path corpus = write_corpus(tmp), run = tmp.path / "run";
+        const pid_t job = spawn_mpirun(tmp, "train --batch 4 --steps 100000 --warmup 2 --out run" + model(corpus));
+        REQUIRE(wait_until([&] { return lines_in(run / "log.jsonl") >= 5; }, 120));
+        const pid_t target = c.rank == 0 ? std::stoi(read_file(run / "lock")) : rank1_of(job, run);
+        REQUIRE(target > 0);
+        REQUIRE(kill(target, c.signal) == 0);
+        CHECK(wait_for_job(job, 60) == c.code);  // mpirun gives the ranks' code
+        const auto lines = app_lines(read_file(tmp.path / "job.err"));
+        REQUIRE(lines.size() == 1);
+        CHECK(lines[0].find(c.said) != std::string::npos);
+        check_resumes(tmp, run, log_lines(run).size() + 10);
+    }
 }

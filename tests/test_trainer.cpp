@@ -483,14 +483,14 @@ namespace {
 // or throws there instead, as a crash would.
 struct InterruptingSource : BatchSource {
     std::shared_ptr<const BatchSource> data;
-    std::atomic<bool>* stop;
+    std::atomic<int>* stop;
     int at;
     bool crash = false;
     mutable int calls = 0;
     Batch train_batch(int64_t B, int64_t T, Generator& gen) const override {
         if (++calls == at) {
             if (crash) throw std::runtime_error("crash in step " + std::to_string(at - 1));
-            stop->store(true);
+            stop->store(15);  // what a SIGTERM handler stores
         }
         return data->train_batch(B, T, gen);
     }
@@ -504,13 +504,15 @@ TEST_CASE("trainer: a stop request finishes the step, saves a checkpoint, and th
     const std::string straight_dir = temp_dir("straight_stop"), dir = temp_dir("stopped");
     const TrainResult full = Trainer(tiny_config(straight_dir), data).run(true);
 
-    std::atomic<bool> stop{false};
+    std::atomic<int> stop{0};
     auto source = std::make_shared<InterruptingSource>();
     source->data = data, source->stop = &stop, source->at = 1 + 7;  // asked during step 7
     Trainer first(tiny_config(dir), source);
     first.stop_on(stop);
     const TrainResult part = first.run(true);
     CHECK(part.stopped);
+    CHECK(part.stop_reason == 15);
+    CHECK(part.stop_rank == 0);
     CHECK_FALSE(part.diverged);
     CHECK(first.step() == 7);  // step 7 was finished, step 8 never began
     REQUIRE(part.log.size() == 7);
@@ -533,7 +535,7 @@ TEST_CASE("trainer: ckpt_minutes checkpoints on time, so a crash loses minutes, 
         const std::string dir = temp_dir("minutes");
         TrainConfig c = tiny_config(dir);
         c.ckpt_every = 0, c.ckpt_minutes = minutes;
-        std::atomic<bool> unused{false};
+        std::atomic<int> unused{0};
         auto source = std::make_shared<InterruptingSource>();
         source->data = data, source->stop = &unused, source->at = 1 + 5, source->crash = true;
         Trainer crashing(c, source);

@@ -342,8 +342,24 @@ void Trainer::distribute(std::shared_ptr<dist::ProcessGroup> group) {
                                     std::to_string(group->world_size()) + " ranks");
     group_ = std::move(group);
     buckets_ = std::make_unique<dist::GradientBuckets>(optimizer_->params(), group_);
+    update_wait_limits();
     // Every rank built the same weights from the same seed; the broadcast makes sure of it.
     buckets_->broadcast_parameters(0);
+}
+
+void Trainer::set_rank_timeout(double seconds) {
+    if (!(seconds >= 0) || !std::isfinite(seconds))
+        throw std::invalid_argument("Trainer::set_rank_timeout: " + std::to_string(seconds) + " is not a number of seconds >= 0");
+    rank_timeout_ = seconds;
+    update_wait_limits();
+}
+
+void Trainer::update_wait_limits() {
+    if (!group_) return;
+    dist::WaitLimits limits = group_->wait_limits();
+    limits.timeout_s = rank_timeout_ > 0 ? rank_timeout_ : std::max(kDefaultRankTimeout, 10 * slowest_step_);
+    limits.after_stop_s = 10 + 2 * slowest_step_;
+    group_->set_wait_limits(limits);
 }
 
 void Trainer::continue_schedule(const TrainConfig& planned) {
@@ -479,8 +495,9 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
     while (step_ < last) {
         // Asked at the step boundary. Data parallel, the ranks learn of it together with the
         // step's loss (below), and all stop before that step's update.
-        bool stop = stop_request_ && stop_request_->load();
-        if (stop && !group_) {
+        int reason = stop_request_ ? stop_request_->load() : 0;
+        if (reason != 0 && !group_) {
+            result.stop_reason = reason, result.stop_rank = 0;
             stop_here();
             break;
         }
@@ -502,15 +519,20 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         }
         double loss_value = out.loss.item();  // the cross-entropy alone, comparable across runs
         double z_value = z.defined() ? z.item() : NAN;
-        if (group_) {  // every rank's mean loss, and whether any rank was asked to stop
-            const Tensor step_sums = from_vector(std::vector<double>{loss_value, z.defined() ? z_value : 0, double(stop)}, {3});
+        if (group_) {  // every rank's mean loss, and each rank's stop request in its own slot
+            std::vector<double> sums_in(2 + size_t(world), 0.0);
+            sums_in[0] = loss_value, sums_in[1] = z.defined() ? z_value : 0, sums_in[2 + size_t(rank())] = reason;
+            const Tensor step_sums = from_vector(sums_in, {int64_t(sums_in.size())});
             group_->all_reduce(step_sums, dist::ReduceOp::sum);
             const double* sums = step_sums.data<const double>();
             loss_value = sums[0] / world;
             if (z.defined()) z_value = sums[1] / world;
-            stop = sums[2] > 0;
+            reason = 0;
+            for (int r = 0; r < world && reason == 0; ++r)
+                if (sums[2 + r] != 0) reason = int(sums[2 + r]), result.stop_rank = r;
         }
-        if (stop) {  // before this step's update, and its batch not drawn: the state of the step before
+        result.stop_reason = reason;
+        if (reason != 0) {  // before this step's update, and its batch not drawn: the state of the step before
             sampler_.set_state(sampler_before);
             stop_here();
             break;
@@ -584,6 +606,9 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         if (!c.out_dir.empty() && ((c.ckpt_every > 0 && step_ % c.ckpt_every == 0) || step_ == last ||
                                    (c.ckpt_minutes > 0 && minutes >= c.ckpt_minutes)))
             save_now();
+        // The whole pass, evaluation and checkpoint included: what another rank may wait for.
+        const double pass = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (pass > slowest_step_) slowest_step_ = pass, update_wait_limits();
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!quiet && !result.message.empty()) std::printf("%s\n", result.message.c_str());

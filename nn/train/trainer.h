@@ -120,6 +120,8 @@ struct TrainResult {
     double seconds = 0;
     bool diverged = false;        // stopped on a NaN/inf loss
     bool stopped = false;         // stopped on request (stop_on), after saving a checkpoint
+    // The request's value (an app's signal number) on the lowest rank that was asked, and that rank.
+    int stop_reason = 0, stop_rank = -1;
     // Stopped because log.jsonl could not take a step's line (a full disk): the message names
     // the file, the OS error and the checkpoint saved (with that line in it) or kept.
     bool log_failed = false;
@@ -171,9 +173,19 @@ public:
     // cannot take ends the run (TrainResult::log_failed) with a checkpoint where one can still
     // be written; it holds that line, and the resumed run appends it, so no step goes missing.
     TrainResult run(bool quiet = false, int64_t stop_at = 0);
-    // run() checks `request` before each step; once it is true, it saves a checkpoint and
-    // returns with TrainResult::stopped. A signal handler may set it: it is lock-free.
-    void stop_on(const std::atomic<bool>& request) { stop_request_ = &request; }
+    // run() checks `request` before each step; once it is non-zero, it saves a checkpoint and
+    // returns with TrainResult::stopped and the value in stop_reason. A signal handler may set
+    // it (to the signal's number): it is lock-free. Data parallel, the ranks share their
+    // requests at every step and stop together, naming the lowest rank that was asked.
+    void stop_on(const std::atomic<int>& request) { stop_request_ = &request; }
+    // Data parallel: how long a collective waits for the other ranks before the job gives up
+    // (dist::WaitLimits; a rank stopped or hung). 0, the default: kDefaultRankTimeout seconds
+    // or ten times the slowest step so far (evaluation and checkpoints included), whichever
+    // is longer. A rank asked to stop waits at most 10 s + twice the slowest step more.
+    void set_rank_timeout(double seconds);
+    static constexpr double kDefaultRankTimeout = 300;
+    // The step of the last checkpoint written or resumed from (-1: none).
+    int64_t saved_step() const { return saved_step_; }
     // Mean validation loss over config.eval_batches fixed batches (of N · batch_size
     // sequences; data parallel: shared out among the ranks, every rank gets the mean).
     double evaluate(int64_t seq_len = 0) const;
@@ -200,7 +212,10 @@ private:
     // The log line of step step_ when log.jsonl could not take it: saved in the checkpoint's
     // metadata ("unlogged_line") and appended by the resumed run. Empty: every step is logged.
     std::string unlogged_line_;
-    const std::atomic<bool>* stop_request_ = nullptr;
+    const std::atomic<int>* stop_request_ = nullptr;
+    double rank_timeout_ = 0;  // 0: the default (set_rank_timeout)
+    double slowest_step_ = 0;  // seconds, of one pass of run()'s loop
+    void update_wait_limits();
     std::string resume_note_;
     std::shared_ptr<dist::ProcessGroup> group_;  // null: one process
     std::unique_ptr<dist::GradientBuckets> buckets_;
