@@ -39,13 +39,17 @@ void check(int code, const char* call) {
 // millisecond between polls rather than burn a core waiting for a rank that is not there.
 void wait(MPI_Request& request, const WaitLimits& limits, const char* op) {
     using clock = std::chrono::steady_clock;
-    const auto start = clock::now();
+    auto start = clock::now(), last_poll = start;
     std::optional<clock::time_point> stop_seen;
     for (;;) {
         int done = 0;
         check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
         if (done) return;
         const auto now = clock::now();
+        // Over a second between two polls: this process itself was not running (stopped, as by
+        // SIGSTOP, or starved). That time is not the other ranks' silence.
+        if (now - last_poll > std::chrono::seconds(1)) start += now - last_poll;
+        last_poll = now;
         const double waited = std::chrono::duration<double>(now - start).count();
         if (limits.stop && limits.stop->load() != 0) {
             if (!stop_seen) stop_seen = now;
