@@ -432,7 +432,9 @@ TEST_CASE("nn: SkipInit builds zero weights in its dtype and draws nothing; outs
         default_generator().manual_seed(7);
         const GatedTransformerLM model(c, DType::bf16);
         CHECK(SkipInit::active());
-        for (const auto& [name, p] : model.named_parameters()) {
+        for (const auto& named : model.named_parameters()) {
+            const std::string& name = named.first;
+            const Tensor& p = named.second;
             CAPTURE(name);
             CHECK(p.dtype() == DType::bf16);
             CHECK(p.requires_grad());
