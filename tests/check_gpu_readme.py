@@ -1,8 +1,8 @@
-"""bench/gpu-readme: the README's GPU table is the one the committed results give (every target
+"""bench/gpu-readme: the GPU table of docs/gpu.md is the one the committed results give (every target
 "not measured on a GPU" while bench/results/ holds no tools/gpu-check run), and on a run's JSON
 lines it quotes the ratios they hold and says met or not met. The run here is the H200's of
 2026-11-30 (bench/results/h200-2026-11-30/bench-gpu.jsonl, from before the kernels were
-rewritten, so it is not one the README quotes), under a gpu-check.jsonl written for the test.
+rewritten, so it is not one docs/gpu.md quotes), under a gpu-check.jsonl written for the test.
 
     python3 tests/check_gpu_readme.py
 """
@@ -28,14 +28,14 @@ def load_tool():
 
 def main():
     problems = []
+    tool = load_tool()
     check = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu-readme"), "--check"], capture_output=True,
                            text=True)
     print(check.stdout + check.stderr, end="")
     if check.returncode != 0:
-        problems.append("README.md's GPU table is not bench/gpu-readme's")
-    tool = load_tool()
-    if tool.newest_results() is None and tool.NOT_MEASURED not in (ROOT / "README.md").read_text():
-        problems.append("no results, yet the README does not say 'not measured on a GPU'")
+        problems.append(f"{tool.NAME}'s GPU table is not bench/gpu-readme's")
+    if tool.newest_results() is None and tool.NOT_MEASURED not in tool.PAGE.read_text():
+        problems.append(f"no results, yet {tool.NAME} does not say 'not measured on a GPU'")
 
     with tempfile.TemporaryDirectory() as scratch:
         run = pathlib.Path(scratch) / "h200-2026-11-30"
