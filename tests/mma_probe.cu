@@ -21,6 +21,7 @@
 #include "cuda/launch.h"
 #include "cuda/mma.h"
 #include "tensor/bf16.h"
+#include "tests/ldmatrix_probe.h"
 #ifdef __CUDACC__
 #include "cuda/runtime.h"
 #endif
@@ -29,18 +30,6 @@ using gg::bfloat16;
 namespace device = gg::cuda::GG_CUDA_BUILD;
 
 namespace {
-
-// Matrix j (8×8 b16, rows 16 bytes apart, then 16 bytes of padding) holds 64j + 8·row + col.
-template <int X, bool Trans>
-__global__ void ldmatrix_probe(uint32_t* out) {  // out: (32 lanes, X registers)
-    GG_SHARED(bfloat16[4][8][16], tiles);
-    const int lane = int(threadIdx.x);
-    for (int e = lane; e < 4 * 64; e += 32) tiles[e / 64][e % 64 / 8][e % 8] = bfloat16::from_bits(uint16_t(e));
-    __syncwarp();
-    uint32_t r[X];
-    gg::cuda::ldmatrix<X, Trans>(r, &tiles[lane / 8 % X][lane % 8][0]);
-    for (int j = 0; j < X; ++j) out[lane * X + j] = r[j];
-}
 
 // A (16×16) is the identity and B (16×8) holds 8k + n, so D = A·B names in each accumulator
 // the element (row, col) of D it holds: 8·row + col. The operands come through ldmatrix, as the
@@ -82,18 +71,17 @@ void row(const std::string& what, int lane, int reg, int got_first, int got_seco
                      what.c_str(), lane, reg, got_first, got_second, want_first, want_second);
 }
 
-// Lane l receives row g = l / 4, columns 2q, 2q + 1 (q = l mod 4) of each matrix; .trans
-// gives column g, rows 2q and 2q + 1.
+// Each register of each lane against the PTX ISA's layout (tests/ldmatrix_probe.h).
 template <int X, bool Trans>
 void ldmatrix_table() {
-    const std::vector<uint32_t> out = run<uint32_t>("ldmatrix_probe", ldmatrix_probe<X, Trans>, 32 * X);
+    const std::vector<uint32_t> out =
+        run<uint32_t>("ldmatrix_probe", gg::testing::ldmatrix_probe<X, Trans>, 32 * X);
     const std::string what = "ldmatrix.x" + std::to_string(X) + (Trans ? ".trans" : "");
     for (int lane = 0; lane < 32; ++lane)
         for (int j = 0; j < X; ++j) {
-            const int g = lane / 4, q = lane % 4;
-            const int first = Trans ? 64 * j + 8 * (2 * q) + g : 64 * j + 8 * g + 2 * q;
+            const auto want = gg::testing::ldmatrix_expected(Trans, lane, j);
             const uint32_t r = out[size_t(lane * X + j)];
-            row(what, lane, j, int(r & 0xffffu), int(r >> 16), first, Trans ? first + 8 : first + 1);
+            row(what, lane, j, int(r & 0xffffu), int(r >> 16), want.first, want.second);
         }
 }
 

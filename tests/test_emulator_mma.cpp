@@ -16,6 +16,7 @@
 
 #include "tests/emulator_options.h"
 #include "tests/launch_error.h"
+#include "tests/ldmatrix_probe.h"
 #include "cuda/launch.h"
 #include "cuda/mma.h"
 #include "tensor/bf16.h"
@@ -66,33 +67,19 @@ std::vector<float> reference(const std::vector<bfloat16>& A, const std::vector<b
     return D;
 }
 
-// Shared memory holds element e of matrix j (8×8, rows 16 bytes + 8 b16 apart) as the number
-// 64j + e; each lane writes back what ldmatrix gave it, X registers of two halves.
-template <int X, bool Trans>
-__global__ void ldmatrix_probe(uint32_t* out) {
-    GG_SHARED(bfloat16[4][8][16], tiles);  // row r of matrix j at tiles[j][r], padded to 16
-    const int lane = int(threadIdx.x);
-    for (int e = lane; e < 4 * 64; e += 32) tiles[e / 64][e % 64 / 8][e % 8] = bfloat16::from_bits(uint16_t(e));
-    __syncwarp();
-    uint32_t r[X];
-    gg::cuda::ldmatrix<X, Trans>(r, &tiles[lane / 8 % X][lane % 8][0]);
-    for (int j = 0; j < X; ++j) out[lane * X + j] = r[j];
-}
-
+// ldmatrix x1/x2/x4, plain and .trans: every lane's registers against the PTX ISA's layout
+// (the probe and the layout in tests/ldmatrix_probe.h, which the GPU's probe shares).
 template <int X, bool Trans>
 void check_ldmatrix() {
     std::vector<uint32_t> out(size_t(32 * X));
-    launch("ldmatrix_probe", ldmatrix_probe<X, Trans>, 1, 32, 0, out.data());
+    launch("ldmatrix_probe", gg::testing::ldmatrix_probe<X, Trans>, 1, 32, 0, out.data());
     for (int lane = 0; lane < 32; ++lane)
         for (int j = 0; j < X; ++j) {
-            const int g = lane / 4, q = lane % 4;
-            // element (row, col) of matrix j is 64j + 8·row + col
-            const int first = Trans ? 64 * j + 8 * (2 * q) + g : 64 * j + 8 * g + 2 * q;
-            const int second = Trans ? first + 8 : first + 1;
+            const auto want = gg::testing::ldmatrix_expected(Trans, lane, j);
             CAPTURE(lane);
             CAPTURE(j);
-            CHECK((out[size_t(lane * X + j)] & 0xffffu) == uint32_t(first));
-            CHECK((out[size_t(lane * X + j)] >> 16) == uint32_t(second));
+            CHECK((out[size_t(lane * X + j)] & 0xffffu) == uint32_t(want.first));
+            CHECK((out[size_t(lane * X + j)] >> 16) == uint32_t(want.second));
         }
 }
 
