@@ -1,30 +1,34 @@
 // test_cuda_nn.cpp — the CUDA kernels of the nn families (reduce, softmax, cross_entropy,
-// embedding, routing, rms_norm, optim) run in the emulator (cuda/emu/) against the CPU
-// backend on the same inputs: odd sizes, sizes off the warp and block shapes, empty dims,
-// f32 and f64 (and int64 where the entry takes it), reruns that must be bitwise identical,
-// and index errors that must read as the CPU's. The row kernels that read rows in 16-byte
-// packs (cuda/packs.h) run on rows that allow them and, one array at a time, on arrays that
-// start one element off the alignment, which must send them back to one element a load.
+// embedding, routing, rms_norm, optim) against the CPU backend on the same inputs, in the
+// emulator (cuda/emu/) and, where one answers, on the GPU (tests/cuda_targets.h): odd sizes,
+// sizes off the warp and block shapes, empty dims, f32 and f64 (and int64 where the entry
+// takes it), reruns that must be bitwise identical, and index errors that must read as the
+// CPU's. The row kernels that read rows in 16-byte packs (cuda/packs.h) run on rows that allow
+// them and, one array at a time, on arrays that start one element off the alignment, which
+// must send them back to one element a load.
 //
-// The emulator's device memory is host memory, so both backends read and write the same
-// std::vectors through Views.
+// The inputs are host arrays (Array below); a call on a target sees them through OnTarget:
+// the arrays themselves on the emulator, whose device memory is host memory, copies in device
+// memory on the GPU, whose values come back before the checks.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "cuda/device_error.h"
-#include "cuda/kernels.h"
+#include "tests/cuda_targets.h"
 #include "tensor/backend.h"
 
-namespace emulated = gg::cuda::emulated;
+using gg::testing::CudaTarget;
+using gg::testing::cuda_targets;
 using gg::DType;
 using gg::ReduceOp;
 using gg::Shape;
@@ -111,13 +115,13 @@ bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-// The message of the std::out_of_range that `call` raised, at once (the CPU) or at the next
-// check of the device error record (the emulator); "" when there was none.
+// The message of the std::out_of_range that `call` on `table` raised, at once (the CPU) or
+// when the table next synchronizes and checks its device error record; "" when there was none.
 template <class F>
-std::string out_of_range_message(F&& call) {
+std::string out_of_range_message(const gg::Backend& table, F&& call) {
     try {
         call();
-        emulated::check_device_error();
+        table.synchronize();
     } catch (const std::out_of_range& e) {
         return e.what();
     }
@@ -141,6 +145,38 @@ View at(Array<T>& a, int64_t n, int64_t offset) {
     return gg::make_view(a.data.data() + offset, kDType<T>, {n}, {1});
 }
 
+// The arrays of some calls on target t. on(a) is the view t computes on: a's own storage on
+// the emulator, a copy in device memory on the GPU (copied there when first handed out, so an
+// array must be filled before). done() waits for t, throws the index error a kernel reported,
+// and brings every array handed out back from t: after it, the host arrays hold t's results.
+class OnTarget {
+public:
+    explicit OnTarget(const CudaTarget& t) : t_(t), mirror_(t) {}
+    template <class T>
+    View operator()(Array<T>& a) {
+        return gg::make_view(place(a) + a.offset, kDType<T>, a.shape, gg::contiguous_strides(a.shape));
+    }
+    template <class T>
+    View at(Array<T>& a, int64_t n, int64_t offset) {  // as at() above
+        return gg::make_view(place(a) + offset, kDType<T>, {n}, {1});
+    }
+    void done() {
+        t_.table->synchronize();
+        for (const auto& back : backs_) back();
+    }
+
+private:
+    template <class T>
+    T* place(Array<T>& a) {
+        if (placed_.insert(a.data.data()).second) backs_.push_back([this, &a] { mirror_.back(a.data); });
+        return mirror_.on(a.data);
+    }
+    const CudaTarget& t_;
+    gg::testing::Mirror mirror_;
+    std::set<const void*> placed_;
+    std::vector<std::function<void()>> backs_;
+};
+
 // ---- reduce, sum_squares --------------------------------------------------------------------
 
 struct ReduceShape {
@@ -160,12 +196,18 @@ TEST_CASE_TEMPLATE("reduce: sum, max and min over the middle axis match the CPU,
             if (op != ReduceOp::sum && R == 0) continue;
             CAPTURE(outer); CAPTURE(R); CAPTURE(inner); CAPTURE(int(op));
             Array<T> in = random_array<T>({outer, R, inner}, -50, 50);
-            Array<T> want = filled<T>({outer, inner}), got = want, again = want;
+            Array<T> want = filled<T>({outer, inner});
             cpu().reduce(op, want.view(), in.view(), outer, R, inner);
-            emulated::reduce(op, got.view(), in.view(), outer, R, inner);
-            emulated::reduce(op, again.view(), in.view(), outer, R, inner);
-            CHECK(mismatch(got.data, want.data) == "");
-            CHECK(bitwise_equal(got.data, again.data));
+            for (const CudaTarget& t : cuda_targets()) {
+                CAPTURE(t.name);
+                Array<T> got = filled<T>({outer, inner}), again = got;
+                OnTarget on(t);
+                t.table->reduce(op, on(got), on(in), outer, R, inner);
+                t.table->reduce(op, on(again), on(in), outer, R, inner);
+                on.done();
+                CHECK(mismatch(got.data, want.data) == "");
+                CHECK(bitwise_equal(got.data, again.data));
+            }
         }
 }
 
@@ -175,15 +217,25 @@ TEST_CASE("reduce: max and min propagate NaN as the CPU does; over an empty dim 
             Array<float> in = random_array<float>({outer, R, inner});
             in.data[R * inner + 5 * inner] = NAN;  // outer 1, r = 5, j = 0
             in.data[2 * inner + inner - 1] = NAN;  // outer 0, r = 2, j = inner − 1
-            Array<float> want = filled<float>({outer, inner}), got = want;
+            Array<float> want = filled<float>({outer, inner});
             cpu().reduce(op, want.view(), in.view(), outer, R, inner);
-            emulated::reduce(op, got.view(), in.view(), outer, R, inner);
-            CHECK(std::isnan(got.data[inner]));
-            CHECK(mismatch(got.data, want.data) == "");
+            for (const CudaTarget& t : cuda_targets()) {
+                CAPTURE(t.name);
+                Array<float> got = filled<float>({outer, inner});
+                OnTarget on(t);
+                t.table->reduce(op, on(got), on(in), outer, R, inner);
+                on.done();
+                CHECK(std::isnan(got.data[inner]));
+                CHECK(mismatch(got.data, want.data) == "");
+            }
         }
-    Array<float> in = filled<float>({2, 0, 3}), out = filled<float>({2, 3});
-    CHECK_THROWS_WITH_AS(emulated::reduce(ReduceOp::max, out.view(), in.view(), 2, 0, 3),
-                         "reduce: max/min over an empty dim", std::invalid_argument);
+    for (const CudaTarget& t : cuda_targets()) {
+        CAPTURE(t.name);
+        Array<float> in = filled<float>({2, 0, 3}), out = filled<float>({2, 3});
+        OnTarget on(t);
+        CHECK_THROWS_WITH_AS(t.table->reduce(ReduceOp::max, on(out), on(in), 2, 0, 3),
+                             "reduce: max/min over an empty dim", std::invalid_argument);
+    }
 }
 
 TEST_CASE_TEMPLATE("sum_squares adds Σ x² to a float64 accumulator like the CPU, the same on every run", T, float,
@@ -194,32 +246,55 @@ TEST_CASE_TEMPLATE("sum_squares adds Σ x² to a float64 accumulator like the CP
         for (const int which : {-1, 0}) {
             CAPTURE(n); CAPTURE(which);
             Array<T> x = ShiftOne<T>{which}(random_array<T>({n}));
-            Array<double> want{{}, {1.5}}, got = want, again = want;
-            const std::vector<View> xs{x.view()};
-            cpu().sum_squares(want.view(), xs);
-            emulated::sum_squares(got.view(), xs);
-            emulated::sum_squares(again.view(), xs);
-            CHECK(mismatch(got.data, want.data, 1e-12) == "");
-            CHECK(bitwise_equal(got.data, again.data));
+            Array<double> want{{}, {1.5}};
+            cpu().sum_squares(want.view(), std::vector<View>{x.view()});
+            for (const CudaTarget& t : cuda_targets()) {
+                CAPTURE(t.name);
+                Array<double> got{{}, {1.5}}, again = got;
+                OnTarget on(t);
+                const std::vector<View> xs{on(x)};
+                t.table->sum_squares(on(got), xs);
+                t.table->sum_squares(on(again), xs);
+                on.done();
+                CHECK(mismatch(got.data, want.data, 1e-12) == "");
+                CHECK(bitwise_equal(got.data, again.data));
+            }
         }
 }
 
 TEST_CASE("sum_squares of a list: many small tensors and one large, f32 and f64, in one call") {
+    // Alternate the types by size, so that both run misaligned and in packs. (A deque would
+    // do; reserving keeps the arrays where the views point.)
+    const auto sizes = list_sizes();
     std::vector<Array<float>> floats;
     std::vector<Array<double>> doubles;
-    std::vector<View> xs;
-    for (const auto& [n, offset] : list_sizes()) {
-        // Alternate the types by size, so that both run misaligned and in packs.
-        if (n % 2 == 0) xs.push_back(at(floats.emplace_back(random_array<float>({n + offset})), n, offset));
-        else xs.push_back(at(doubles.emplace_back(random_array<double>({n + offset})), n, offset));
+    floats.reserve(sizes.size()), doubles.reserve(sizes.size());
+    for (const auto& [n, offset] : sizes) {
+        if (n % 2 == 0) floats.push_back(random_array<float>({n + offset}));
+        else doubles.push_back(random_array<double>({n + offset}));
     }
-    Array<double> want{{}, {1.5}}, got = want, again = want;
-    cpu().sum_squares(want.view(), xs);
-    emulated::sum_squares(got.view(), xs);
-    emulated::sum_squares(again.view(), xs);
-    CHECK(mismatch(got.data, want.data, 1e-12) == "");
-    CHECK(bitwise_equal(got.data, again.data));
-    CHECK(got.data[0] > 1.5 + 1000);  // the large tensor's ~50000 squares of mean 3 are in it
+    // The list's views, each of its n elements from `offset`, through `view(array, n, offset)`.
+    const auto list = [&](auto&& view) {
+        std::vector<View> xs;
+        size_t f = 0, d = 0;
+        for (const auto& [n, offset] : sizes)
+            xs.push_back(n % 2 == 0 ? view(floats[f++], n, offset) : view(doubles[d++], n, offset));
+        return xs;
+    };
+    Array<double> want{{}, {1.5}};
+    cpu().sum_squares(want.view(), list([](auto& a, int64_t n, int64_t offset) { return at(a, n, offset); }));
+    for (const CudaTarget& t : cuda_targets()) {
+        CAPTURE(t.name);
+        Array<double> got{{}, {1.5}}, again = got;
+        OnTarget on(t);
+        const std::vector<View> xs = list([&](auto& a, int64_t n, int64_t offset) { return on.at(a, n, offset); });
+        t.table->sum_squares(on(got), xs);
+        t.table->sum_squares(on(again), xs);
+        on.done();
+        CHECK(mismatch(got.data, want.data, 1e-12) == "");
+        CHECK(bitwise_equal(got.data, again.data));
+        CHECK(got.data[0] > 1.5 + 1000);  // the large tensor's ~50000 squares of mean 3 are in it
+    }
 }
 
 // ---- softmax, cross_entropy -----------------------------------------------------------------
@@ -240,18 +315,23 @@ TEST_CASE_TEMPLATE("softmax and log_softmax, forward and backward, match the CPU
                 ShiftOne<T> place{which};
                 Array<T> x = place(random_array<T>({rows, cols}, -5, 5));
                 if (rows * cols > 1) x.data[1] = -INFINITY;  // a masked position
-                Array<T> want = place(filled<T>({rows, cols})), got = want, again = want;
+                Array<T> want = place(filled<T>({rows, cols})), start = want;
                 cpu().softmax(want.view(), x.view(), rows, cols, log);
-                emulated::softmax(got.view(), x.view(), rows, cols, log);
-                emulated::softmax(again.view(), x.view(), rows, cols, log);
-                CHECK(mismatch(got.data, want.data) == "");
-                CHECK(bitwise_equal(got.data, again.data));
-
                 Array<T> dy = place(random_array<T>({rows, cols}));
-                Array<T> dx_want = place(filled<T>({rows, cols})), dx_got = dx_want;
+                Array<T> dx_want = place(filled<T>({rows, cols})), dx_start = dx_want;
                 cpu().softmax_backward(dx_want.view(), want.view(), dy.view(), rows, cols, log);
-                emulated::softmax_backward(dx_got.view(), want.view(), dy.view(), rows, cols, log);
-                CHECK(mismatch(dx_got.data, dx_want.data) == "");
+                for (const CudaTarget& t : cuda_targets()) {
+                    CAPTURE(t.name);
+                    Array<T> got = start, again = start, dx_got = dx_start;
+                    OnTarget on(t);
+                    t.table->softmax(on(got), on(x), rows, cols, log);
+                    t.table->softmax(on(again), on(x), rows, cols, log);
+                    t.table->softmax_backward(on(dx_got), on(want), on(dy), rows, cols, log);  // from the CPU's y
+                    on.done();
+                    CHECK(mismatch(got.data, want.data) == "");
+                    CHECK(bitwise_equal(got.data, again.data));
+                    CHECK(mismatch(dx_got.data, dx_want.data) == "");
+                }
             }
 }
 
@@ -270,23 +350,28 @@ TEST_CASE_TEMPLATE("cross_entropy and its gradient match the CPU, ignored rows i
                 Array<T> row_scale = random_array<T>({N}, 0.5, 1.5);
                 if (N > 1) targets.data[1] = ignore_index, row_scale.data[1] = 0;
                 // The loss alone (no gradient asked for), then the loss and its gradient.
-                Array<T> want = filled<T>({N}), got = want, again = want;
+                Array<T> want = filled<T>({N});
                 cpu().cross_entropy(want.view(), View{}, logits.view(), targets.view(), View{}, ignore_index);
-                emulated::cross_entropy(got.view(), View{}, logits.view(), targets.view(), View{}, ignore_index);
-                emulated::cross_entropy(again.view(), View{}, logits.view(), targets.view(), View{}, ignore_index);
-                CHECK(mismatch(got.data, want.data) == "");
-                CHECK(bitwise_equal(got.data, again.data));
-
-                Array<T> dx_want = place(filled<T>({N, V})), dx_got = dx_want, fused = filled<T>({N});
-                cpu().cross_entropy(want.view(), dx_want.view(), logits.view(), targets.view(), row_scale.view(),
+                Array<T> dx_want = place(filled<T>({N, V})), dx_start = dx_want, loss_again = filled<T>({N});
+                cpu().cross_entropy(loss_again.view(), dx_want.view(), logits.view(), targets.view(), row_scale.view(),
                                     ignore_index);
-                emulated::cross_entropy(fused.view(), dx_got.view(), logits.view(), targets.view(), row_scale.view(),
-                                        ignore_index);
-                // The same loss with the gradient asked for; bitwise, unless a misaligned
-                // dlogits (which == 1) sends the row to one column a load: another sum order.
-                if (which == 1) CHECK(mismatch(fused.data, got.data) == "");
-                else CHECK(bitwise_equal(fused.data, got.data));
-                CHECK(mismatch(dx_got.data, dx_want.data) == "");
+                for (const CudaTarget& t : cuda_targets()) {
+                    CAPTURE(t.name);
+                    Array<T> got = filled<T>({N}), again = got, fused = got, dx_got = dx_start;
+                    OnTarget on(t);
+                    t.table->cross_entropy(on(got), View{}, on(logits), on(targets), View{}, ignore_index);
+                    t.table->cross_entropy(on(again), View{}, on(logits), on(targets), View{}, ignore_index);
+                    t.table->cross_entropy(on(fused), on(dx_got), on(logits), on(targets), on(row_scale),
+                                           ignore_index);
+                    on.done();
+                    CHECK(mismatch(got.data, want.data) == "");
+                    CHECK(bitwise_equal(got.data, again.data));
+                    // The same loss with the gradient asked for; bitwise, unless a misaligned
+                    // dlogits (which == 1) sends the row to one column a load: another sum order.
+                    if (which == 1) CHECK(mismatch(fused.data, got.data) == "");
+                    else CHECK(bitwise_equal(fused.data, got.data));
+                    CHECK(mismatch(dx_got.data, dx_want.data) == "");
+                }
             }
 }
 
@@ -331,42 +416,53 @@ TEST_CASE("f32 softmax, log_softmax and cross_entropy against a double reference
             const double tol = double(n + 2 * int64_t(std::log2(double(group))) + 16) * eps;
             CAPTURE(tol);
 
-            for (const bool log : {false, true}) {
-                CAPTURE(log);
-                Array<float> y = filled<float>({rows, cols}), again = y;
-                emulated::softmax(y.view(), x.view(), rows, cols, log);
-                emulated::softmax(again.view(), x.view(), rows, cols, log);
-                CHECK(bitwise_equal(y.data, again.data));
+            for (const CudaTarget& t : cuda_targets()) {
+                CAPTURE(t.name);
+                for (const bool log : {false, true}) {
+                    CAPTURE(log);
+                    Array<float> y = filled<float>({rows, cols}), again = y;
+                    OnTarget on(t);
+                    t.table->softmax(on(y), on(x), rows, cols, log);
+                    t.table->softmax(on(again), on(x), rows, cols, log);
+                    on.done();
+                    CHECK(bitwise_equal(y.data, again.data));
+                    int bad = 0;
+                    for (int64_t r = 0; r < rows; ++r)
+                        for (int64_t c = 0; c < cols; ++c) {
+                            const double want_log = double(xd[r * cols + c]) - lse[r];
+                            const double got = y.data[r * cols + c], want = log ? want_log : std::exp(want_log);
+                            const double err = std::abs(got - want);
+                            const bool ok = std::isinf(want_log) ? got == want
+                                            : log               ? err <= tol * (1 + std::abs(want))
+                                                                : err <= tol * (1 - want_log) * want + tiny;
+                            if (!ok && bad++ < 3)
+                                FAIL_CHECK("row " << r << " col " << c << ": " << got << " vs " << want);
+                        }
+                    CHECK(bad == 0);
+                }
+
+                Array<int64_t> targets({{rows}, {0, cols / 2, cols - 1, 0}});  // column 0 is finite in row 3
+                Array<float> loss = filled<float>({rows});
+                Array<float> scale({{rows}, {1.f, 1.f, 1.f, 1.f}}), dx = filled<float>({rows, cols});
+                OnTarget on(t);
+                t.table->cross_entropy(on(loss), on(dx), on(x), on(targets), on(scale), -100);
+                on.done();
+                for (int64_t r = 0; r < rows; ++r) {
+                    const double want = lse[r] - double(xd[r * cols + targets.data[r]]);
+                    CHECK_MESSAGE(std::abs(loss.data[r] - want) <= tol * (1 + std::abs(want)), "row " << r);
+                }
                 int bad = 0;
                 for (int64_t r = 0; r < rows; ++r)
                     for (int64_t c = 0; c < cols; ++c) {
-                        const double want_log = double(xd[r * cols + c]) - lse[r];
-                        const double got = y.data[r * cols + c], want = log ? want_log : std::exp(want_log);
-                        const bool ok = std::isinf(want_log) ? got == want
-                                        : log               ? std::abs(got - want) <= tol * (1 + std::abs(want))
-                                                            : std::abs(got - want) <= tol * (1 - want_log) * want + tiny;
-                        if (!ok && bad++ < 3) FAIL_CHECK("row " << r << " col " << c << ": " << got << " vs " << want);
+                        const double log_p = double(xd[r * cols + c]) - lse[r], p = std::exp(log_p);
+                        const double want = p - (c == targets.data[r] ? 1 : 0), got = dx.data[r * cols + c];
+                        const double bound = tol * ((1 - log_p) * p + std::abs(want)) + tiny;
+                        const bool ok = got == want || std::abs(got - want) <= bound;
+                        if (!ok && bad++ < 3)
+                            FAIL_CHECK("dlogits row " << r << " col " << c << ": " << got << " vs " << want);
                     }
                 CHECK(bad == 0);
             }
-
-            Array<int64_t> targets({{rows}, {0, cols / 2, cols - 1, 0}});  // column 0 is finite in row 3
-            Array<float> loss = filled<float>({rows});
-            Array<float> scale({{rows}, {1.f, 1.f, 1.f, 1.f}}), dx = filled<float>({rows, cols});
-            emulated::cross_entropy(loss.view(), dx.view(), x.view(), targets.view(), scale.view(), -100);
-            for (int64_t r = 0; r < rows; ++r) {
-                const double want = lse[r] - double(xd[r * cols + targets.data[r]]);
-                CHECK_MESSAGE(std::abs(loss.data[r] - want) <= tol * (1 + std::abs(want)), "row " << r);
-            }
-            int bad = 0;
-            for (int64_t r = 0; r < rows; ++r)
-                for (int64_t c = 0; c < cols; ++c) {
-                    const double log_p = double(xd[r * cols + c]) - lse[r], p = std::exp(log_p);
-                    const double want = p - (c == targets.data[r] ? 1 : 0), got = dx.data[r * cols + c];
-                    if (!(got == want || std::abs(got - want) <= tol * ((1 - log_p) * p + std::abs(want)) + tiny) && bad++ < 3)
-                        FAIL_CHECK("dlogits row " << r << " col " << c << ": " << got << " vs " << want);
-                }
-            CHECK(bad == 0);
         }
 }
 
@@ -381,10 +477,16 @@ TEST_CASE_TEMPLATE("index_select_rows gathers the CPU's rows", T, float, double,
         CAPTURE(V); CAPTURE(D); CAPTURE(N);
         Array<T> table = random_array<T>({V, D});
         Array<int64_t> ids = random_ids({N}, V);
-        Array<T> want = filled<T>({N, D}), got = want;
+        Array<T> want = filled<T>({N, D});
         cpu().index_select_rows(want.view(), table.view(), ids.view());
-        emulated::index_select_rows(got.view(), table.view(), ids.view());
-        CHECK(bitwise_equal(got.data, want.data));
+        for (const CudaTarget& t : cuda_targets()) {
+            CAPTURE(t.name);
+            Array<T> got = filled<T>({N, D});
+            OnTarget on(t);
+            t.table->index_select_rows(on(got), on(table), on(ids));
+            on.done();
+            CHECK(bitwise_equal(got.data, want.data));
+        }
     }
 }
 
@@ -396,12 +498,18 @@ TEST_CASE_TEMPLATE("index_add_rows adds repeated ids in position order: bitwise 
         CAPTURE(V); CAPTURE(D); CAPTURE(N);
         Array<T> src = random_array<T>({N, D});
         Array<int64_t> ids = random_ids({N}, V);
-        Array<T> want = random_array<T>({V, D}), got = want, again = want;
+        Array<T> want = random_array<T>({V, D}), start = want;
         cpu().index_add_rows(want.view(), ids.view(), src.view());
-        emulated::index_add_rows(got.view(), ids.view(), src.view());
-        emulated::index_add_rows(again.view(), ids.view(), src.view());
-        CHECK(bitwise_equal(got.data, want.data));
-        CHECK(bitwise_equal(again.data, want.data));
+        for (const CudaTarget& t : cuda_targets()) {
+            CAPTURE(t.name);
+            Array<T> got = start, again = start;
+            OnTarget on(t);
+            t.table->index_add_rows(on(got), on(ids), on(src));
+            t.table->index_add_rows(on(again), on(ids), on(src));
+            on.done();
+            CHECK(bitwise_equal(got.data, want.data));
+            CHECK(bitwise_equal(again.data, want.data));
+        }
     }
 }
 
@@ -417,16 +525,21 @@ TEST_CASE_TEMPLATE("gather_last and scatter_add_last match the CPU; repeated ind
         CAPTURE(rows); CAPTURE(C); CAPTURE(k);
         Array<T> in = random_array<T>({rows, C});
         Array<int64_t> idx = random_ids({rows, k}, C);  // k = 6 > C = 5: repeats in every row
-        Array<T> want = filled<T>({rows, k}), got = want;
+        Array<T> want = filled<T>({rows, k});
         cpu().gather_last(want.view(), in.view(), idx.view());
-        emulated::gather_last(got.view(), in.view(), idx.view());
-        CHECK(bitwise_equal(got.data, want.data));
-
         Array<T> src = random_array<T>({rows, k});
-        Array<T> sum_want = random_array<T>({rows, C}), sum_got = sum_want;
+        Array<T> sum_want = random_array<T>({rows, C}), sum_start = sum_want;
         cpu().scatter_add_last(sum_want.view(), idx.view(), src.view());
-        emulated::scatter_add_last(sum_got.view(), idx.view(), src.view());
-        CHECK(bitwise_equal(sum_got.data, sum_want.data));
+        for (const CudaTarget& t : cuda_targets()) {
+            CAPTURE(t.name);
+            Array<T> got = filled<T>({rows, k}), sum_got = sum_start;
+            OnTarget on(t);
+            t.table->gather_last(on(got), on(in), on(idx));
+            t.table->scatter_add_last(on(sum_got), on(idx), on(src));
+            on.done();
+            CHECK(bitwise_equal(got.data, want.data));
+            CHECK(bitwise_equal(sum_got.data, sum_want.data));
+        }
     }
 }
 
@@ -440,67 +553,76 @@ TEST_CASE_TEMPLATE("topk_last picks the CPU's values and indices, ties by lower 
             CAPTURE(rows); CAPTURE(C); CAPTURE(k); CAPTURE(spread);
             Array<T> in = random_array<T>({rows, C}, -spread, spread);
             for (T& x : in.data) x = T(std::round(double(x)));
-            Array<T> values_want = filled<T>({rows, k}), values_got = values_want;
-            Array<int64_t> indices_want = filled<int64_t>({rows, k}), indices_got = indices_want;
+            Array<T> values_want = filled<T>({rows, k});
+            Array<int64_t> indices_want = filled<int64_t>({rows, k});
             cpu().topk_last(values_want.view(), indices_want.view(), in.view(), k);
-            emulated::topk_last(values_got.view(), indices_got.view(), in.view(), k);
-            CHECK(bitwise_equal(values_got.data, values_want.data));
-            CHECK(indices_got.data == indices_want.data);
+            for (const CudaTarget& t : cuda_targets()) {
+                CAPTURE(t.name);
+                Array<T> values_got = filled<T>({rows, k});
+                Array<int64_t> indices_got = filled<int64_t>({rows, k});
+                OnTarget on(t);
+                t.table->topk_last(on(values_got), on(indices_got), on(in), k);
+                on.done();
+                CHECK(bitwise_equal(values_got.data, values_want.data));
+                CHECK(indices_got.data == indices_want.data);
+            }
         }
 }
 
 TEST_CASE("topk_last: -0.0 and 0.0 tie (lower index first); NaN ranks above +inf") {
-    Array<float> in{{1, 5}, {0.0f, -0.0f, NAN, INFINITY, -0.0f}};
-    Array<float> values = filled<float>({1, 5});
-    Array<int64_t> indices = filled<int64_t>({1, 5});
-    emulated::topk_last(values.view(), indices.view(), in.view(), 5);
-    CHECK(indices.data == std::vector<int64_t>{2, 3, 0, 1, 4});
-    CHECK(std::isnan(values.data[0]));
-    CHECK(!std::signbit(values.data[2]));
-    CHECK(std::signbit(values.data[3]));
+    for (const CudaTarget& t : cuda_targets()) {
+        CAPTURE(t.name);
+        Array<float> in{{1, 5}, {0.0f, -0.0f, NAN, INFINITY, -0.0f}};
+        Array<float> values = filled<float>({1, 5});
+        Array<int64_t> indices = filled<int64_t>({1, 5});
+        OnTarget on(t);
+        t.table->topk_last(on(values), on(indices), on(in), 5);
+        on.done();
+        CHECK(indices.data == std::vector<int64_t>{2, 3, 0, 1, 4});
+        CHECK(std::isnan(values.data[0]));
+        CHECK(!std::signbit(values.data[2]));
+        CHECK(std::signbit(values.data[3]));
+    }
 }
 
 // ---- index errors ---------------------------------------------------------------------------
 
 TEST_CASE("an index out of range is reported with the CPU's message, and the record is cleared") {
-    Array<float> table = random_array<float>({11, 4}), rows = filled<float>({4, 4});
-    Array<int64_t> ids{{4}, {0, 3, 11, 1}};
     const std::string embedding = "embedding: index 11 at position 2 is out of range [0, 11)";
-    CHECK(out_of_range_message([&] { cpu().index_select_rows(rows.view(), table.view(), ids.view()); }) == embedding);
-    CHECK(out_of_range_message([&] { emulated::index_select_rows(rows.view(), table.view(), ids.view()); }) ==
-          embedding);
-    CHECK(rows.data[2 * 4] == 7.0f);  // the bad id's row is skipped
-    CHECK_NOTHROW(emulated::check_device_error());
-
-    ids.data = {2, -1, 2, 0};
     const std::string index_add = "index_add: index -1 at position 1 is out of range [0, 11)";
-    CHECK(out_of_range_message([&] { cpu().index_add_rows(table.view(), ids.view(), rows.view()); }) == index_add);
-    CHECK(out_of_range_message([&] { emulated::index_add_rows(table.view(), ids.view(), rows.view()); }) == index_add);
-
-    Array<float> in = random_array<float>({2, 5}), picked = filled<float>({2, 3});
-    Array<int64_t> idx{{2, 3}, {0, 4, 1, 2, 5, 3}};
     const std::string gather = "gather: index 5 at position 4 is out of range [0, 5)";
-    CHECK(out_of_range_message([&] { cpu().gather_last(picked.view(), in.view(), idx.view()); }) == gather);
-    CHECK(out_of_range_message([&] { emulated::gather_last(picked.view(), in.view(), idx.view()); }) == gather);
     const std::string scatter_add = "scatter_add: index 5 at position 4 is out of range [0, 5)";
-    CHECK(out_of_range_message([&] { cpu().scatter_add_last(in.view(), idx.view(), picked.view()); }) == scatter_add);
-    CHECK(out_of_range_message([&] { emulated::scatter_add_last(in.view(), idx.view(), picked.view()); }) ==
-          scatter_add);
-
-    Array<float> logits = random_array<float>({3, 10}), loss = filled<float>({3}), scale = filled<float>({3}, 1.0f);
-    Array<int64_t> targets{{3}, {4, -100, 10}};
     const std::string cross_entropy = "cross_entropy: index 10 at position 2 is out of range [0, 10)";
-    Array<float> dlogits = filled<float>({3, 10});
-    for (const bool gradient : {false, true}) {
-        const View d = gradient ? dlogits.view() : View{}, s = gradient ? scale.view() : View{};
-        CHECK(out_of_range_message([&] {
-                  cpu().cross_entropy(loss.view(), d, logits.view(), targets.view(), s, -100);
-              }) == cross_entropy);
-        CHECK(out_of_range_message([&] {
-                  emulated::cross_entropy(loss.view(), d, logits.view(), targets.view(), s, -100);
-              }) == cross_entropy);
+    // The CPU first (it throws at once), then each target (at its next synchronize).
+    std::vector<CudaTarget> all{{"cpu", &cpu(), gg::Device::CPU}};
+    all.insert(all.end(), cuda_targets().begin(), cuda_targets().end());
+    for (const CudaTarget& t : all) {
+        CAPTURE(t.name);
+        const gg::Backend& b = *t.table;
+        OnTarget on(t);
+        Array<float> table = random_array<float>({11, 4}), rows = filled<float>({4, 4});
+        Array<int64_t> ids{{4}, {0, 3, 11, 1}}, ids2{{4}, {2, -1, 2, 0}};
+        CHECK(out_of_range_message(b, [&] { b.index_select_rows(on(rows), on(table), on(ids)); }) == embedding);
+        CHECK_NOTHROW(b.synchronize());  // the record is cleared
+        CHECK(out_of_range_message(b, [&] { b.index_add_rows(on(table), on(ids2), on(rows)); }) == index_add);
+
+        Array<float> in = random_array<float>({2, 5}), picked = filled<float>({2, 3});
+        Array<int64_t> idx{{2, 3}, {0, 4, 1, 2, 5, 3}};
+        CHECK(out_of_range_message(b, [&] { b.gather_last(on(picked), on(in), on(idx)); }) == gather);
+        CHECK(out_of_range_message(b, [&] { b.scatter_add_last(on(in), on(idx), on(picked)); }) == scatter_add);
+
+        Array<float> logits = random_array<float>({3, 10}), loss = filled<float>({3}), scale = filled<float>({3}, 1.0f);
+        Array<int64_t> targets{{3}, {4, -100, 10}};
+        Array<float> dlogits = filled<float>({3, 10});
+        for (const bool gradient : {false, true}) {
+            const View d = gradient ? on(dlogits) : View{}, s = gradient ? on(scale) : View{};
+            CHECK(out_of_range_message(b, [&] {
+                      b.cross_entropy(on(loss), d, on(logits), on(targets), s, -100);
+                  }) == cross_entropy);
+        }
+        CHECK_NOTHROW(on.done());
+        CHECK(rows.data[2 * 4] == 7.0f);  // the bad id's row was skipped
     }
-    CHECK_NOTHROW(emulated::check_device_error());
 }
 
 // ---- rms_norm -------------------------------------------------------------------------------
@@ -518,25 +640,30 @@ TEST_CASE_TEMPLATE("rms_norm forward and backward match the CPU; dweight is the 
             CAPTURE(rows); CAPTURE(cols); CAPTURE(which);
             ShiftOne<T> place{which};
             Array<T> x = place(random_array<T>({rows, cols})), w = place(random_array<T>({cols}, 0.5, 1.5));
-            Array<T> y_want = place(filled<T>({rows, cols})), y_got = y_want;
-            Array<T> rstd_want = filled<T>({rows}), rstd_got = rstd_want;
+            Array<T> y_want = place(filled<T>({rows, cols})), y_start = y_want;
+            Array<T> rstd_want = filled<T>({rows});
             cpu().rms_norm_forward(y_want.view(), rstd_want.view(), x.view(), w.view(), rows, cols, 1e-5);
-            emulated::rms_norm_forward(y_got.view(), rstd_got.view(), x.view(), w.view(), rows, cols, 1e-5);
-            CHECK(mismatch(y_got.data, y_want.data) == "");
-            CHECK(mismatch(rstd_got.data, rstd_want.data) == "");
-
             Array<T> dy = place(random_array<T>({rows, cols}));
-            Array<T> dx_want = place(filled<T>({rows, cols})), dx_got = dx_want;
-            Array<T> dw_want = filled<T>({cols}), dw_got = dw_want, dw_again = dw_want;
+            Array<T> dx_want = place(filled<T>({rows, cols})), dx_start = dx_want;
+            Array<T> dw_want = filled<T>({cols});
             cpu().rms_norm_backward(dx_want.view(), dw_want.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
                                     rows, cols);
-            emulated::rms_norm_backward(dx_got.view(), dw_got.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
-                                        rows, cols);
-            emulated::rms_norm_backward(dx_got.view(), dw_again.view(), dy.view(), x.view(), w.view(), rstd_want.view(),
-                                        rows, cols);
-            CHECK(mismatch(dx_got.data, dx_want.data) == "");
-            CHECK(mismatch(dw_got.data, dw_want.data) == "");
-            CHECK(bitwise_equal(dw_got.data, dw_again.data));
+            for (const CudaTarget& t : cuda_targets()) {
+                CAPTURE(t.name);
+                Array<T> y_got = y_start, rstd_got = filled<T>({rows}), dx_got = dx_start;
+                Array<T> dw_got = filled<T>({cols}), dw_again = dw_got;
+                OnTarget on(t);
+                t.table->rms_norm_forward(on(y_got), on(rstd_got), on(x), on(w), rows, cols, 1e-5);
+                // The backward from the CPU's rstd, twice: dw must come back bitwise.
+                t.table->rms_norm_backward(on(dx_got), on(dw_got), on(dy), on(x), on(w), on(rstd_want), rows, cols);
+                t.table->rms_norm_backward(on(dx_got), on(dw_again), on(dy), on(x), on(w), on(rstd_want), rows, cols);
+                on.done();
+                CHECK(mismatch(y_got.data, y_want.data) == "");
+                CHECK(mismatch(rstd_got.data, rstd_want.data) == "");
+                CHECK(mismatch(dx_got.data, dx_want.data) == "");
+                CHECK(mismatch(dw_got.data, dw_want.data) == "");
+                CHECK(bitwise_equal(dw_got.data, dw_again.data));
+            }
         }
 }
 
@@ -549,15 +676,12 @@ TEST_CASE_TEMPLATE("rms_norm dweight's two-level tree: blocks of many rows, seve
     // taken here and with the CPU, and must come back bitwise on a rerun.
     for (const auto& [rows, cols] : {RowShape{4500, 8}, {4500, 13}, {2300, 136}, {600, 1030}}) {
         CAPTURE(rows); CAPTURE(cols);
-        Array<T> x = random_array<T>({rows, cols}), w = random_array<T>({cols}, 0.5, 1.5), dy = random_array<T>({rows, cols});
+        Array<T> x = random_array<T>({rows, cols}), w = random_array<T>({cols}, 0.5, 1.5);
+        Array<T> dy = random_array<T>({rows, cols});
         Array<T> y = filled<T>({rows, cols}), rstd = filled<T>({rows});
         cpu().rms_norm_forward(y.view(), rstd.view(), x.view(), w.view(), rows, cols, 1e-5);
-        Array<T> dx_want = filled<T>({rows, cols}), dx_got = dx_want;
-        Array<T> dw_want = filled<T>({cols}), dw_got = dw_want, dw_again = dw_want;
+        Array<T> dx_want = filled<T>({rows, cols}), dw_want = filled<T>({cols});
         cpu().rms_norm_backward(dx_want.view(), dw_want.view(), dy.view(), x.view(), w.view(), rstd.view(), rows, cols);
-        emulated::rms_norm_backward(dx_got.view(), dw_got.view(), dy.view(), x.view(), w.view(), rstd.view(), rows, cols);
-        emulated::rms_norm_backward(dx_got.view(), dw_again.view(), dy.view(), x.view(), w.view(), rstd.view(), rows,
-                                    cols);
         auto dw_exact = std::vector<T>(size_t(cols));
         for (int64_t c = 0; c < cols; ++c) {
             long double sum = 0;
@@ -565,10 +689,18 @@ TEST_CASE_TEMPLATE("rms_norm dweight's two-level tree: blocks of many rows, seve
                 sum += (long double)dy.data[r * cols + c] * x.data[r * cols + c] * rstd.data[r];
             dw_exact[c] = T(sum);
         }
-        CHECK(mismatch(dx_got.data, dx_want.data) == "");
-        CHECK(mismatch(dw_got.data, dw_want.data) == "");
-        CHECK(mismatch(dw_got.data, dw_exact) == "");
-        CHECK(bitwise_equal(dw_got.data, dw_again.data));
+        for (const CudaTarget& t : cuda_targets()) {
+            CAPTURE(t.name);
+            Array<T> dx_got = filled<T>({rows, cols}), dw_got = filled<T>({cols}), dw_again = dw_got;
+            OnTarget on(t);
+            t.table->rms_norm_backward(on(dx_got), on(dw_got), on(dy), on(x), on(w), on(rstd), rows, cols);
+            t.table->rms_norm_backward(on(dx_got), on(dw_again), on(dy), on(x), on(w), on(rstd), rows, cols);
+            on.done();
+            CHECK(mismatch(dx_got.data, dx_want.data) == "");
+            CHECK(mismatch(dw_got.data, dw_want.data) == "");
+            CHECK(mismatch(dw_got.data, dw_exact) == "");
+            CHECK(bitwise_equal(dw_got.data, dw_again.data));
+        }
     }
 }
 
@@ -581,34 +713,49 @@ constexpr double kUlps = 4 * std::numeric_limits<T>::epsilon();
 TEST_CASE_TEMPLATE("adamw_step over a list follows the CPU's arithmetic over several steps", T, float, double) {
     struct Param {
         int64_t n, offset;
-        Array<T> p, m, v, p_cpu, m_cpu, v_cpu;
+        Array<T> p, m, v;
     };
-    std::vector<Param> params;
-    for (const auto& [n, offset] : list_sizes()) {
+    const auto sizes = list_sizes();
+    std::vector<Param> start;
+    for (const auto& [n, offset] : sizes) {
         const Shape shape{n + offset};
         Array<T> p = random_array<T>(shape), m = filled<T>(shape, T(0));
-        params.push_back({n, offset, p, m, m, p, m, m});
+        start.push_back({n, offset, p, m, m});
     }
-    for (int step = 1; step <= 3; ++step) {
-        std::vector<Array<T>> grads;
-        std::vector<gg::AdamWTensors> on_cpu, on_device;
-        for (size_t i = 0; i < params.size(); ++i) {
-            Param& q = params[i];
-            Array<T>& g = grads.emplace_back(random_array<T>({q.n + q.offset}));
-            const double t = double(step + i % 3);  // each parameter counts its own steps
-            const gg::AdamWStep s{1e-2, 0.9, 0.999, 1e-8, 0.1, 1 - std::pow(0.9, t), 1 - std::pow(0.999, t)};
-            const auto view = [&](Array<T>& a) { return at(a, q.n, q.offset); };
-            on_cpu.push_back({s, view(q.p_cpu), view(g), view(q.m_cpu), view(q.v_cpu)});
-            on_device.push_back({s, view(q.p), view(g), view(q.m), view(q.v)});
+    // Three steps' gradients, drawn before any step; each parameter counts its own steps.
+    std::vector<std::vector<Array<T>>> grads(3);
+    for (auto& step : grads)
+        for (const Param& q : start) step.push_back(random_array<T>({q.n + q.offset}));
+    const auto hyper = [](int step, size_t i) {
+        const double t = double(step + 1 + i % 3);
+        return gg::AdamWStep{1e-2, 0.9, 0.999, 1e-8, 0.1, 1 - std::pow(0.9, t), 1 - std::pow(0.999, t)};
+    };
+    // The three steps on `table`, its tensors' views through `view(array, n, offset)`.
+    const auto run = [&](const gg::Backend& table, std::vector<Param>& params, auto&& view) {
+        for (int step = 0; step < 3; ++step) {
+            std::vector<gg::AdamWTensors> list;
+            for (size_t i = 0; i < params.size(); ++i) {
+                Param& q = params[i];
+                const auto v = [&](Array<T>& a) { return view(a, q.n, q.offset); };
+                list.push_back({hyper(step, i), v(q.p), v(grads[size_t(step)][i]), v(q.m), v(q.v)});
+            }
+            table.adamw_step(list);
         }
-        cpu().adamw_step(on_cpu);
-        emulated::adamw_step(on_device);
-    }
-    for (const Param& q : params) {
-        CAPTURE(q.n); CAPTURE(q.offset);
-        CHECK(mismatch(q.p.data, q.p_cpu.data, kUlps<T>) == "");
-        CHECK(mismatch(q.m.data, q.m_cpu.data, kUlps<T>) == "");
-        CHECK(mismatch(q.v.data, q.v_cpu.data, kUlps<T>) == "");
+    };
+    std::vector<Param> want = start;
+    run(cpu(), want, [](Array<T>& a, int64_t n, int64_t offset) { return at(a, n, offset); });
+    for (const CudaTarget& t : cuda_targets()) {
+        CAPTURE(t.name);
+        std::vector<Param> got = start;
+        OnTarget on(t);
+        run(*t.table, got, [&](Array<T>& a, int64_t n, int64_t offset) { return on.at(a, n, offset); });
+        on.done();
+        for (size_t i = 0; i < got.size(); ++i) {
+            CAPTURE(got[i].n); CAPTURE(got[i].offset);
+            CHECK(mismatch(got[i].p.data, want[i].p.data, kUlps<T>) == "");
+            CHECK(mismatch(got[i].m.data, want[i].m.data, kUlps<T>) == "");
+            CHECK(mismatch(got[i].v.data, want[i].v.data, kUlps<T>) == "");
+        }
     }
 }
 
@@ -618,18 +765,26 @@ TEST_CASE_TEMPLATE("sgd_step follows the CPU's arithmetic over several steps", T
         const Shape shape{n + offset};
         for (const double momentum : {0.0, 0.9}) {
             CAPTURE(momentum);
-            Array<T> q = random_array<T>(shape), buf = filled<T>(shape, T(0));
-            Array<T> q_cpu = q, buf_cpu = buf;
-            // Without momentum there is no buffer: its data pointer is null.
-            auto buffer = [&](Array<T>& b) { return momentum == 0 ? View{} : at(b, n, offset); };
-            for (int t = 0; t < 3; ++t) {
-                Array<T> g = random_array<T>(shape);
-                const gg::SGDStep step{0.05, momentum, 0.01};
-                cpu().sgd_step(step, at(q_cpu, n, offset), at(g, n, offset), buffer(buf_cpu));
-                emulated::sgd_step(step, at(q, n, offset), at(g, n, offset), buffer(buf));
+            const gg::SGDStep step{0.05, momentum, 0.01};
+            const Array<T> q_start = random_array<T>(shape), buf_start = filled<T>(shape, T(0));
+            std::vector<Array<T>> grads;
+            for (int i = 0; i < 3; ++i) grads.push_back(random_array<T>(shape));
+            // Three steps on `table` through `view(array)`; without momentum there is no
+            // buffer: its data pointer is null.
+            const auto run = [&](const gg::Backend& table, Array<T>& q, Array<T>& buf, auto&& view) {
+                for (Array<T>& g : grads) table.sgd_step(step, view(q), view(g), momentum == 0 ? View{} : view(buf));
+            };
+            Array<T> q_cpu = q_start, buf_cpu = buf_start;
+            run(cpu(), q_cpu, buf_cpu, [&](Array<T>& a) { return at(a, n, offset); });
+            for (const CudaTarget& t : cuda_targets()) {
+                CAPTURE(t.name);
+                Array<T> q = q_start, buf = buf_start;
+                OnTarget on(t);
+                run(*t.table, q, buf, [&](Array<T>& a) { return on.at(a, n, offset); });
+                on.done();
+                CHECK(mismatch(q.data, q_cpu.data, kUlps<T>) == "");
+                CHECK(mismatch(buf.data, buf_cpu.data, kUlps<T>) == "");
             }
-            CHECK(mismatch(q.data, q_cpu.data, kUlps<T>) == "");
-            CHECK(mismatch(buf.data, buf_cpu.data, kUlps<T>) == "");
         }
     }
 }
