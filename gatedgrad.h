@@ -8,6 +8,8 @@
 #include "autograd/ops.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
+// The CUDA device's queries; including it also registers Device::CUDA's backend.
+#include "cuda/cuda.h"
 
 #include "nn/attention.h"
 #include "nn/layers.h"

@@ -79,6 +79,10 @@ const Selection& selection() {
     return selected;
 }
 
+void register_cuda_backend() {
+    register_backend_provider(Device::CUDA, [] { return selection().table; }, [] { return selection().error; });
+}
+
 DeviceInfo device_info() {
     return selection().mode == Mode::none ? DeviceInfo{"none"} : selected_build().device_info();
 }

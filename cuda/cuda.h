@@ -2,7 +2,8 @@
 // is, and its memory. Plain C++: no CUDA header is needed to include it.
 //
 // Which table serves Device::CUDA is decided once, when a program first names the device
-// (tensor/backend.cpp asks selection()), never at load time:
+// (backend(Device::CUDA) asks selection(), through the provider registered below), never at
+// load time:
 //   GATEDGRAD_CUDA=emulator  → the emulated build: every CUDA kernel runs on the CPU emulator;
 //   unset                    → the GPU build, when the library has one and
 //                              cudaGetDeviceCount reports a device;
@@ -28,6 +29,16 @@ struct Selection {
 
 // The selection of this process, made on the first call.
 const Selection& selection();
+
+// Registers selection() as Device::CUDA's provider (tensor/backend.h): the tensor layer
+// knows no device but the CPU, so this folder tells it that CUDA exists.
+void register_cuda_backend();
+// Every program that includes this header (gatedgrad.h does) calls it before main. Why not
+// a registrar object in cuda.cpp: the library is a static archive by default, and the linker
+// takes an object file from an archive only when the program names one of its symbols; a
+// program that calls nothing of cuda/ would lose the registrar. This variable names
+// register_cuda_backend, so cuda.cpp is linked wherever the header is included.
+inline const bool cuda_backend_registered = (register_cuda_backend(), true);
 
 // What one build of the library holds, for select().
 struct BuiltIn {

@@ -5,31 +5,42 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda/cuda.h"
-
 namespace gg {
 
 const Backend& cpu_backend_table();  // tensor/cpu_backend.cpp
 
 namespace {
 // Tables registered by hand (register_backend); the CPU's from the start.
-std::map<Device, const Backend*>& registry() {
-    static std::map<Device, const Backend*> tables{{Device::CPU, &cpu_backend_table()}};
-    return tables;
+std::map<Device, const Backend*>& tables() {
+    static std::map<Device, const Backend*> registered{{Device::CPU, &cpu_backend_table()}};
+    return registered;
 }
 
-// The registered table, else for CUDA the one cuda/cuda.h selects on this first use.
+// What each device's folder registered (register_backend_provider).
+struct Provider {
+    const Backend* (*table)();
+    std::string (*why_missing)();
+};
+std::map<Device, Provider>& providers() {
+    static std::map<Device, Provider> registered;
+    return registered;
+}
+
+// The table registered by hand, else the one the device's provider picks.
 const Backend* find(Device device) {
-    const auto it = registry().find(device);
-    if (it != registry().end()) return it->second;
-    return device == Device::CUDA ? cuda::selection().table : nullptr;
+    if (const auto it = tables().find(device); it != tables().end()) return it->second;
+    if (const auto it = providers().find(device); it != providers().end()) return it->second.table();
+    return nullptr;
 }
 }  // namespace
 
 const Backend& backend(Device device) {
     if (const Backend* table = find(device)) return *table;
-    // Only CUDA can be missing: its selection says why, in one line.
-    throw std::runtime_error(cuda::selection().error);
+    // The provider says why its device is missing, in one line.
+    const auto it = providers().find(device);
+    if (it != providers().end()) throw std::runtime_error(it->second.why_missing());
+    throw std::runtime_error(std::string("no ") + device_name(device) +
+                             " backend: nothing in this program registered one (gatedgrad.h does)");
 }
 
 View make_view(void* data, DType dtype, const Shape& shape, const Strides& strides) {
@@ -78,11 +89,15 @@ void check_contiguous_floats(const char* op, std::span<const View> xs) {
 
 bool device_available(Device device) { return find(device) != nullptr; }
 
+void register_backend_provider(Device device, const Backend* (*table)(), std::string (*why_missing)()) {
+    providers()[device] = {table, why_missing};
+}
+
 void register_backend(Device device, const Backend* table) {
     if (table)
-        registry()[device] = table;
+        tables()[device] = table;
     else
-        registry().erase(device);
+        tables().erase(device);
 }
 
 }  // namespace gg

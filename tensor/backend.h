@@ -5,6 +5,7 @@
 // tensor/cpu_backend.cpp; the CUDA table (cuda/) fills in the same struct.
 #pragma once
 #include <span>
+#include <string>
 
 #include "tensor/dtype.h"
 
@@ -192,15 +193,21 @@ struct Backend {
     void (*scale_list)(double factor, std::span<const View> xs);
 };
 
-// The table for a device. CUDA's is chosen on first use (cuda/cuda.h: the GPU, the CPU
-// emulator under GATEDGRAD_CUDA=emulator, or none); without one this throws a one-line
-// "no CUDA device: <why>; ..." error.
+// The table for a device: the CPU's is built in, any other comes from the provider its own
+// folder registered (below). Without a table this throws the provider's one-line reason
+// (for CUDA, "no CUDA device: <why>; ...").
 const Backend& backend(Device device);
 // Whether backend(device) has a table: always for the CPU.
 bool device_available(Device device);
 
-// Serves `device` with `table` from now on, over what cuda/cuda.h would choose; a null
-// table hands the device back to that choice.
+// How a device's folder tells this layer that it exists, so that tensor/ never names its
+// devices: `table` picks the device's table on first use (null when the device is missing)
+// and `why_missing` then says why, in one line. The CUDA folder registers Device::CUDA's
+// (cuda/cuda.h); a second call for the same device replaces the first.
+void register_backend_provider(Device device, const Backend* (*table)(), std::string (*why_missing)());
+
+// Serves `device` with `table` from now on, over what its provider would choose; a null
+// table hands the device back to the provider.
 void register_backend(Device device, const Backend* table);
 
 }  // namespace gg

@@ -4,6 +4,7 @@
 // GATEDGRAD_CUDA unset (tools/gpu-check), the emulated build's under GATEDGRAD_CUDA=emulator
 // (as meson test runs them). backend() throws the selection's reason when there is neither.
 #pragma once
+#include "cuda/cuda.h"  // registers Device::CUDA's backend
 #include "tensor/backend.h"
 
 namespace gg::test {

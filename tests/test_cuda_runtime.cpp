@@ -317,6 +317,30 @@ TEST_CASE("a registered table serves Device::CUDA until it is taken back") {
     CHECK(gg::device_available(gg::Device::CUDA) == before);
 }
 
+namespace {
+// A provider whose device comes and goes, and counts how often it is asked for its table.
+bool fake_device_present = false;
+int provider_calls = 0;
+const gg::Backend* fake_provider_table() {
+    ++provider_calls;
+    return fake_device_present ? &gpu_table : nullptr;
+}
+std::string fake_provider_why() { return "no fake device: unplugged"; }
+}  // namespace
+
+TEST_CASE("a device's provider is asked on use, says why its device is missing, and cuda/ registers its own") {
+    gg::register_backend_provider(gg::Device::CUDA, fake_provider_table, fake_provider_why);
+    CHECK(provider_calls == 0);  // registering asks nothing
+    CHECK_FALSE(gg::device_available(gg::Device::CUDA));
+    CHECK_THROWS_WITH_AS(gg::backend(gg::Device::CUDA), "no fake device: unplugged", std::runtime_error);
+    fake_device_present = true;
+    CHECK(std::string(gg::backend(gg::Device::CUDA).name) == "fake gpu");
+    CHECK(provider_calls == 3);
+    gg::cuda::register_cuda_backend();  // back to this process's selection
+    CHECK(gg::device_available(gg::Device::CUDA) == (gg::cuda::selection().table != nullptr));
+    CHECK(provider_calls == 3);
+}
+
 #if GG_CUDA_GPU
 TEST_CASE("the GPU build's device query says why there is no device, or nothing") {
     // On a machine without a driver this is cudaErrorInsufficientDriver, never a crash.
