@@ -58,8 +58,8 @@ inline CopySetup own_key_hidden() {
 // (Gu et al. 2024, arXiv 2410.10781): the strong sink of the main demo, on five seeds.
 inline CopySetup strong_sink() { return {.name = "a3", .seeds = 5, .lr = 1e-2, .weight_decay = 0.1}; }
 
-// Part (a), copy_task.cpp: the trainings of a setup (a baseline and a G1 model per shape
-// and seed), then, once they have run, the tables and (unless `out` is empty) the files.
+// Part (a), copy_task*.cpp (copy_task.h): the trainings of a setup (a baseline and a G1 model
+// per shape and seed), then, once they have run, the tables and (unless `out` is empty) the files.
 // `demo` prints only the main table, the α curve and one attention map of each model as text.
 std::vector<TrainingJob> copy_task_jobs(const CopySetup& setup, const std::string& scratch);
 void copy_task_report(const CopySetup& setup, const std::vector<std::string>& results, bool demo,

@@ -5,7 +5,7 @@
 // always there and always the same: an attention sink. With a sigmoid gate on the head's
 // output (G1: σ(x W_g) ⊙ softmax(QKᵀ/√dk) V) the head can close instead. Does the sink go?
 //
-// (a) copy_task.cpp — Bigram-Backcopy (nn/train/synthetic.h): only the queries at trigger
+// (a) copy_task*.cpp — Bigram-Backcopy (nn/train/synthetic.h): only the queries at trigger
 //     tokens need to attend (one token back, to copy it); every other query has nothing
 //     useful to read. We train a baseline and a G1 model on the same batches and measure,
 //     separately for the two kinds of queries, where attention goes (BOS, the query itself,

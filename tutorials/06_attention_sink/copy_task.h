@@ -1,0 +1,105 @@
+// copy_task.h — what the files of part (a), Bigram-Backcopy, share: the models a setup
+// trains, what is measured for each kind of query, and what the parent knows of each
+// trained model.
+//   copy_task.cpp          the task and the training of each model (measured along the way)
+//   copy_task_measures.cpp measure_copy: where the attention of each kind of query goes
+//   copy_task_report.cpp   the tables, the curves and the attention as text
+//   copy_task_files.cpp    the files of part (a): JSON, CSV, charts and heat maps
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attention_sink.h"
+#include "common/results.h"
+
+// A model shape: layers × heads.
+struct ModelShape {
+    int64_t layers = 1, heads = 1;
+    std::string name() const { return std::to_string(layers) + "-layer " + std::to_string(heads) + "-head"; }
+    std::string stem() const { return std::to_string(layers) + "x" + std::to_string(heads); }
+};
+
+// One model of the setup: which shape, baseline or G1, which seed. Index order: shape, seed, gate.
+struct CopyRunSpec {
+    ModelShape shape;
+    gg::nn::GatePosition gate;
+    int64_t seed;
+    std::string label() const {
+        return shape.stem() + " " + (gate == gg::nn::GatePosition::none ? "baseline" : "G1") + " seed " +
+               std::to_string(seed);
+    }
+};
+std::vector<CopyRunSpec> run_specs(const CopySetup& s);
+
+// The setup's task, and the training of one of its models.
+gg::nn::BigramBackcopyOptions task_options(const CopySetup& s);
+gg::nn::TrainConfig copy_config(const CopySetup& s, const ModelShape& shape, gg::nn::GatePosition gate, int64_t seed);
+// α of a query that spreads its attention evenly over the keys it sees, averaged over the
+// queries t = 1 … T−1.
+double even_alpha(const CopySetup& s);
+
+// Sums over one kind of query (trigger or not), positions t ≥ 1 (query 0 is BOS itself).
+// Per (layer, head): attention on key 0 (α), on the query's own key t, on key t − 1; the gate.
+struct QueryClass {
+    double count = 0, loss = 0, hits = 0, oracle_loss = 0;
+    // alpha_gated: α times the query's mean gate (α alone for the baseline) — the share of what
+    // reaches W_O that comes from BOS.
+    std::vector<double> alpha, alpha_gated, self, previous, gate;
+
+    void resize(size_t n) {
+        for (auto* v : {&alpha, &alpha_gated, &self, &previous, &gate}) v->assign(n, 0);
+    }
+    double mean_of(const std::vector<double>& v, size_t i) const { return v[i] / count; }
+    double mean_all(const std::vector<double>& v) const {  // over queries, heads and layers
+        double s = 0;
+        for (double x : v) s += x;
+        return s / count / double(v.size());
+    }
+};
+
+struct CopyReport {
+    int64_t L = 0, H = 0;
+    bool gated = false;
+    QueryClass trigger, other;
+    // The value drain: per (layer, head), the mean ‖v‖ of BOS's value vector and of the other
+    // positions' (v = W_V RMSNorm(x) of the head; a sink whose value is small adds little).
+    std::vector<double> value_bos, value_other;
+    double layer_mean(const QueryClass& c, const std::vector<double>& v, int64_t l) const {
+        double s = 0;
+        for (int64_t h = 0; h < H; ++h) s += c.mean_of(v, l * H + h);
+        return s / double(H);
+    }
+    static double mean(const std::vector<double>& v) {
+        double s = 0;
+        for (double x : v) s += x;
+        return s / double(v.size());
+    }
+};
+
+// Runs the model over `batches` validation batches (B, T) with capture on and sorts every
+// query t ≥ 1 by whether its input token is a trigger.
+CopyReport measure_copy(const gg::nn::GatedTransformerLM& model, const gg::nn::BigramBackcopy& data, int64_t batches,
+                        int64_t B, int64_t T);
+
+// The head of layer l with the largest v[l·H + h]: with trigger.previous, the head that
+// copies; with other.alpha, the head that parks non-trigger queries on BOS most.
+int64_t top_head(const CopyReport& r, const std::vector<double>& v, int64_t l);
+
+// What the parent knows of one trained model: the child's curve, and its own measurement.
+struct CopyRun {
+    CopyRunSpec spec;
+    double seconds = 0;
+    tutorial::json curve;
+    CopyReport report;
+    gg::nn::ModelAnalysis analysis;  // analyze()'s per-layer report on the same validation batches
+    std::shared_ptr<gg::nn::GatedTransformerLM> model;
+    std::vector<double> curve_of(const std::string& key) const { return tutorial::json_numbers(curve[key]); }
+};
+
+// The files of part (a) in dir, each named "<setup>_…": the numbers (bigram_backcopy.json,
+// per_layer.csv), the charts of α and of the gate, and heat maps of seed 1.
+void write_copy_results(const std::filesystem::path& dir, const CopySetup& setup, const gg::nn::BigramBackcopy& data,
+                        const std::vector<CopyRun>& runs);

@@ -1,0 +1,88 @@
+// copy_task_measures.cpp — tutorial 06, part (a): what is measured for each kind of query
+// (copy_task.h): where its attention goes, its loss against the best possible, G1's gate,
+// and the size of the value vectors at BOS and elsewhere.
+#include <cmath>
+#include <vector>
+
+#include "common/attention_maps.h"
+#include "copy_task.h"
+
+using namespace gg;
+using namespace gg::nn;
+using namespace tutorial;
+
+namespace {
+
+// The value vectors of layer l, (B, T, H, dk) as floats: the layer's input is the embedding for
+// l = 0 and the previous block's output after that.
+std::vector<float> layer_values(const GatedTransformerLM& model, const Tensor& ids, const LMCapture& capture,
+                                int64_t l) {
+    Tensor x = l == 0 ? model.tok_emb->forward(ids) : capture.hidden[l - 1];  // (B, T, d)
+    if (l == 0 && model.pos_emb) x = x + model.pos_emb->forward(ids.size(1));
+    const TransformerBlock& block = *model.blocks[l];
+    return block.attn->w_v->forward(block.norm1->forward(x)).to_vector<float>();  // (B, T, H·dk)
+}
+
+}  // namespace
+
+CopyReport measure_copy(const GatedTransformerLM& model, const BigramBackcopy& data, int64_t batches, int64_t B,
+                        int64_t T) {
+    NoGradGuard no_grad;
+    CopyReport r;
+    r.L = model.config().n_layers, r.H = model.config().attn.n_heads, r.gated = model.config().attn.gated();
+    const int64_t L = r.L, H = r.H, dk = model.config().d_model / H;
+    r.trigger.resize(L * H), r.other.resize(L * H);
+    r.value_bos.assign(L * H, 0), r.value_other.assign(L * H, 0);
+    for (int64_t i = 0; i < batches; ++i) {
+        const Batch batch = data.val_batch(i, B, T);
+        LMCapture capture;
+        const TokenScores scores = score_tokens(model.forward(batch.inputs, Tensor(), nullptr, &capture).logits, batch.targets);
+        const std::vector<int64_t> x = batch.inputs.to_vector<int64_t>(), y = batch.targets.to_vector<int64_t>();
+        std::vector<std::vector<float>> probs(L), gates(L);
+        for (int64_t l = 0; l < L; ++l) {
+            const AttentionCapture& c = capture.attention[l];
+            probs[l] = c.probs.to_vector<float>();                               // (B, H, T, T)
+            if (r.gated) gates[l] = per_query_gate(c.gate).to_vector<float>();  // (B, H, T)
+            const std::vector<float> v = layer_values(model, batch.inputs, capture, l);  // (B, T, H, dk)
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t h = 0; h < H; ++h) {
+                        const float* row = v.data() + ((b * T + t) * H + h) * dk;
+                        double sq = 0;
+                        for (int64_t e = 0; e < dk; ++e) sq += double(row[e]) * row[e];
+                        (t == 0 ? r.value_bos : r.value_other)[l * H + h] +=
+                            std::sqrt(sq) / double(t == 0 ? B * batches : B * (T - 1) * batches);
+                    }
+        }
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = 1; t < T; ++t) {
+                const int64_t n = b * T + t;
+                const bool trig = data.is_trigger(x[n]);
+                QueryClass& q = trig ? r.trigger : r.other;
+                q.count += 1;
+                q.loss += scores.loss[n];
+                q.hits += scores.hit[n];
+                // the best possible loss: 0 for a copy, −log P(next | token) for the chain
+                q.oracle_loss += trig ? 0.0 : -std::log(data.transition(x[n], y[n]));
+                for (int64_t l = 0; l < L; ++l)
+                    for (int64_t h = 0; h < H; ++h) {
+                        const float* row = probs[l].data() + ((b * H + h) * T + t) * T;  // query t's keys
+                        const size_t i = l * H + h;
+                        const double g = r.gated ? gates[l][(b * H + h) * T + t] : 1.0;
+                        q.alpha[i] += row[0];
+                        q.alpha_gated[i] += row[0] * g;
+                        q.self[i] += row[t];
+                        q.previous[i] += row[t - 1];
+                        q.gate[i] += g;
+                    }
+            }
+    }
+    return r;
+}
+
+int64_t top_head(const CopyReport& r, const std::vector<double>& v, int64_t l) {
+    int64_t best = 0;
+    for (int64_t h = 1; h < r.H; ++h)
+        if (v[l * r.H + h] > v[l * r.H + best]) best = h;
+    return best;
+}
