@@ -1,0 +1,128 @@
+// What the commands share (cli.h): errors and their exit codes, validators, --device, a
+// training config's description.
+#include "cli.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "nn/attention.h"
+#include "nn/untrusted.h"
+#include "tensor/backend.h"
+
+using namespace gg;
+using namespace gg::nn;
+namespace fs = std::filesystem;
+
+std::shared_ptr<dist::ProcessGroup> job;
+bool abort_job_on_error = false;
+
+int run_command(const std::function<int()>& command) {
+    try {
+        return command();
+    } catch (const QuietExit& e) {
+        return e.code;
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "gatedgrad: %s (see --help)\n", one_line(e.what()).c_str());
+        return 2;
+    } catch (const dist::CollectiveAbandoned& e) {
+        // A collective gave up waiting for the other ranks: MPI cannot go on, so the job ends here.
+        const int code = dynamic_cast<const dist::Interrupted*>(&e) ? 128 + stop_requested.load() : 1;
+        std::fflush(stdout);
+        std::fprintf(stderr, "gatedgrad: rank %d: %s\n", job->rank(), one_line(e.what()).c_str());
+        job->abort(code);
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        // Data parallel, a rank that fails alone names itself and ends the job.
+        std::fprintf(stderr, "gatedgrad: %s%s\n",
+                     abort_job_on_error ? ("rank " + std::to_string(job->rank()) + ": ").c_str() : "",
+                     one_line(e.what()).c_str());
+        if (abort_job_on_error) job->abort(1);
+        return 1;
+    }
+}
+
+std::string one_line(std::string text) {
+    for (char& c : text)
+        if (c == '\n' || c == '\r') c = ' ';
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    return printable(text, 2000);
+}
+
+std::string read_file(const std::string& path, std::uintmax_t limit) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) throw std::runtime_error("cannot read " + path + ": not a regular file");
+    if (fs::file_size(path, ec) > limit)
+        throw std::runtime_error("cannot read " + path + ": larger than " + std::to_string(limit) + " bytes");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+double bits(double nats) { return nats / std::log(2.0); }
+
+std::string describe(const TrainConfig& c, int64_t parameters) {
+    const LMConfig& m = c.model;
+    const AttentionOptions& at = m.attn;
+    std::string gate = gate_position_name(at.gate);
+    if (at.gate != GatePosition::none)
+        gate += " (" + gate_function_name(at.gate_fn) + ", " + gate_sharing_name(at.sharing) + ", init " +
+                gate_init_name(at.gate_init) + ")";
+    std::string ffn = !m.ffn ? "none" : m.n_experts > 0 ? std::to_string(m.n_experts) + " experts, top " + std::to_string(m.top_k)
+                                                        : "SwiGLU " + std::to_string(m.ffn_hidden());
+    std::string data;
+    for (const std::string& d : c.data) data += (data.empty() ? "" : " ") + d;
+    char text[1024];
+    std::snprintf(text, sizeof text,
+                  "model     %lld layers, d_model %lld, %lld heads (%lld kv), attention %s%s%s, %s positions, FFN %s\n"
+                  "          %lld parameters\n"
+                  "training  %lld steps, batch %s%lld x %lld tokens, lr %g (warmup %lld, cosine to %g), weight decay %g, "
+                  "clip %g, seed %llu\n"
+                  "          validate every %lld steps, checkpoint every %lld (0: at the end) and every %g minutes\n"
+                  "data      %s\n",
+                  (long long)m.n_layers, (long long)m.d_model, (long long)at.n_heads, (long long)at.kv_heads(), gate.c_str(),
+                  at.qk_norm ? ", qk-norm" : "", at.window > 0 ? (", window " + std::to_string(at.window)).c_str() : "",
+                  m.positions == PositionEncoding::rope ? "RoPE" : "learned", ffn.c_str(), (long long)parameters,
+                  (long long)c.steps,
+                  c.world_size > 1 ? (std::to_string(c.world_size) + " ranks x ").c_str() : "", (long long)c.batch_size,
+                  (long long)c.seq_len, c.lr, (long long)c.warmup,
+                  c.lr * c.min_lr_ratio, c.weight_decay, c.grad_clip, (unsigned long long)c.seed, (long long)c.eval_every,
+                  (long long)c.ckpt_every, c.ckpt_minutes, data.c_str());
+    return text;
+}
+
+CLI::Validator bounded(double low, double high, bool strict) {
+    return CLI::Validator(
+        [=](std::string& value) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(value.c_str(), &end);
+            if (end == value.c_str() || *end != '\0') return "";
+            if (std::isfinite(x) && (strict ? x > low : x >= low) && x <= high) return "";
+            char why[96];
+            if (std::isfinite(high)) std::snprintf(why, sizeof why, "must be between %g and %g", low, high);
+            else std::snprintf(why, sizeof why, "must be a finite number %s %g", strict ? "above" : "at least", low);
+            return why + (", got " + value);
+        },
+        "");
+}
+
+void add_device_option(CLI::App* cmd, std::string& device) {
+    cmd->add_option("--device", device, "where to run: cpu, cuda (the GPU), or auto (cuda when a GPU answers, else cpu)")
+        ->check(CLI::IsMember({"cpu", "cuda", "auto"}, CLI::ignore_case))
+        ->capture_default_str();
+}
+
+Device parse_device(std::string name) {
+    std::ranges::transform(name, name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (name == "auto") return device_available(Device::CUDA) ? Device::CUDA : Device::CPU;
+    if (name != "cuda") return Device::CPU;
+    backend(Device::CUDA);
+    return Device::CUDA;
+}
+
+Device device_of(const Module& model) { return model.parameters().front().device(); }

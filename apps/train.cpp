@@ -1,0 +1,324 @@
+// gatedgrad train — trains a byte-level gated-attention language model (nn/train/trainer.h) on
+// any text, alone or on N processes under mpirun, and writes the run's folder: model.safetensors,
+// log.jsonl, config.json. Its options are one per TrainConfig field; the config they make is in
+// train_config.cpp, the signals that stop a run and the ranks' agreement in train_job.cpp.
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "commands.h"
+#include "cuda/cuda.h"
+#include "dist/process_group.h"
+#include "nn/analysis/plot.h"
+#include "nn/attention.h"
+#include "nn/train/data.h"
+#include "nn/train/run_lock.h"
+#include "nn/transformer.h"
+#include "train.h"
+
+using namespace gg;
+using namespace gg::nn;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string device_label(Device device) { return device == Device::CUDA ? "cuda (" + cuda::device_name() + ")" : "cpu"; }
+
+void add_train(CLI::App& app, TrainArgs& a) {
+    a.cmd = app.add_subcommand("train", "train a language model; writes DIR/model.safetensors, DIR/log.jsonl, DIR/config.json");
+    CLI::App* cmd = a.cmd;
+    CLI::Option* preset = cmd->add_option("--preset", a.preset, "start from a preset: tiny (~0.14M parameters), small (~0.9M) or medium (~15M, for a GPU)")
+                              ->check(CLI::IsMember({"tiny", "small", "medium"}, CLI::ignore_case));
+    cmd->add_option("--config", a.config_file, "start from a TrainConfig JSON file (fields not in it keep their defaults)")
+        ->type_name("FILE")
+        ->excludes(preset);
+    cmd->add_option("--out", a.out, "output directory")->type_name("DIR")->required();
+    CLI::Option* resume =
+        cmd->add_flag("--resume", a.resume, "continue the run in DIR from DIR/model.safetensors (config from DIR/config.json)");
+    cmd->add_flag("--force", a.force, "start a new run in DIR even if one is there, replacing its checkpoint and log")
+        ->excludes(resume);
+    cmd->add_flag("--allow-data-change", a.allow_data_change,
+                  "with --resume: go on although the training data differ from those the run began on")
+        ->needs(resume);
+    cmd->add_flag("--quiet", a.quiet, "print only the final result");
+    cmd->add_option("--rank-timeout", a.rank_timeout,
+                    "under mpirun: end the job when the other ranks give no answer for S seconds (0: 300 s or ten "
+                    "times the slowest step so far, whichever is longer)")
+        ->check(bounded(0, 1e9, false))
+        ->type_name("S");
+    add_device_option(cmd, a.device);
+
+    a.overrides = std::make_unique<Overrides>(cmd);
+    Overrides& o = *a.overrides;
+    using S = std::string;
+    using I = int64_t;
+    o.option<S>("--attn", [](TrainConfig& c, const S& v) { c.model.attn.gate = parse_gate_position(v); },
+                "gate position: baseline, g1..g5 (the walk-through's numbers) or by where the gate sits: sdpa (g1), "
+                "scores-x (g2), scores-query (g3), residual (g4), output (g5), value, key, query; the paper's own G1-G5 "
+                "are sdpa, value, key, query, output (docs/paper.md)")
+        ->check(accepted_by(parse_gate_position));
+    o.option<S>("--gate-fn", [](TrainConfig& c, const S& v) { c.model.attn.gate_fn = parse_gate_function(v); },
+                "gate function: sigmoid, tanh, relu, silu, none")
+        ->check(accepted_by(parse_gate_function));
+    o.option<S>("--gate-sharing", [](TrainConfig& c, const S& v) { c.model.attn.sharing = parse_gate_sharing(v); },
+                "gate sharing: elementwise, headwise, shared")
+        ->check(accepted_by(parse_gate_sharing));
+    o.option<S>("--gate-init", [](TrainConfig& c, const S& v) { c.model.attn.gate_init = parse_gate_init(v); },
+                "gate weight init: zero, normal, kaiming, xavier")
+        ->check(accepted_by(parse_gate_init));
+    o.option<I>("--kv-heads", [](TrainConfig& c, const I& v) { c.model.attn.n_kv_heads = v; },
+                "key/value heads for grouped-query attention (must divide --heads)")
+        ->check(count(1, LMConfigLimits::d_model));
+    o.flag("--qk-norm", [](TrainConfig& c) { c.model.attn.qk_norm = true; }, "RMSNorm on each query and key head");
+    o.option<I>("--window", [](TrainConfig& c, const I& v) { c.model.attn.window = v; },
+                "sliding-window attention over the last N keys (0: full)")
+        ->check(count(0, LMConfigLimits::window));
+    o.option<S>("--positions", [](TrainConfig& c, const S& v) {
+        c.model.positions = v == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
+    }, "position encoding: rope or learned")->check(CLI::IsMember({"rope", "learned"}, CLI::ignore_case));
+    o.option<I>("--layers", [](TrainConfig& c, const I& v) { c.model.n_layers = v; }, "transformer blocks")
+        ->check(count(1, LMConfigLimits::n_layers));
+    o.option<I>("--d-model", [](TrainConfig& c, const I& v) { c.model.d_model = v; }, "model width")
+        ->check(count(1, LMConfigLimits::d_model));
+    o.option<I>("--heads", [](TrainConfig& c, const I& v) { c.model.attn.n_heads = v; }, "attention heads")
+        ->check(count(1, LMConfigLimits::d_model));
+    o.flag("--no-ffn", [](TrainConfig& c) { c.model.ffn = false; }, "attention-only blocks (no feed-forward)");
+    CLI::Option* experts = o.option<I>("--experts", [](TrainConfig& c, const I& v) { c.model.n_experts = v; },
+                                       "mixture of N SwiGLU experts as the feed-forward (0: dense)")
+                               ->check(count(0, LMConfigLimits::n_experts));
+    o.option<I>("--top-k", [](TrainConfig& c, const I& v) { c.model.top_k = v; }, "experts per token")
+        ->check(count(1, LMConfigLimits::n_experts))
+        ->needs(experts);
+    a.steps = o.option<I>("--steps", [](TrainConfig& c, const I& v) { c.steps = v; },
+                          "training steps (a preset's warmup and eval interval keep their share of the run unless given)")
+                  ->check(count(0, kMaxSteps));
+    o.option<I>("--batch", [](TrainConfig& c, const I& v) { c.batch_size = v; },
+                "sequences per batch (per rank under mpirun: N ranks train on N x this)")
+        ->check(count(1, TrainConfigLimits::batch_size));
+    o.option<I>("--seq-len", [](TrainConfig& c, const I& v) { c.seq_len = c.model.max_len = v; },
+                            "tokens per sequence, BOS included")
+                    ->check(count(2, kMaxSeqLen));
+    o.option<double>("--lr", [](TrainConfig& c, const double& v) { c.lr = v; }, "peak learning rate")
+        ->check(kPositive);
+    a.warmup = o.option<I>("--warmup", [](TrainConfig& c, const I& v) { c.warmup = v; }, "linear warmup steps")
+                   ->check(count(0, kMaxSteps));
+    o.option<double>("--weight-decay", [](TrainConfig& c, const double& v) { c.weight_decay = v; }, "AdamW weight decay")
+        ->check(kNonNegative);
+    o.flag("--independent-wd", [](TrainConfig& c) { c.independent_weight_decay = true; },
+           "weight decay independent of the learning rate: each step keeps 1 - weight_decay * lr/peak of every "
+           "weight (Wortsman et al. 2023), not 1 - lr * weight_decay");
+    o.option<double>("--z-loss", [](TrainConfig& c, const double& v) { c.z_loss = v; },
+                     "add this times the mean (log Z)^2 of the output softmax to the loss (0: off)")
+        ->check(kNonNegative);
+    o.option<S>("--precision", [](TrainConfig& c, const S& v) { c.precision = parse_precision(v); },
+                "f32, or bf16: mixed precision as torch.autocast (matmuls and attention in bfloat16 with float32 sums; "
+                "norms, softmax, the loss, the weights and AdamW's moments in float32)")
+        ->check(accepted_by(parse_precision));
+    o.option<double>("--clip", [](TrainConfig& c, const double& v) { c.grad_clip = v; },
+                     "clip the gradient norm to this (0: off)")
+        ->check(kNonNegative);
+    o.option<uint64_t>("--seed", [](TrainConfig& c, const uint64_t& v) { c.seed = v; }, "initialisation and batch order")
+        ->check(kSeed);
+    a.eval_every = o.option<I>("--eval-every", [](TrainConfig& c, const I& v) { c.eval_every = v; },
+                               "validate every N steps (and at the end)")
+                       ->check(count(0, kMaxSteps));
+    o.option<I>("--probe-every", [](TrainConfig& c, const I& v) { c.probe_every = v; },
+                "every N steps, write the largest attention logit, smallest attention entropy, mean gate, output "
+                "log Z and largest activation of a fixed validation batch into log.jsonl (0: never)")
+        ->check(count(0, kMaxSteps));
+    o.option<I>("--ckpt-every", [](TrainConfig& c, const I& v) { c.ckpt_every = v; },
+                "checkpoint every N steps (0: only at the end)")
+        ->check(count(0, kMaxSteps));
+    o.option<double>("--ckpt-minutes", [](TrainConfig& c, const double& v) { c.ckpt_minutes = v; },
+                     "also checkpoint when M minutes have passed since the last checkpoint (0: never)")
+        ->check(kNonNegative)
+        ->type_name("M");
+    o.option<std::vector<S>>("--data", [](TrainConfig& c, const std::vector<S>& v) { c.data = v; },
+                             "text files or folders of them (see Data below)")
+        ->type_name("PATH");
+    o.option<double>("--val-fraction", [](TrainConfig& c, const double& v) { c.split.val_fraction = v; },
+                     "share of the text kept for validation")
+        ->check(bounded(0, 0.5, true));
+    o.option<S>("--split", [](TrainConfig& c, const S& v) { c.split.mode = parse_split_mode(v); },
+                "where validation text is cut off: auto, documents or bytes")
+        ->check(accepted_by(parse_split_mode));
+    show_defaults(cmd);
+    cmd->footer(
+        "Data: each --data PATH is a text file or a folder. A folder gives the files directly in it (not its\n"
+        "subfolders), skipping hidden files and binary ones (with a NUL byte). Each file is cut into documents at\n"
+        "lines holding only \"%\" (the fortunes format); a file without such a line is one document. Then\n"
+        "--split documents sends one document in every round(1/F) to validation (F = --val-fraction: every 10th),\n"
+        "--split bytes the last F of the text (nanoGPT's input.txt split), and --split auto does documents when\n"
+        "there are at least round(1/F) of them, else bytes. The paths are saved absolute in DIR/config.json.\n"
+        "A file named on its own must be text: an empty or binary one, a FIFO or a device is refused, and so is a\n"
+        "file that changes while it is read.\n"
+        "Defaults: those shown, from a plain config; --preset and --config replace them, and flags given replace those.\n"
+        "--resume with another --steps lengthens (or shortens) a run: the learning rate goes on from where the run\n"
+        "stands, along a cosine to its minimum at the new end; a finished run, already at the minimum, stays there.\n"
+        "A resumed run keeps its architecture (--attn, --layers, ... are refused if they differ) and its data (its\n"
+        "files, sizes and a hash of their bytes; --allow-data-change to go on with others); every other setting that\n"
+        "changes is printed before the first step.\n"
+        "Runs that never lose work: DIR/model.safetensors is replaced atomically, every --ckpt-every steps, every\n"
+        "--ckpt-minutes and at the end. The first Ctrl-C (SIGINT) or SIGTERM finishes the step under way, saves a\n"
+        "checkpoint and exits with 130 (SIGINT) or 143 (SIGTERM); a second one exits at once. One process writes a\n"
+        "folder at a time: a second train into it (--force included) is refused, naming the pid that holds it.\n"
+        "Everything is checked before the first step (sizes, memory, data long enough for a batch and for\n"
+        "validation); a run that fails before it starts leaves no new folder behind.\n"
+        "Data parallel: mpirun -np N gatedgrad train ... trains on N processes (one GPU each with --device cuda),\n"
+        "each on --batch sequences of every step's N x --batch, with the gradients averaged: the same steps as one\n"
+        "process with --batch N x B. Rank 0 writes the folder; --resume needs the N the run began with. Before the\n"
+        "first step the ranks check that they agree (the whole config, the data's fingerprint, the step they start\n"
+        "at, --resume/--force), and stop naming the first setting that differs. A rank that dies ends the job; one\n"
+        "that stops answering ends it after --rank-timeout. Either way the last checkpoint stays whole.");
+}
+
+int run_train(const TrainArgs& a) {
+    stop_on_signals();
+    if (dist::launched_by_mpi()) {
+        try {
+            job = dist::init_mpi();
+        } catch (const std::exception&) {  // a build without MPI: every rank fails alike, rank 0 says why
+            if (dist::launcher_rank() > 0) throw QuietExit{1};
+            throw;
+        }
+        // Until the trainer measures its steps: --rank-timeout, or the default.
+        job->set_wait_limits({a.rank_timeout > 0 ? a.rank_timeout : Trainer::kDefaultRankTimeout, 10, &stop_requested});
+    }
+    const int rank = job ? job->rank() : 0, world = job ? job->world_size() : 1;
+    const fs::path dir = fs::path(a.out), ckpt = dir / "model.safetensors";
+    const bool existed = fs::exists(dir);
+    std::optional<RunLock> lock;  // rank 0's, held until the process ends
+    TrainConfig requested;
+    std::optional<TrainConfig> run;
+    std::shared_ptr<const TextDataset> data;
+    std::unique_ptr<Trainer> trainer;
+    std::string changes, resumed_id;
+    Device device = Device::CPU;
+    // Everything that can fail before the first step runs here, on every rank, in two parts
+    // with the collective calls between them; a failure removes the folder this run made, so
+    // that it does not block the next attempt.
+    const auto undo = [&] {  // only by the process holding the folder's lock: never another run's folder
+        std::error_code ec;
+        if (!existed && lock) fs::remove_all(dir, ec);
+    };
+    std::exception_ptr failure;
+    try {
+        requested = train_config(a);
+        requested.world_size = world;
+        if (rank == 0) lock.emplace(dir.string());
+        if (job && a.device.rfind("cuda", 0) == 0) one_gpu_per_rank(job->local_rank());
+        device = parse_device(a.device);
+        if (!a.resume && !a.force)
+            for (const char* name : {"model.safetensors", "log.jsonl", "config.json"})
+                if (fs::exists(dir / name))
+                    throw UsageError(dir.string() + " already holds a run (" + name + "); " +
+                                     (fs::exists(ckpt) ? "pass --resume to continue it or --force to replace it"
+                                                       : "it has no checkpoint to resume from: pass --force to start over"));
+        if (a.resume && !fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
+        run = a.resume ? run_config(dir) : std::nullopt;
+        if (run && run->world_size != world)
+            throw UsageError("the run in " + dir.string() + " trained on " + std::to_string(run->world_size) +
+                             " process(es) and this job has " + std::to_string(world) + ": each step was a batch of " +
+                             std::to_string(run->world_size) + " x " + std::to_string(run->batch_size) +
+                             " sequences; resume it with " +
+                             (run->world_size == 1 ? std::string("one process (no mpirun)")
+                                                   : "mpirun -np " + std::to_string(run->world_size)));
+        resumed_id = run ? run->run_id : "";
+        requested.run_id = run && !run->run_id.empty() ? run->run_id : new_run_id();
+        if (run) changes = resume_changes(*run, requested);
+        const Corpus corpus = load_corpus(requested.data);
+        requested.data_fingerprint = corpus.fingerprint.text();
+        if (run && !run->data_fingerprint.empty() && run->data_fingerprint != requested.data_fingerprint &&
+            !a.allow_data_change)
+            throw std::runtime_error("the training data changed since the run began: " +
+                                     fingerprint_change(run->data_fingerprint, requested.data_fingerprint) +
+                                     "; pass --allow-data-change to go on with these");
+        data = std::make_shared<const TextDataset>(corpus.documents, requested.split);
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    agree_to_start(failure, undo);
+    if (job) requested.run_id = rank0_run_id(requested.run_id);  // a new run's id is drawn on each rank
+    // GPU tensors are reduced by NCCL where this build has it (else through host copies, by MPI).
+    if (job && device != Device::CPU && dist::built_with_nccl()) job = dist::init_nccl(job);
+    try {
+        trainer = std::make_unique<Trainer>(requested, data, device);
+        if (a.resume) trainer->resume(ckpt.string());
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    agree_to_start(failure, undo);
+    if (job) check_ranks_agree(a, *trainer, resumed_id, undo);
+    if (job) trainer->distribute(job);
+    trainer->set_rank_timeout(a.rank_timeout);
+    if (rank == 0) write_text_file((dir / "config.json").string(), trainer->config().to_json() + "\n");
+    const TrainConfig& config = trainer->config();  // resume may restart the schedule
+    const bool quiet = a.quiet || rank != 0;
+    if (!quiet) {
+        std::printf("%s", describe(config, trainer->model().num_parameters()).c_str());
+        if (config.model.attn.gate == GatePosition::sdpa_output)  // the paper's G1: what train builds unless told otherwise
+            std::printf("          (g1 is train's default attention; --attn baseline trains the same model ungated)\n");
+        std::printf("          %s\n", data->split_summary().c_str());
+        std::printf("device    %s%s\n", device_label(device).c_str(),
+                    world > 1 ? (", " + std::to_string(world) + " processes (" + job->backend_name() + ")").c_str() : "");
+        std::printf("run       %s in %s\n", config.run_id.c_str(), dir.string().c_str());
+        const double h = data->unigram_entropy();
+        std::printf("unigram baseline (no context): %.4f nats/byte, %.3f bits/byte\n", h, bits(h));
+        if (a.resume) std::printf("resuming at step %lld\n", (long long)trainer->step());
+    }
+    // Even when quiet: a resumed run that trains otherwise than it began says so.
+    if (rank == 0 && !changes.empty()) std::printf("changed for the rest of the run: %s\n", changes.c_str());
+    if (rank == 0 && !trainer->resume_note().empty()) std::printf("%s\n", trainer->resume_note().c_str());
+    std::fflush(stdout);
+    trainer->stop_on(stop_requested);
+    TrainResult result;
+    try {
+        result = trainer->run(quiet);
+    } catch (const dist::CollectiveAbandoned& e) {  // a rank stopped answering: main() ends the job
+        const int64_t saved = trainer->saved_step();
+        const std::string kept = saved >= 0 ? "; the checkpoint of step " + std::to_string(saved) + " in " + ckpt.string() +
+                                                  " is whole (train --resume goes on from it)"
+                                            : "; no checkpoint was written yet";
+        if (dynamic_cast<const dist::Interrupted*>(&e))
+            throw dist::Interrupted("stopped by " + stop_cause(stop_requested.load(), rank, rank) + " after step " +
+                                    std::to_string(trainer->step()) + " while waiting for the other ranks (" + e.what() +
+                                    ")" + kept);
+        throw dist::RankTimeout(std::string(e.what()) + " (--rank-timeout " +
+                                std::to_string(int64_t(std::ceil(job->wait_limits().timeout_s))) +
+                                "): a rank has stopped or hung; ending the job" + kept);
+    }
+    if (result.stopped) {
+        std::fflush(stdout);
+        if (rank == 0)
+            std::fprintf(stderr, "gatedgrad: stopped by %s after step %lld; saved %s (train --resume --out %s goes on)\n",
+                         stop_cause(result.stop_reason, result.stop_rank, rank).c_str(), (long long)trainer->step(),
+                         ckpt.string().c_str(), dir.string().c_str());
+        return 128 + result.stop_reason;
+    }
+    if (result.diverged) {  // the same on every rank (the loss and weights are): rank 0 says so
+        abort_job_on_error = false;
+        if (rank != 0) throw QuietExit{1};
+        throw std::runtime_error(result.message);
+    }
+    if (result.log_failed) throw std::runtime_error(result.message);  // rank 0's alone: the error ends the job
+    // Nothing left to train (a finished run resumed): measure the model as it is.
+    const double val = result.log.empty() ? trainer->evaluate() : result.final_val_loss;
+    if (rank == 0)
+        std::printf("final validation loss %.4f nats/byte, %.3f bits/byte (step %lld, %.1f s); saved %s\n", val,
+                    bits(val), (long long)trainer->step(), result.seconds, ckpt.string().c_str());
+    return 0;
+}
+
+}  // namespace
+
+Command train_command(CLI::App& app) { return make_command<TrainArgs>(app, add_train, run_train); }
