@@ -11,8 +11,6 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
-#include <optional>
-
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -20,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "dist/patience.h"
 #include "dist/process_group.h"
 
 namespace gg::dist {
@@ -34,39 +33,17 @@ void check(int code, const char* call) {
     throw std::runtime_error(std::string(call) + ": " + std::string(text, length));
 }
 
-// Polls `request` until it completes, or the limits say to give up. The first milliseconds
-// spin (a collective between ready ranks takes microseconds); after that it sleeps a
-// millisecond between polls rather than burn a core waiting for a rank that is not there.
+// Polls `request` until it completes, or the limits say to give up (dist/patience.h). The
+// first milliseconds spin (a collective between ready ranks takes microseconds); after that it
+// sleeps a millisecond between polls rather than burn a core waiting for a rank that is not there.
 void wait(MPI_Request& request, const WaitLimits& limits, const char* op) {
-    using clock = std::chrono::steady_clock;
-    auto start = clock::now(), last_poll = start;
-    std::optional<clock::time_point> stop_seen;
+    Patience patience(op, Patience::clock::now());
     for (;;) {
         int done = 0;
         check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
         if (done) return;
-        const auto now = clock::now();
-        // Over a second between two polls: this process itself was not running (stopped, as by
-        // SIGSTOP, or starved). That time is not the other ranks' silence.
-        if (now - last_poll > std::chrono::seconds(1)) start += now - last_poll;
-        last_poll = now;
-        const double waited = std::chrono::duration<double>(now - start).count();
-        if (limits.stop && limits.stop->load() != 0) {
-            if (!stop_seen) stop_seen = now;
-            const double since = std::chrono::duration<double>(now - *stop_seen).count();
-            if (since > std::min(limits.after_stop_s, limits.timeout_s)) {
-                char text[160];
-                std::snprintf(text, sizeof text, "%s: asked to stop, and the other ranks gave no answer for %.0f s", op,
-                              waited);
-                throw Interrupted(text);
-            }
-        }
-        if (waited > limits.timeout_s) {
-            char text[160];
-            std::snprintf(text, sizeof text, "%s: no answer from the other ranks for %.0f s", op, waited);
-            throw RankTimeout(text);
-        }
-        if (waited > 0.01) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (patience.check(limits, Patience::clock::now()) > 0.01)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
 }
 

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "dist/patience.h"
 #include "gatedgrad.h"
 #include "tests/nn_check.h"
 
@@ -154,6 +155,42 @@ TEST_CASE("dist: with checking on, a collective given other sizes or dtypes on s
     g->all_reduce(same, dist::ReduceOp::sum);  // what agrees still goes through
     CHECK(same.to_vector<float>() == std::vector<float>(6, float(g->world_size())));
     dist::set_checking_collectives(was);
+}
+
+TEST_CASE("dist: a wait gives up after timeout_s of silence, not counting time this process was stopped") {
+    using namespace std::chrono_literals;
+    const auto t0 = dist::Patience::clock::now();
+    dist::WaitLimits limits;
+    limits.timeout_s = 5;
+    {
+        dist::Patience patience("all_reduce on the GPU", t0);
+        double waited = 0;
+        for (auto t = t0; t < t0 + 5s; t += 500ms) waited = patience.check(limits, t);  // looks every 0.5 s
+        CHECK(waited == doctest::Approx(4.5));
+        CHECK_THROWS_WITH_AS(patience.check(limits, t0 + 5100ms),
+                             "all_reduce on the GPU: no answer from the other ranks for 5 s", dist::RankTimeout);
+    }
+    {
+        // Stopped for a minute after 2 s (no look in between): the minute is not the others' silence.
+        dist::Patience patience("all_reduce", t0);
+        for (auto t = t0; t <= t0 + 2s; t += 500ms) patience.check(limits, t);
+        CHECK(patience.check(limits, t0 + 62s) == doctest::Approx(2.0));
+        double waited = 0;
+        for (auto t = t0 + 62500ms; t <= t0 + 65s; t += 500ms) waited = patience.check(limits, t);
+        CHECK(waited == doctest::Approx(5.0));
+        CHECK_THROWS_AS(patience.check(limits, t0 + 65500ms), dist::RankTimeout);
+    }
+    {
+        // A Ctrl-C: the wait ends after_stop_s later, with Interrupted, well before the timeout.
+        std::atomic<int> stop{0};
+        limits.timeout_s = 300, limits.after_stop_s = 2, limits.stop = &stop;
+        dist::Patience patience("broadcast", t0);
+        patience.check(limits, t0 + 500ms);
+        stop = 2;
+        for (auto t = t0 + 1s; t <= t0 + 3s; t += 500ms) CHECK_NOTHROW(patience.check(limits, t));
+        CHECK_THROWS_WITH_AS(patience.check(limits, t0 + 3500ms),
+                             "broadcast: asked to stop, and the other ranks gave no answer for 4 s", dist::Interrupted);
+    }
 }
 
 TEST_CASE("dist: find_disagreement names the first field that differs and the lowest rank, on every rank") {
