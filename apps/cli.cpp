@@ -33,6 +33,7 @@ int run_command(const std::function<int()>& command) {
         const int code = dynamic_cast<const dist::Interrupted*>(&e) ? 128 + stop_requested.load() : 1;
         std::fflush(stdout);
         std::fprintf(stderr, "gatedgrad: rank %d: %s\n", job->rank(), one_line(e.what()).c_str());
+        job_ending = true;
         job->abort(code);
     } catch (const std::exception& e) {
         std::fflush(stdout);
@@ -40,7 +41,7 @@ int run_command(const std::function<int()>& command) {
         std::fprintf(stderr, "gatedgrad: %s%s\n",
                      abort_job_on_error ? ("rank " + std::to_string(job->rank()) + ": ").c_str() : "",
                      one_line(e.what()).c_str());
-        if (abort_job_on_error) job->abort(1);
+        if (abort_job_on_error) job_ending = true, job->abort(1);
         return 1;
     }
 }

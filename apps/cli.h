@@ -37,6 +37,9 @@ extern bool abort_job_on_error;
 // The signal that asked train to stop (0: none), set by train's handler (train_job.cpp): a
 // collective interrupted by it ends the job with 128 + it.
 extern std::atomic<int> stop_requested;
+// Set just before this rank ends the job (MPI_Abort): mpirun then sends every rank SIGTERM,
+// which is the end under way, not a user's second signal, and must not print a line of its own.
+extern std::atomic<bool> job_ending;
 
 // A rank that stops because another rank reported why: it exits with that code, silently.
 struct QuietExit {

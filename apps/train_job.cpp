@@ -32,11 +32,13 @@ namespace fs = std::filesystem;
 // lock-free atomics and call async-signal-safe functions (_exit): it does nothing else.
 // stop_requested holds the signal's number (0: none), stop_sender the pid that sent it.
 std::atomic<int> stop_requested{0}, stop_sender{0};
-static_assert(std::atomic<int>::is_always_lock_free);
+std::atomic<bool> job_ending{false};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
 
 namespace {
 
 extern "C" void on_stop_signal(int signal, siginfo_t* info, void*) {
+    if (job_ending.load()) ::_exit(128 + signal);  // mpirun ending the job this rank aborted: silently
     if (stop_requested.load() != 0) {
         static const char kAtOnce[] =
             "gatedgrad: stopped at once by a second signal; no checkpoint saved for the step under way\n";
@@ -73,10 +75,13 @@ void stop_on_signals() {
 // Open MPI's mpirun turns a SIGINT or SIGTERM it receives into SIGTERM to every rank (it
 // cannot forward SIGINT), so a rank can only say which signal came and from where.
 std::string stop_cause(int signal, int rank, int my_rank) {
-    std::string cause = signal_name(signal);
+    const std::string cause = signal_name(signal);
+    // mpirun passes a Ctrl-C on to every rank as SIGTERM, and whichever rank's arrived first
+    // is the one the ranks learnt of first: when this rank's own SIGTERM came from mpirun too,
+    // the stop was mpirun's, not the other rank's.
+    if (job && signal == SIGTERM && stop_requested.load() == SIGTERM && stop_sender.load() == int(::getppid()))
+        return cause + " from mpirun (which passes a Ctrl-C on as SIGTERM)";
     if (job && rank != my_rank) return cause + " on rank " + std::to_string(rank);
-    if (job && signal == SIGTERM && stop_sender.load() == int(::getppid()))
-        cause += " from mpirun (which passes a Ctrl-C on as SIGTERM)";
     return cause;
 }
 

@@ -167,6 +167,7 @@ TEST_CASE("mpirun: Ctrl-C stops every rank at a step boundary with a checkpoint,
     REQUIRE(wait_until([&] { return waitpid(job, &status, WNOHANG) == job; }, 60));
     const auto lines = app_lines(read_file(tmp.path / "job.err"));
     REQUIRE(lines.size() == 1);  // rank 0's, not one per rank
+    CAPTURE(lines[0]);
     CHECK(lines[0].find("stopped by SIGTERM from mpirun (which passes a Ctrl-C on as SIGTERM) after step") !=
           std::string::npos);
     // mpirun itself exits 1 whenever it was signalled (Open MPI's rule), whatever the ranks return.
@@ -314,7 +315,9 @@ TEST_CASE("mpirun: a Ctrl-C reaches rank 0 while it waits for a stopped rank, an
     if (code < 0) kill(victim, SIGKILL);
     REQUIRE(code >= 0);
     CHECK(code == 130);
-    const auto lines = app_lines(read_file(tmp.path / "job.err"));
+    const std::string err = read_file(tmp.path / "job.err");
+    CAPTURE(err);
+    const auto lines = app_lines(err);
     REQUIRE(lines.size() == 1);
     CHECK(lines[0].find("rank 0: stopped by SIGINT after step") != std::string::npos);
     CHECK(lines[0].find("while waiting for the other ranks") != std::string::npos);
