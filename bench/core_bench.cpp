@@ -3,7 +3,9 @@
 //      matmul (float32 sums) vs the float32 one on the same values,
 //   2. element-wise add and mul bandwidth,
 //   3. what the autograd graph costs per op, on tensors too small for the maths to matter,
-//   4. sampling: time per token and peak memory as the KV cache grows.
+//   4. sampling: time per token and peak memory as the KV cache grows,
+//   5. parsing untrusted JSON (nn/untrusted.h) against nlohmann's plain parse, as a safetensors
+//      header grows.
 // Every figure is the median of several runs after a warm-up; where two things are
 // compared their runs alternate, so that noise (frequency changes, neighbours) hits both.
 #include <cblas.h>
@@ -200,14 +202,35 @@ void bench_sampling() {
         }
 }
 
+// A header of n tensors, as the checks of nn/untrusted.h parse it and as nlohmann's plain parse
+// (no limits, a repeated key kept silently) does. Linear when µs per tensor stays flat as n
+// grows; with a per-value callback it grew with n (46 s at 30k tensors).
+void bench_json() {
+    std::printf("\n5. JSON of a safetensors header with n tensors: parse_untrusted_json vs nlohmann::json::parse\n");
+    std::printf("%8s %8s %14s %14s %10s\n", "n", "MB", "ours us/tensor", "plain us/tensor", "ours/plain");
+    for (int64_t n : {10'000, 100'000, 400'000}) {
+        std::string text = "{";
+        for (int64_t i = 0; i < n; ++i)
+            text.append(i ? ",\"model.layers." : "\"model.layers.")
+                .append(std::to_string(i) + ".weight\":{\"dtype\":\"F32\",\"shape\":[4,4],\"data_offsets\":[" +
+                        std::to_string(64 * i) + "," + std::to_string(64 * i + 64) + "]}");
+        text += "}";
+        const auto [ours, plain] = time_pair(
+            3, [&] { gg::nn::parse_untrusted_json(text); }, [&] { (void)nlohmann::json::parse(text); });
+        std::printf("%8ld %8.1f %14.3f %14.3f %10.2f\n", long(n), double(text.size()) / 1e6, ours / double(n) * 1e6,
+                    plain / double(n) * 1e6, ours / plain);
+    }
+}
+
 }  // namespace
 
 // ./core_bench runs every section; ./core_bench NAME… only those named (matmul, matmul_bf16,
-// matmul_bf16_panels, elementwise, autograd, sampling).
+// matmul_bf16_panels, elementwise, autograd, sampling, json).
 int main(int argc, char** argv) {
     const std::pair<const char*, void (*)()> sections[] = {
         {"matmul", bench_matmul},   {"matmul_bf16", bench_matmul_bf16}, {"matmul_bf16_panels", bench_matmul_bf16_panels},
-        {"elementwise", bench_elementwise}, {"autograd", bench_autograd}, {"sampling", bench_sampling}};
+        {"elementwise", bench_elementwise}, {"autograd", bench_autograd}, {"sampling", bench_sampling},
+        {"json", bench_json}};
     for (int i = 1; i < argc; ++i)
         if (std::ranges::none_of(sections, [&](const auto& s) { return std::strcmp(s.first, argv[i]) == 0; })) {
             std::fprintf(stderr, "core_bench: no section '%s'\n", argv[i]);
