@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -344,6 +345,124 @@ TEST_CASE("bpe: a Split regex that can match nothing still splits and round-trip
     check_round_trip(t, "xxhexx the x", "xxhexx the x");
 }
 
+// A file with the Split steps `regexes`, in order, before ByteLevel.
+json with_splits(const std::vector<std::string>& regexes) {
+    json file = tokenizer_json();
+    json steps = json::array();
+    for (const std::string& regex : regexes)
+        steps.push_back({{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}});
+    steps.push_back(file["pre_tokenizer"]["pretokenizers"][1]);
+    file["pre_tokenizer"]["pretokenizers"] = steps;
+    return file;
+}
+
+TEST_CASE("bpe: Split steps are bounded in number and run one after the other, not nested") {
+    // 80k steps used to recurse once per step in encode, and overflowed the stack.
+    check_rejected(with_splits(std::vector<std::string>(80000, kQwen2Regex)),
+                   {"pre_tokenizer.pretokenizers[16]", "Split step 17", "more than 16"});
+    // 16 are read, and a pre-token cut again by the same regex stays whole.
+    const BpeTokenizer sixteen = BpeTokenizer::from_json(with_splits(std::vector<std::string>(16, kQwen2Regex)).dump());
+    for (const char* text : {"the thing, the world", "I'll  12 你好\n\n"}) {
+        CAPTURE(text);
+        CHECK(sixteen.encode(text) == tokenizer().encode(text));
+    }
+    // Each step cuts what the previous one left: digits, then letters.
+    const BpeTokenizer two = BpeTokenizer::from_json(with_splits({"\\p{N}", "\\p{L}+"}).dump());
+    CHECK(two.encode("ab12ab") == Ids{merged("a", "b"), '1', '2', merged("a", "b")});
+    check_round_trip(two, "the 12 things\n", "the 12 things\n");
+}
+
+TEST_CASE("bpe: the regexes of one text have a budget of time, not one per match") {
+    // Every start inside a run of letters tries every way to split the run in two. Each call
+    // of pcre2_match stays under PCRE2's own match limit, and this 20 KB text took minutes.
+    const BpeTokenizer t = BpeTokenizer::from_json(with_splits({"\\p{L}*\\p{L}*!|x"}).dump());
+    std::string text;
+    for (int i = 0; i < 100; ++i) text += std::string(200, 'a') + "x";
+    std::string message;
+    try {
+        t.encode(text);
+    } catch (const std::runtime_error& e) {
+        message = e.what();
+    }
+    CAPTURE(message);
+    CHECK(message.find("regexes ran past their budget on a 20100-byte text") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+    // The same regex on a text it matches at once costs nothing.
+    CHECK(t.encode("ab!") == Ids{merged("a", "b"), '!'});
+}
+
+TEST_CASE("bpe: a pre-token longer than kMaxWordBytes merges in pieces cut between characters") {
+    const BpeTokenizer t = tokenizer();
+    // "ab" merges, except across the cut after kMaxWordBytes bytes.
+    std::string word(gg::nn::kMaxWordBytes - 1, 'x');
+    word += "ab";
+    Ids ids = t.encode(word);
+    REQUIRE(ids.size() == word.size());
+    CHECK(Ids(ids.end() - 2, ids.end()) == Ids{'a', 'b'});
+    CHECK(t.encode(word.substr(1)).back() == merged("a", "b"));
+    // A cut never splits a character: "你" is E4 BD A0, whose bytes merge whole.
+    std::string chinese(gg::nn::kMaxWordBytes - 1, 'x');
+    chinese += "你";
+    ids = t.encode(chinese);
+    CHECK(ids.back() == merged("\xE4\xBD", "\xA0"));
+    CHECK(ids.size() == gg::nn::kMaxWordBytes);
+    // One word of 50 MB ended in bad_alloc; in pieces, each takes a few MB to merge.
+    const std::string huge(size_t(20) << 20, 'a');
+    CHECK(t.encode(huge).size() == huge.size());
+}
+
+TEST_CASE("bpe: added tokens match leftmost first, then longest, in one pass over the text") {
+    json file = tokenizer_json();
+    const auto add = [&](const char* content, bool normalized = false) {
+        const int64_t id = 1000 + int64_t(file["added_tokens"].size());
+        file["added_tokens"].push_back({{"id", id}, {"content", content}, {"special", !normalized}, {"normalized", normalized}});
+        return id;
+    };
+    const int64_t ab = add("ab"), bcd = add("bcd"), abc = add("abc"), b = add("b");
+    const BpeTokenizer t = BpeTokenizer::from_json(file.dump());
+    CHECK(t.encode("abcd") == Ids{abc, 'd'});                 // leftmost, then longest: not "ab", not "bcd"
+    CHECK(t.encode("xbcd") == Ids{'x', bcd});                // "b" starts there too, "bcd" is longer
+    CHECK(t.encode("abab b") == Ids{ab, ab, ' ', b});
+    CHECK(t.token_id("bcd") == bcd);
+}
+
+TEST_CASE("bpe: 300k added tokens are read, and found in 1 MiB of text, in time linear in both") {
+    // Tried at every byte, one token after the other, 20k added tokens took 108 s on 1 MB of
+    // text; here every byte is a '<' that all 300k tokens begin with, which would take hours.
+    const auto token = [](int i) { return std::string(1, '<').append(std::to_string(i)).append(1, '>'); };
+    json file = tokenizer_json();
+    for (int i = 0; i < 300000; ++i) file["added_tokens"].push_back({{"id", 2000 + i}, {"content", token(i)}, {"special", true}});
+    const BpeTokenizer t = BpeTokenizer::from_json(file.dump());
+    CHECK(t.vocab_size() == 302000);
+    CHECK(t.token_id("<299999>") == 301999);
+    std::string text;
+    for (int i = 0; text.size() < (1 << 20); i = (i + 7919) % 300000) text += "<<<<<<<" + token(i);
+    const Ids ids = t.encode(text);
+    CHECK(t.decode(ids) == text);
+    CHECK(std::count_if(ids.begin(), ids.end(), [](int64_t id) { return id >= 2000; }) > 50000);
+    CHECK(Ids(ids.begin(), ids.begin() + 8) == Ids{'<', '<', '<', '<', '<', '<', '<', 2000});
+}
+
+TEST_CASE("bpe: added tokens with normalized set are matched after the normalizer, as in Hugging Face") {
+    json file = tokenizer_json();  // its normalizer is NFC
+    // "é" composed (C3 A9) and decomposed (65 CC 81); HF normalizes the content of a normalized token too.
+    file["added_tokens"].push_back({{"id", 1000}, {"content", "caf\x65\xCC\x81"}, {"special", false}, {"normalized", true}});
+    file["added_tokens"].push_back({{"id", 1001}, {"content", "<b>"}, {"special", true}, {"normalized", false}});
+    file["added_tokens"].push_back({{"id", 1002}, {"content", "a<b"}, {"special", false}, {"normalized", true}});
+    file["added_tokens"].push_back({{"id", 1003}, {"content", "n\xCC\x83o"}, {"special", true}, {"normalized", false}});
+    const BpeTokenizer t = BpeTokenizer::from_json(file.dump());
+    CHECK(t.encode("caf\xC3\xA9!") == Ids{1000, '!'});
+    CHECK(t.encode("caf\x65\xCC\x81!") == Ids{1000, '!'});
+    // The raw tokens split the text first: "<b>" wins over the normalized "a<b" that starts earlier.
+    CHECK(t.encode("a<b>") == Ids{'a', 1001});
+    CHECK(t.encode("a<b") == Ids{1002});
+    // A raw token is matched before NFC would compose it away ("ñ" is n + U+0303 decomposed).
+    CHECK(t.encode("n\xCC\x83o") == Ids{1003});
+    // Its content twice is refused.
+    file["added_tokens"].push_back({{"id", 1004}, {"content", "<b>"}, {"special", true}});
+    check_rejected(file, {"added_tokens[6]", "added_tokens[3]", "<b>"});
+}
+
 TEST_CASE("bpe: decode names an id that names no token") {
     const BpeTokenizer t = tokenizer();
     CHECK(t.decode({'t', merged("h", "e"), kEndOfText}) == "the<|endoftext|>");
@@ -481,3 +600,4 @@ TEST_CASE("bpe: the ids of a file, for tests/reference/bpe_reference.py") {
         fs::remove_all(scratch);
     }
 }
+
