@@ -1,6 +1,8 @@
 #include "nn/text/bpe.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include <doctest/doctest.h>
+#include <pcre2.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -145,6 +147,13 @@ void check_rejected(const json& file, std::initializer_list<const char*> words) 
 void check_round_trip(const BpeTokenizer& t, const std::string& text, const std::string& expected) {
     CAPTURE(text);
     CHECK(t.decode(t.encode(text)) == expected);
+}
+
+std::string encode_utf8(uint32_t c) {
+    if (c < 0x80) return std::string(1, char(c));
+    if (c < 0x800) return {char(0xC0 | c >> 6), char(0x80 | (c & 0x3F))};
+    if (c < 0x10000) return {char(0xE0 | c >> 12), char(0x80 | (c >> 6 & 0x3F)), char(0x80 | (c & 0x3F))};
+    return {char(0xF0 | c >> 18), char(0x80 | (c >> 12 & 0x3F)), char(0x80 | (c >> 6 & 0x3F)), char(0x80 | (c & 0x3F))};
 }
 
 std::string read_all(const std::string& path) {
@@ -601,3 +610,76 @@ TEST_CASE("bpe: the ids of a file, for tests/reference/bpe_reference.py") {
     }
 }
 
+// ---------------------------------------------------------------- against Hugging Face's tokenizers
+// tests/reference/tokenizers/compare.mjs runs the two cases below (--no-skip): the first tells
+// it which code points PCRE2's Unicode tables leave unassigned, the second checks our ids
+// against the ones Hugging Face's tokenizers gave, text by text, vocabulary by vocabulary.
+
+TEST_CASE("bpe: the code points PCRE2 does not know, for compare.mjs" * doctest::skip()) {
+    const char* out = std::getenv("GG_BPE_UNKNOWN_OUT");
+    REQUIRE(out != nullptr);
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    const std::string regex = "^\\p{Cn}$";
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(regex.data()), regex.size(), PCRE2_UTF, &error, &offset, nullptr);
+    REQUIRE(code != nullptr);
+    pcre2_match_data* match = pcre2_match_data_create(1, nullptr);
+    json ranges = json::array();
+    for (uint32_t c = 0; c <= 0x10FFFF; ++c) {
+        if (c >= 0xD800 && c <= 0xDFFF) continue;
+        const std::string utf8 = encode_utf8(c);
+        if (pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(utf8.data()), utf8.size(), 0, 0, match, nullptr) < 0) continue;
+        if (!ranges.empty() && ranges.back()[1] == c - 1)
+            ranges.back()[1] = c;
+        else
+            ranges.push_back({c, c});
+    }
+    pcre2_match_data_free(match);
+    pcre2_code_free(code);
+    std::ofstream(out) << ranges.dump();
+    CHECK(ranges.size() > 100);  // Unicode 14 leaves some 830k code points in some 700 ranges unassigned
+}
+
+TEST_CASE("bpe: real vocabularies, id for id with Hugging Face's tokenizers" * doctest::skip()) {
+    const char* folder = std::getenv("GG_BPE_HF_CASES");
+    REQUIRE(folder != nullptr);
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(folder))
+        if (entry.path().filename().string().rfind("cases-", 0) == 0) files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    REQUIRE(files.size() >= 4);
+    for (const fs::path& file : files) {
+        const json reference = json::parse(read_all(file.string()));
+        const std::string vocabulary = reference["vocabulary"];
+        const auto start = std::chrono::steady_clock::now();
+        const BpeTokenizer t = BpeTokenizer::from_file(reference["tokenizer"]);
+        const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        size_t same = 0, newer_differ = 0, bytes = 0;
+        for (const json& c : reference["cases"]) {
+            const std::string name = c["name"], text = c["text"], decoded = c["decoded"];
+            const Ids expected = c["ids"].get<Ids>();
+            const Ids ids = t.encode(text);
+            bytes += text.size();
+            CAPTURE(vocabulary);
+            CAPTURE(name);
+            CHECK(t.decode(expected) == decoded);
+            if (ids == expected) {
+                ++same;
+                continue;
+            }
+            if (c["newer_unicode"].get<bool>()) {  // its twin without those code points is checked instead
+                ++newer_differ;
+                continue;
+            }
+            const size_t at = size_t(std::mismatch(ids.begin(), ids.end(), expected.begin(), expected.end()).first - ids.begin());
+            const auto window = [&](const Ids& v) { return Ids(v.begin() + std::ptrdiff_t(std::min(at, v.size())), v.begin() + std::ptrdiff_t(std::min(at + 8, v.size()))); };
+            CAPTURE(at);
+            CHECK(window(ids) == window(expected));
+            CHECK(ids.size() == expected.size());
+        }
+        std::printf("%-12s %zu of %zu texts (%.2f MB) id for id; %zu with code points newer than PCRE2's Unicode differ; "
+                    "loaded in %.2f s (Hugging Face: %.2f s)\n",
+                    vocabulary.c_str(), same, reference["cases"].size(), double(bytes) / 1e6, newer_differ, load_s,
+                    reference["reference_load_s"].get<double>());
+    }
+}
