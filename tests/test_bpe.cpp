@@ -126,23 +126,25 @@ int64_t merged(const std::string& a, const std::string& b) {
     throw std::logic_error("no merge " + a + " + " + b + " in the test's list");
 }
 
-// The message from_json throws for `file`, or "" where it accepts it.
-std::string rejection(const json& file) {
+// The message from_json throws for the file's text, or "" where it accepts it.
+std::string rejection(const std::string& text) {
     try {
-        BpeTokenizer::from_json(file.dump());
+        BpeTokenizer::from_json(text);
     } catch (const std::invalid_argument& e) {
         return e.what();
     }
     return "";
 }
 
-void check_rejected(const json& file, std::initializer_list<const char*> words) {
-    const std::string message = rejection(file);
+void check_rejected(const std::string& text, std::initializer_list<const char*> words) {
+    const std::string message = rejection(text);
     CAPTURE(message);
     CHECK(message.rfind("BpeTokenizer: tokenizer.json: ", 0) == 0);
     CHECK(message.find('\n') == std::string::npos);
     for (const char* w : words) CHECK(message.find(w) != std::string::npos);
 }
+
+void check_rejected(const json& file, std::initializer_list<const char*> words) { check_rejected(file.dump(), words); }
 
 void check_round_trip(const BpeTokenizer& t, const std::string& text, const std::string& expected) {
     CAPTURE(text);
@@ -470,6 +472,26 @@ TEST_CASE("bpe: added tokens with normalized set are matched after the normalize
     // Its content twice is refused.
     file["added_tokens"].push_back({{"id", 1004}, {"content", "<b>"}, {"special", true}});
     check_rejected(file, {"added_tokens[6]", "added_tokens[3]", "<b>"});
+}
+
+TEST_CASE("bpe: a file whose large tables the scan cannot find is read from the JSON tree, the same") {
+    // The scan (json_stream.h) knows keys only as written plainly; JSON may escape any letter.
+    const std::string text = tokenizer_json().dump();
+    const auto with_escape = [&](const std::string& key, const std::string& escaped) {
+        std::string t = text;
+        t.replace(t.find(key), key.size(), escaped);
+        return t;
+    };
+    for (const auto& [key, escaped] : std::vector<std::pair<std::string, std::string>>{
+             {"\"vocab\"", "\"voc\\u0061b\""}, {"\"merges\"", "\"merge\\u0073\""}, {"\"model\"", "\"mod\\u0065l\""}}) {
+        CAPTURE(escaped);
+        const BpeTokenizer t = BpeTokenizer::from_json(with_escape(key, escaped));
+        CHECK(t.encode("the thing, the world") == tokenizer().encode("the thing, the world"));
+    }
+    // Cut out, the tables are checked as strictly as in the tree.
+    check_rejected(with_escape("\"merges\":[", "\"merges\":[[[\"a\"]],"), {"model.merges[0]", "neither"});
+    check_rejected(with_escape("\"vocab\":{", "\"vocab\":{\"zz\":[1],"), {"model.vocab['zz']", "not a token id"});
+    check_rejected(with_escape("\"vocab\":{", "\"vocab\":{\"a\":1,"), {"model.vocab has the token 'a' twice"});
 }
 
 TEST_CASE("bpe: decode names an id that names no token") {
