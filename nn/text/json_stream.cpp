@@ -97,17 +97,23 @@ struct TableErrors {
 
 // nlohmann's parser calls one of these for each value, key and bracket (its SAX interface).
 // Each handler keeps only its depth and the value in hand.
-class VocabEvents {
+// The events of a single value, each passed on as one json to Events::value.
+template <class Events>
+struct ValueEvents {
+    bool null() { return self().value(nullptr); }
+    bool boolean(bool b) { return self().value(b); }
+    bool number_integer(json::number_integer_t n) { return self().value(n); }
+    bool number_unsigned(json::number_unsigned_t n) { return self().value(n); }
+    bool number_float(json::number_float_t x, const std::string&) { return self().value(x); }
+    bool string(json::string_t& s) { return self().value(std::move(s)); }
+    bool binary(json::binary_t&) { return self().value(nullptr); }
+    Events& self() { return static_cast<Events&>(*this); }
+};
+
+class VocabEvents : public ValueEvents<VocabEvents> {
 public:
     using Entry = std::function<void(std::string&, const json&)>;
     VocabEvents(const Entry& entry, const TableErrors& errors) : entry_(entry), errors_(errors) {}
-    bool null() { return value(nullptr); }
-    bool boolean(bool b) { return value(b); }
-    bool number_integer(json::number_integer_t n) { return value(n); }
-    bool number_unsigned(json::number_unsigned_t n) { return value(n); }
-    bool number_float(json::number_float_t x, const std::string&) { return value(x); }
-    bool string(json::string_t& s) { return value(s); }
-    bool binary(json::binary_t&) { return value(nullptr); }
     bool start_object(std::size_t) { return open(json::object()); }
     bool start_array(std::size_t) { return open(json::array()); }
     bool end_object() { return --depth_, true; }
@@ -119,6 +125,7 @@ public:
     bool parse_error(std::size_t, const std::string&, const json::exception& e) { errors_.not_json(e); }
 
 private:
+    friend struct ValueEvents<VocabEvents>;
     bool value(const json& v) {
         if (depth_ == 0) errors_.fail("is not a JSON object");
         if (depth_ == 1) entry_(key_, v);
@@ -136,17 +143,10 @@ private:
     size_t depth_ = 0;
 };
 
-class MergeEvents {
+class MergeEvents : public ValueEvents<MergeEvents> {
 public:
     using Merge = std::function<void(size_t, const json&)>;
     MergeEvents(const Merge& merge, const TableErrors& errors) : merge_(merge), errors_(errors) {}
-    bool null() { return value(nullptr); }
-    bool boolean(bool b) { return value(b); }
-    bool number_integer(json::number_integer_t n) { return value(n); }
-    bool number_unsigned(json::number_unsigned_t n) { return value(n); }
-    bool number_float(json::number_float_t x, const std::string&) { return value(x); }
-    bool string(json::string_t& s) { return value(std::move(s)); }
-    bool binary(json::binary_t&) { return value(nullptr); }
     bool start_object(std::size_t) { return open(false); }
     bool start_array(std::size_t) { return open(true); }
     bool end_object() { return close(); }
@@ -155,6 +155,7 @@ public:
     bool parse_error(std::size_t, const std::string&, const json::exception& e) { errors_.not_json(e); }
 
 private:
+    friend struct ValueEvents<MergeEvents>;
     // An element of the list: a string, or the strings of an array, which stays null once it
     // holds anything else (merge refuses both).
     bool value(json&& v) {

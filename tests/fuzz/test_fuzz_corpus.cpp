@@ -13,42 +13,40 @@
 
 namespace fs = std::filesystem;
 
-TEST_CASE("fuzz corpus: every seed and regression file loads or fails cleanly") {
+namespace {
+
+std::string read_all(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    return bytes.str();
+}
+
+// Each file of `folder` (tests run from the source root) through `load`: none may show a problem.
+void replay(const char* folder, size_t at_least, std::vector<std::string> (*load)(std::string_view)) {
     std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator("tests/fuzz/corpus"))  // tests run from the source root
+    for (const auto& entry : fs::directory_iterator(folder))
         if (entry.is_regular_file()) files.push_back(entry.path());
     std::sort(files.begin(), files.end());
-    REQUIRE(files.size() >= 20);
+    REQUIRE(files.size() >= at_least);
     for (const fs::path& file : files) {
         CAPTURE(file.filename().string());
-        std::ifstream in(file, std::ios::binary);
-        std::stringstream bytes;
-        bytes << in.rdbuf();
-        const std::vector<std::string> problems = gg::fuzz::load_untrusted(bytes.str());
+        const std::vector<std::string> problems = load(read_all(file));
         CHECK_MESSAGE(problems.empty(), (problems.empty() ? "" : problems.front()));
     }
+}
+
+}  // namespace
+
+TEST_CASE("fuzz corpus: every seed and regression file loads or fails cleanly") {
+    replay("tests/fuzz/corpus", 20, gg::fuzz::load_untrusted);
     // The seeds are real checkpoints: at least one of them must load as a model.
     CHECK_NOTHROW(gg::nn::load_model("tests/fuzz/corpus/seed_trained.safetensors", gg::fuzz::kMemory));
 }
 
 TEST_CASE("fuzz corpus: every tokenizer seed and regression file reads and encodes or fails cleanly") {
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator("tests/fuzz/corpus/tokenizer"))
-        if (entry.is_regular_file()) files.push_back(entry.path());
-    std::sort(files.begin(), files.end());
-    REQUIRE(files.size() >= 8);
-    for (const fs::path& file : files) {
-        CAPTURE(file.filename().string());
-        std::ifstream in(file, std::ios::binary);
-        std::stringstream bytes;
-        bytes << in.rdbuf();
-        const std::vector<std::string> problems = gg::fuzz::load_tokenizer(bytes.str());
-        CHECK_MESSAGE(problems.empty(), (problems.empty() ? "" : problems.front()));
-    }
+    replay("tests/fuzz/corpus/tokenizer", 8, gg::fuzz::load_tokenizer);
     // The seeds are tokenizers: at least one of them must read.
-    std::ifstream seed("tests/fuzz/corpus/tokenizer/seed_qwen2_nfc.json", std::ios::binary);
-    std::stringstream text;
-    text << seed.rdbuf();
-    const std::string json = text.str();
-    CHECK_NOTHROW(gg::nn::BpeTokenizer::from_json(json.substr(0, json.find(std::string("\0\0", 2)))));
+    const std::string seed = read_all("tests/fuzz/corpus/tokenizer/seed_qwen2_nfc.json");
+    CHECK_NOTHROW(gg::nn::BpeTokenizer::from_json(seed.substr(0, seed.find(std::string("\0\0", 2)))));
 }
