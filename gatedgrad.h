@@ -12,6 +12,7 @@
 #include "cuda/cuda.h"
 
 #include "nn/attention.h"
+#include "nn/files.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "nn/moe.h"

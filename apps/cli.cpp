@@ -6,8 +6,6 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "nn/attention.h"
 #include "nn/untrusted.h"
@@ -51,18 +49,6 @@ std::string one_line(std::string text) {
         if (c == '\n' || c == '\r') c = ' ';
     while (!text.empty() && text.back() == ' ') text.pop_back();
     return printable(text, 2000);
-}
-
-std::string read_file(const std::string& path, std::uintmax_t limit) {
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) throw std::runtime_error("cannot read " + path + ": not a regular file");
-    if (fs::file_size(path, ec) > limit)
-        throw std::runtime_error("cannot read " + path + ": larger than " + std::to_string(limit) + " bytes");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot read " + path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
 }
 
 double bits(double nats) { return nats / std::log(2.0); }

@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "dist/process_group.h"
+#include "nn/files.h"
 #include "nn/module.h"
 #include "nn/train/trainer.h"
 #include "nn/transformer.h"
@@ -55,9 +56,9 @@ int run_command(const std::function<int()>& command);
 
 std::string one_line(std::string text);
 
-// The text of a small file (a config): a regular file of at most `limit` bytes, so that
-// --config /dev/zero fails at once instead of reading forever.
-std::string read_file(const std::string& path, std::uintmax_t limit = 1 << 20);
+// The most a config file (train --config, a run's config.json) may hold, for nn::read_file:
+// one is a few KB, so --config /dev/zero or a log given by mistake fails at once.
+constexpr uint64_t kMaxConfigFileBytes = 1 << 20;
 
 double bits(double nats);
 

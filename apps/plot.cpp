@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "nn/analysis/plot.h"
+#include "nn/files.h"
 #include "nn/analysis/report.h"
 #include "nn/analysis/training_log.h"
 
@@ -55,7 +56,7 @@ int run_plot(const PlotArgs& a) {
     chart.title = a.title;
     chart.x_label = "training step";
     chart.y_label = "loss (nats/byte)";
-    write_text_file(a.out, svg_line_chart(series, chart));
+    write_file_atomically(a.out, svg_line_chart(series, chart));
     const size_t points = ReportOptions{}.max_points;
     std::printf("wrote %s (%zu run%s%s)\n", a.out.c_str(), a.logs.size(), a.logs.size() == 1 ? "" : "s",
                 longest <= points ? ""

@@ -18,6 +18,7 @@
 #include "model_options.h"
 #include "nn/analysis/analysis.h"
 #include "nn/analysis/plot.h"
+#include "nn/files.h"
 #include "nn/analysis/report.h"
 #include "nn/analysis/training_log.h"
 #include "nn/attention.h"
@@ -133,7 +134,7 @@ RunReport measure_run(const RunFiles& f, const ReportArgs& a, const RunReport* l
     if (!f.has_ckpt) {
         std::error_code ec;
         if (fs::exists(f.config, ec)) {
-            const std::string json = read_file(f.config.string());
+            const std::string json = read_file(f.config.string(), kMaxConfigFileBytes);
             const TrainConfig config = TrainConfig::from_json(json);
             run.gate = gate_position_name(config.model.attn.gate);
             run.settings = run_settings(json);
@@ -171,7 +172,7 @@ RunReport measure_run(const RunFiles& f, const ReportArgs& a, const RunReport* l
 bool finished(const RunFiles& f, const RunReport& run) {
     std::error_code ec;
     if (!f.has_ckpt || !fs::exists(f.config, ec)) return false;
-    return run.log.step.back() >= double(TrainConfig::from_json(read_file(f.config.string())).steps);
+    return run.log.step.back() >= double(TrainConfig::from_json(read_file(f.config.string(), kMaxConfigFileBytes)).steps);
 }
 
 int run_report(const ReportArgs& a) {
@@ -193,7 +194,7 @@ int run_report(const ReportArgs& a) {
         if (runs.size() == 2 && runs[0].name == runs[1].name) runs[0].name += " (1)", runs[1].name += " (2)";
         ReportOptions options;
         if (a.watch > 0 && !all_finished) options.refresh_seconds = int(a.watch);
-        write_text_file(out, report_html(runs, options));
+        write_file_atomically(out, report_html(runs, options));
         size_t maps = 0;
         std::string steps;
         for (const RunReport& run : runs) {

@@ -73,7 +73,7 @@ int run_sample_hf(const SampleArgs& a, const std::string& text_in) {
 
 int run_sample(const SampleArgs& a) {
     const Device device = parse_device(a.device);
-    const std::string text_in = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file, std::uintmax_t(1) << 30);
+    const std::string text_in = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file, uint64_t(1) << 30);
     if (!a.hf.empty()) return run_sample_hf(a, text_in);
     if (a.ckpt.empty()) throw UsageError("give --ckpt FILE (a checkpoint of train) or --hf DIR (a Hugging Face model)");
     const auto model = load_model(a.ckpt);

@@ -17,6 +17,7 @@
 #include "model_options.h"
 #include "nn/analysis/analysis.h"
 #include "nn/analysis/plot.h"
+#include "nn/files.h"
 #include "nn/attention.h"
 #include "nn/transformer.h"
 #include "tensor/random.h"
@@ -116,8 +117,8 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     chart.y_label = "mean attention to position 0 (fraction)";
     chart.reference_y = analysis.threshold;
     chart.reference_label = "sink threshold";
-    write_text_file((dir / "first_token_share.svg").string(), svg_bar_chart(groups, heads, chart));
-    write_text_file((dir / "first_token_share.csv").string(), csv_table(header, rows));
+    write_file_atomically((dir / "first_token_share.svg").string(), svg_bar_chart(groups, heads, chart));
+    write_file_atomically((dir / "first_token_share.csv").string(), csv_table(header, rows));
 }
 
 // The report on a Hugging Face model: sequences of its own tokenizer's ids, whose first token is
@@ -147,7 +148,7 @@ int run_sink_hf(SinkArgs& a) {
         std::printf("wrote %s/layer<l>_head<h>.png, first_token_share.svg, first_token_share.csv\n", a.png_dir.c_str());
     }
     if (!a.json_file.empty()) {
-        write_text_file(a.json_file, analysis.to_json() + "\n");
+        write_file_atomically(a.json_file, analysis.to_json() + "\n");
         std::printf("wrote %s\n", a.json_file.c_str());
     }
     return 0;
@@ -169,7 +170,7 @@ int run_sink(SinkArgs& a) {
         std::printf("wrote %s/layer<l>_head<h>.png, first_token_share.svg, first_token_share.csv\n", a.png_dir.c_str());
     }
     if (!a.json_file.empty()) {
-        write_text_file(a.json_file, analysis.to_json() + "\n");
+        write_file_atomically(a.json_file, analysis.to_json() + "\n");
         std::printf("wrote %s\n", a.json_file.c_str());
     }
     return 0;

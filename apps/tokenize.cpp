@@ -44,7 +44,7 @@ int run_tokenize(const TokenizeArgs& a) {
     const BpeTokenizer tokenizer = BpeTokenizer::from_file(fs::is_directory(a.tokenizer) ? in_folder.string() : a.tokenizer);
     std::string input = a.text;
     if (!a.file.empty()) {
-        input = read_file(a.file, std::uintmax_t(1) << 32);
+        input = read_file(a.file, uint64_t(1) << 32);
     } else if (a.cmd->count("--text") == 0) {
         std::stringstream in;
         in << std::cin.rdbuf();

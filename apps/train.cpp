@@ -19,7 +19,7 @@
 #include "commands.h"
 #include "cuda/cuda.h"
 #include "dist/process_group.h"
-#include "nn/analysis/plot.h"
+#include "nn/files.h"
 #include "nn/attention.h"
 #include "nn/train/data.h"
 #include "nn/train/run_lock.h"
@@ -261,7 +261,7 @@ int run_train(const TrainArgs& a) {
     if (job) check_ranks_agree(a, *trainer, resumed_id, undo);
     if (job) trainer->distribute(job);
     trainer->set_rank_timeout(a.rank_timeout);
-    if (rank == 0) write_text_file((dir / "config.json").string(), trainer->config().to_json() + "\n");
+    if (rank == 0) write_file_atomically((dir / "config.json").string(), trainer->config().to_json() + "\n");
     const TrainConfig& config = trainer->config();  // resume may restart the schedule
     const bool quiet = a.quiet || rank != 0;
     if (!quiet) {

@@ -93,7 +93,7 @@ void show_defaults(CLI::App* cmd) {
 }
 
 std::optional<TrainConfig> run_config(const fs::path& dir) {
-    if (fs::exists(dir / "config.json")) return TrainConfig::from_json(read_file((dir / "config.json").string()));
+    if (fs::exists(dir / "config.json")) return TrainConfig::from_json(read_file((dir / "config.json").string(), kMaxConfigFileBytes));
     const fs::path ckpt = dir / "model.safetensors";
     if (!fs::exists(ckpt)) return std::nullopt;
     const Metadata saved = read_safetensors(ckpt.string()).metadata;
@@ -105,7 +105,7 @@ TrainConfig train_config(const TrainArgs& a) {
     TrainConfig c;
     bool rescale = true;  // a base the user did not write: --steps may stretch its schedule
     if (!a.config_file.empty()) {
-        const std::string text = read_file(a.config_file);  // unreadable: a runtime error
+        const std::string text = read_file(a.config_file, kMaxConfigFileBytes);  // unreadable: a runtime error
         try {
             c = TrainConfig::from_json(text);
         } catch (const std::invalid_argument& e) {  // what the user asked for is wrong: a usage error

@@ -197,17 +197,6 @@ TEST_CASE("write_heatmap_png: cells of scale pixels, 0 white and 1 dark, framed 
     CHECK_THROWS_AS(write_heatmap_png(path, m, 0), std::invalid_argument);
 }
 
-TEST_CASE("write_text_file replaces atomically and names the path when it cannot") {
-    TempDir tmp;
-    const fs::path file = tmp.path / "a.txt";
-    write_text_file(file.string(), "first");
-    write_text_file(file.string(), "second");
-    CHECK(read_file(file) == "second");
-    CHECK(std::distance(fs::directory_iterator(tmp.path), fs::directory_iterator()) == 1);  // no temp file left
-    const std::string missing = (tmp.path / "no" / "such" / "dir.txt").string();
-    CHECK_THROWS_WITH_AS(write_text_file(missing, "x"), doctest::Contains(missing.c_str()), std::runtime_error);
-}
-
 TEST_CASE("csv_table and smooth") {
     CHECK(csv_table({"layer", "share"}, {{0, 0.5}, {1, 0.25}}) == "layer,share\n0,0.5\n1,0.25\n");
     CHECK_THROWS_AS(csv_table({"a"}, {{1, 2}}), std::invalid_argument);

@@ -1,9 +1,6 @@
 #include "nn/analysis/plot.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cfloat>
 #include <charconv>
 #include <cstdio>
@@ -23,31 +20,9 @@
 #include <stb/stb_easy_font.h>  // the heat maps' labels: glyphs as rectangles
 #pragma GCC diagnostic pop
 
+#include "nn/files.h"
+
 namespace gg::nn {
-
-// ---------------------------------------------------------------- files
-
-namespace {
-
-// The data goes to "<path>.tmp.<pid>", is flushed to disk, then renamed over `path`.
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-    const std::string tmp = path + ".tmp." + std::to_string(getpid());
-    auto fail = [&](const char* what) {
-        const std::string reason = std::strerror(errno);
-        std::remove(tmp.c_str());
-        throw std::runtime_error("cannot write " + path + ": " + what + ": " + reason);
-    };
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) fail("open");
-    const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0 &&
-                         fsync(fileno(f)) == 0;
-    if (std::fclose(f) != 0 || !written) fail("write");
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename");
-}
-
-}  // namespace
-
-void write_text_file(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
 
 std::string csv_table(const std::vector<std::string>& header, const std::vector<std::vector<double>>& rows) {
     std::string out;

@@ -75,9 +75,6 @@ HeatmapLayout write_heatmap_png(const std::string& path, const Tensor& matrix, i
 // Text for SVG or HTML: & < > " written as entities.
 std::string escape_xml(const std::string& text);
 
-// Replaces `path` atomically; throws std::runtime_error naming the path on failure.
-void write_text_file(const std::string& path, const std::string& text);
-
 // A CSV table: a header line, then one line per row (each number in the shortest form that reads back exactly).
 std::string csv_table(const std::vector<std::string>& header, const std::vector<std::vector<double>>& rows);
 

@@ -2,15 +2,14 @@
 #include "nn/io/hf.h"
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include "autograd/engine.h"
+#include "nn/files.h"
 #include "nn/io/checkpoint.h"
 #include "nn/io/safetensors.h"
 #include "nn/text/bpe.h"
@@ -172,6 +171,14 @@ std::string hf_name(const std::string& ours) {
     return "";
 }
 
+// Sizes past which a file of a model folder is refused before it is read, so that no file
+// can make the loader read or parse for long: far above any real one.
+//   config.json: a few dozen fields, about 1 KB (our fixtures' are 0.9 KB);
+//   the index: one line of about 100 bytes per tensor; the limit of a safetensors header
+//   (100 MB, the reference implementation's), which lists the same names with more per name.
+constexpr uint64_t kMaxConfigBytes = uint64_t(1) << 20;
+constexpr uint64_t kMaxIndexBytes = 100'000'000;
+
 struct Shards {
     std::map<std::string, std::shared_ptr<SafetensorsReader>> by_tensor;  // HF name → its file
     std::set<std::string> unused;                                         // names not read yet
@@ -182,12 +189,9 @@ Shards open_shards(const fs::path& dir) {
     const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
     std::vector<std::string> files;
     if (fs::exists(index)) {
-        std::ifstream in(index);
-        std::stringstream text;
-        text << in.rdbuf();
         json j;
         try {
-            j = parse_untrusted_json(text.str());
+            j = parse_untrusted_json(read_file(index.string(), kMaxIndexBytes));
         } catch (const std::invalid_argument& e) {
             throw std::runtime_error(index.filename().string() + ": " + e.what());
         }
@@ -242,19 +246,11 @@ Tensor read_tensor(Shards& shards, const std::string& name, const Shape& want, c
     return t;
 }
 
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(path.filename().string() + " cannot be read");
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
 }  // namespace
 
 std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptions& options) {
     try {
-        Checkpoint ck = parse_config(read_text(fs::path(dir) / "config.json"));
+        Checkpoint ck = parse_config(read_file((fs::path(dir) / "config.json").string(), kMaxConfigBytes));
         const GateLayout layout = options.gate_layout.value_or(ck.gate_layout);
         Shards shards = open_shards(dir);
         // The weights' dtype is the files', whatever torch_dtype says (one of a model's
@@ -337,21 +333,6 @@ json byte_tokenizer_json() {
                        {"vocab", vocab}, {"merges", json::array()}}}};
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-    const fs::path tmp = path.string() + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        out << text;
-        out.flush();
-        if (!out) {
-            std::error_code ec;
-            fs::remove(tmp, ec);
-            throw std::runtime_error("writing " + path.string() + " failed");
-        }
-    }
-    fs::rename(tmp, path);
-}
-
 }  // namespace
 
 void save(const GatedTransformerLM& model, const std::string& dir, DType dtype, GateLayout layout) {
@@ -425,8 +406,9 @@ void save(const GatedTransformerLM& model, const std::string& dir, DType dtype, 
     }
     fs::create_directories(dir);
     save_tensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
-    write_text(fs::path(dir) / "config.json", config.dump(2) + "\n");
-    if (c.vocab_size == kByteVocab) write_text(fs::path(dir) / "tokenizer.json", byte_tokenizer_json().dump() + "\n");
+    write_file_atomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
+    if (c.vocab_size == kByteVocab)
+        write_file_atomically((fs::path(dir) / "tokenizer.json").string(), byte_tokenizer_json().dump() + "\n");
 }
 
 }  // namespace gg::nn::hf

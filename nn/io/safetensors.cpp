@@ -19,21 +19,14 @@
 #include "nn/io/safetensors.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <set>
-#include <charconv>
 #include <stdexcept>
 #include <string_view>
 #include <tuple>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -65,10 +58,6 @@ const std::map<std::string, size_t>& dtype_sizes() {
 // find the broken input.
 [[noreturn]] void fail(const std::string& what, const std::string& msg) {
     throw std::runtime_error("safetensors: " + what + ": " + msg);
-}
-
-[[noreturn]] void fail_errno(const std::string& what, const std::string& action) {
-    fail(what, action + ": " + std::strerror(errno));
 }
 
 std::string range_str(uint64_t begin, uint64_t end) {
@@ -175,41 +164,6 @@ std::map<std::string, std::string> parse_metadata(const json& meta, const std::s
     return out;
 }
 
-// write(2) may write less than asked (signals, pipes, full disks), so loop.
-void write_all(int fd, const void* data, size_t size, const std::string& what, const std::string& tmp) {
-    const char* p = static_cast<const char*>(data);
-    while (size > 0) {
-        const ssize_t n = ::write(fd, p, size);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) fail_errno(what, "writing " + tmp + " failed");
-        p += n;
-        size -= static_cast<size_t>(n);
-    }
-}
-
-// A save killed between creating its temp file and the rename leaves "<path>.tmp.<pid>"
-// behind, and nothing else would ever remove it. Removes those whose writer is gone (no
-// process has that pid); a live writer's file is its work in progress and stays.
-void remove_stale_temp_files(const std::string& path) {
-    namespace fs = std::filesystem;
-    const fs::path target(path);
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    const std::string prefix = target.filename().string() + ".tmp.";
-    std::error_code ec;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        const std::string name = it->path().filename().string();
-        if (!name.starts_with(prefix)) continue;
-        const std::string_view digits = std::string_view(name).substr(prefix.size());
-        pid_t pid = 0;
-        const auto [stop, err] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
-        if (err != std::errc() || stop != digits.data() + digits.size() || pid <= 0) continue;
-        if (::kill(pid, 0) != 0 && errno == ESRCH) {
-            std::error_code ignored;  // another cleaner may have been first
-            fs::remove(it->path(), ignored);
-        }
-    }
-}
-
 }  // namespace
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
@@ -308,44 +262,42 @@ SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const 
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     // The header first, checked against the file's size: a file that is not safetensors
     // fails after reading a few bytes, not after reading it all.
-    std::error_code ec;
-    const auto status = std::filesystem::status(path, ec);
-    if (ec) fail(path, "cannot read: " + ec.message());
-    if (!std::filesystem::is_regular_file(status)) fail(path, "cannot read: not a regular file");  // /dev/zero, a FIFO
-    const uint64_t size = std::filesystem::file_size(path, ec);
-    if (ec) fail(path, "cannot read: " + ec.message());
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(path, "cannot read: " + std::string(std::strerror(errno)));
+    try {
+        file_ = std::make_unique<nn::RegularFile>(path);  // not a FIFO, not /dev/zero
+    } catch (const std::runtime_error& e) {  // "cannot read PATH: why", said here as the other errors are
+        const std::string why = std::string(e.what()).substr(("cannot read " + path + ": ").size());
+        fail(path, std::string("cannot read: ") + why);
+    }
+    const uint64_t size = file_->size();
     if (size < 8) fail(path, "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
     uint8_t prefix[8];
-    if (!in.read(reinterpret_cast<char*>(prefix), 8)) fail(path, "cannot read its first 8 bytes");
+    file_->read(0, prefix, 8);
     const uint64_t header_len = header_length(prefix, size, path);
     std::string text(header_len, '\0');
-    if (!in.read(text.data(), static_cast<std::streamsize>(header_len)))
-        fail(path, "cannot read the " + std::to_string(header_len) + "-byte header");
+    file_->read(8, text.data(), header_len);
     Header h = parse_header(text, size - 8 - header_len, path);
     metadata_ = std::move(h.metadata);
     for (Placed& p : h.tensors) {
         ranges_[p.entry.name] = {8 + header_len + p.begin, 8 + header_len + p.end};
+        positions_[p.entry.name] = entries_.size();
         entries_.push_back(std::move(p.entry));
     }
 }
 
 const SafetensorsEntry* SafetensorsReader::find(const std::string& name) const {
-    const auto it = std::find_if(entries_.begin(), entries_.end(), [&](const SafetensorsEntry& e) { return e.name == name; });
-    return it == entries_.end() ? nullptr : &*it;
+    const auto it = positions_.find(name);
+    return it == positions_.end() ? nullptr : &entries_[it->second];
 }
 
 void SafetensorsReader::read(const std::string& name, void* dst) const {
     const auto it = ranges_.find(name);
     if (it == ranges_.end()) fail(path_, "no tensor '" + nn::printable(name) + "'");
     const auto [begin, end] = it->second;
-    if (begin == end) return;
-    std::ifstream in(path_, std::ios::binary);
-    if (!in || !in.seekg(static_cast<std::streamoff>(begin)) ||
-        !in.read(static_cast<char*>(dst), static_cast<std::streamsize>(end - begin)))
-        fail(path_, "cannot read " + std::to_string(end - begin) + " bytes at offset " + std::to_string(begin) +
-                        " (tensor '" + nn::printable(name) + "')");
+    try {
+        file_->read(begin, dst, end - begin);
+    } catch (const std::runtime_error& e) {
+        fail(path_, std::string(e.what()) + " (tensor '" + nn::printable(name) + "')");
+    }
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
@@ -394,29 +346,12 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
 
-    // 2. Write a temp file next to the target, force it to disk, then rename
-    // it over the target. rename() is atomic: anyone opening `path` sees the
-    // old file or the complete new one, never a torn write. (Surviving a
-    // power cut right after the rename would also need an fsync of the
-    // directory; we stop at the file.)
-    remove_stale_temp_files(path);  // first: on a full disk their space may be what this save needs
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail_errno(path, "cannot create " + tmp);
-    try {
-        write_all(fd, len, sizeof len, path, tmp);
-        write_all(fd, text.data(), text.size(), path, tmp);
-        for (const SafetensorsEntry& e : file.entries) write_all(fd, e.bytes.data(), e.bytes.size(), path, tmp);
-        if (::fsync(fd) != 0) fail_errno(path, "fsync of " + tmp + " failed");
-        const int rc = ::close(fd);
-        fd = -1;
-        if (rc != 0) fail_errno(path, "closing " + tmp + " failed");
-        if (::rename(tmp.c_str(), path.c_str()) != 0) fail_errno(path, "renaming " + tmp + " failed");
-    } catch (...) {
-        if (fd >= 0) ::close(fd);
-        ::unlink(tmp.c_str());
-        throw;
-    }
+    // 2. Replace `path` atomically (nn/files.h), from the pieces as they are: the tensors'
+    // bytes are never gathered into one buffer.
+    std::vector<std::string_view> pieces = {{reinterpret_cast<const char*>(len), sizeof len}, text};
+    for (const SafetensorsEntry& e : file.entries)
+        pieces.emplace_back(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size());
+    nn::write_file_atomically(path, pieces);
 }
 
 }  // namespace gg

@@ -9,8 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "nn/files.h"
 
 namespace gg {
 
@@ -45,6 +48,7 @@ SafetensorsFile read_safetensors(const std::string& path);
 // needs no second copy of itself in memory while it loads.
 class SafetensorsReader {
 public:
+    // Opens `path` (a regular file, checked as nn::read_file checks it) and keeps it open.
     explicit SafetensorsReader(const std::string& path);
     const std::string& path() const { return path_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
@@ -56,8 +60,10 @@ public:
 
 private:
     std::string path_;
+    std::unique_ptr<nn::RegularFile> file_;
     std::map<std::string, std::string> metadata_;
     std::vector<SafetensorsEntry> entries_;
+    std::map<std::string, size_t> positions_;                      // name → its place in entries_
     std::map<std::string, std::pair<uint64_t, uint64_t>> ranges_;  // name → [begin, end) in the file
 };
 
@@ -65,14 +71,14 @@ private:
 // messages (usually the path).
 SafetensorsFile parse_safetensors(const std::vector<uint8_t>& file_bytes, const std::string& what);
 
-// Writes atomically: the data goes to `path + ".tmp.<pid>"`, is fsync'ed, then
-// renamed over `path`, so `path` holds either the old file or the complete new
-// one. Entries are written in the given order with the data padded to start at
-// a multiple of 8 bytes. Throws std::invalid_argument for bad entries (unknown
-// dtype, negative dims, bytes not matching shape x dtype, duplicate or reserved
-// names) before touching the disk, and std::runtime_error on I/O failure; the
-// temp file never survives a failure. Temp files of `path` left by a writer that was
-// killed (no process has their pid any more) are removed first.
+// Writes atomically (nn/files.h: write_file_atomically): the data goes to a temp file beside
+// `path` ("<path>.tmp.<pid>.<n>", created exclusively), is fsync'ed, then renamed over
+// `path`, so `path` holds either the old file or the complete new one. Entries are written in
+// the given order with the data padded to start at a multiple of 8 bytes. Throws
+// std::invalid_argument for bad entries (unknown dtype, negative dims, bytes not matching
+// shape x dtype, duplicate or reserved names) before touching the disk, and
+// std::runtime_error on I/O failure; the temp file never survives a failure. Temp files of
+// `path` left by a writer that was killed (no process has their pid any more) are removed first.
 void write_safetensors(const std::string& path, const SafetensorsFile& file);
 
 }  // namespace gg

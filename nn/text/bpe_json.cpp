@@ -1,11 +1,8 @@
 // bpe_json.cpp — reading a Hugging Face tokenizer.json into a BpeTokenizer (bpe.h): every
 // field it uses checked, every error naming the file and the field.
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
+#include "nn/files.h"
 #include "nn/text/added_tokens.h"
 #include "nn/text/bpe.h"
 #include "nn/text/byte_level.h"
@@ -206,15 +203,17 @@ private:
     static void read_pre_tokenizer_steps(const json& root, const Reader& r, BpeTokenizer& t);
 };
 
+// A vocabulary of a million tokens with as many merges is some 50 MB of JSON: a larger file
+// is not a tokenizer, and is refused before it is read.
+constexpr uint64_t kMaxTokenizerBytes = uint64_t(256) << 20;
+
 BpeTokenizer BpeTokenizer::from_file(const std::string& tokenizer_json_path) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(tokenizer_json_path, ec))
-        throw std::runtime_error("BpeTokenizer: cannot read " + tokenizer_json_path + ": not a regular file");
-    std::ifstream in(tokenizer_json_path, std::ios::binary | std::ios::ate);
-    std::string text(size_t(in.tellg()), '\0');
-    in.seekg(0);
-    if (!in.read(text.data(), std::streamsize(text.size())))
-        throw std::runtime_error("BpeTokenizer: cannot read " + tokenizer_json_path + ": " + std::strerror(errno));
+    std::string text;
+    try {
+        text = read_file(tokenizer_json_path, kMaxTokenizerBytes);  // a regular file, not a FIFO or /dev/zero
+    } catch (const std::runtime_error& e) {
+        throw std::runtime_error(std::string("BpeTokenizer: ") + e.what());
+    }
     return TokenizerJson::read(text, tokenizer_json_path);
 }
 

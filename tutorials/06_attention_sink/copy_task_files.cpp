@@ -104,8 +104,8 @@ void write_copy_results(const std::filesystem::path& dir, const CopySetup& setup
     ChartOptions chart = chart_options(title + ": attention on BOS per layer (mean over heads)",
                                        "model (layers x heads) and layer",
                                        "alpha (attention on position 0)", 0.3, "sink threshold 0.3");
-    write_text_file(file("alpha.svg"), svg_bar_chart(groups, bars, chart));
-    write_text_file(file("per_layer.csv"),
+    write_file_atomically(file("alpha.svg"), svg_bar_chart(groups, bars, chart));
+    write_file_atomically(file("per_layer.csv"),
                     csv_table({"layers", "heads", "seed", "layer", "alpha_other_baseline", "alpha_trigger_baseline",
                                "alpha_other_g1", "alpha_trigger_g1", "self_other_baseline", "self_other_g1",
                                "gate_other_g1", "gate_trigger_g1", "alpha_times_gate_other_g1", "value_bos_baseline",
@@ -127,7 +127,7 @@ void write_copy_results(const std::filesystem::path& dir, const CopySetup& setup
     }
     auto curve = [&](const std::string& name, const std::vector<Series>& lines, const std::string& what,
                      const std::string& y_label, double reference) {
-        write_text_file(file(name), svg_line_chart(lines, chart_options(title + ": " + what, "training step", y_label,
+        write_file_atomically(file(name), svg_line_chart(lines, chart_options(title + ": " + what, "training step", y_label,
                                                                         reference, std::isnan(reference) ? "" : "even attention")));
     };
     curve("alpha_curve.svg", alpha_lines, "attention on BOS from non-trigger queries", "alpha, mean over layers and heads",

@@ -228,8 +228,8 @@ void write_text_results(const std::filesystem::path& dir, const TrainConfig& tin
     const ChartOptions chart = chart_options("natural text, tiny preset: attention on BOS per layer (mean over heads)",
                                              "model, learning rate and layer",
                                              "alpha (attention on position 0)", 0.3, "sink threshold 0.3");
-    write_text_file((dir / "b_alpha.svg").string(), svg_bar_chart(groups, bars, chart));
-    write_text_file((dir / "b_per_head.csv").string(),
+    write_file_atomically((dir / "b_alpha.svg").string(), svg_bar_chart(groups, bars, chart));
+    write_file_atomically((dir / "b_per_head.csv").string(),
                     csv_table({"g1", "lr", "layer", "head", "alpha", "layer_gate_mean", "layer_gate_below_0_1",
                                "layer_entropy", "layer_gated_entropy", "layer_max_abs_hidden",
                                "layer_max_abs_hidden_bos"},
@@ -238,7 +238,7 @@ void write_text_results(const std::filesystem::path& dir, const TrainConfig& tin
     // α during training, and the loss per position with and without the window.
     std::vector<Series> alpha_lines, window_lines;
     for (const TextRun& run : runs) alpha_lines.push_back(line(model_label(run), run.curve_step, run.curve_alpha));
-    write_text_file((dir / "b_alpha_curve.svg").string(),
+    write_file_atomically((dir / "b_alpha_curve.svg").string(),
                     svg_line_chart(alpha_lines, chart_options("natural text: attention on BOS during training",
                                                               "training step", "alpha, mean over layers and heads")));
     std::vector<double> positions(T);
@@ -249,7 +249,7 @@ void write_text_results(const std::filesystem::path& dir, const TrainConfig& tin
         window_lines.push_back(line(model_label(runs[r]) + ", window 16", positions,
                                     smooth(runs[r].position_loss[2], 0.7), pair_color(r - 2, true)));
     }
-    write_text_file((dir / "b_window.svg").string(),
+    write_file_atomically((dir / "b_window.svg").string(),
                     svg_line_chart(window_lines, chart_options("sliding window 16 (BOS invisible to queries t >= 16): "
                                                                "loss per position",
                                                                "query position t", "validation loss (nats, smoothed over t)")));

@@ -191,13 +191,13 @@ void write_results(const std::filesystem::path& dir, const Study& study, const j
                               p.max_hidden});
         for (size_t t = 9; t < r.loss.size(); t += 10) steps.push_back({v, r.lr, seed, double(t + 1), r.loss[t]});
     }
-    write_text_file(dir / "runs.csv", csv_table({"variant", "lr", "seed", "initial_loss", "val_loss", "diverged",
+    write_file_atomically(dir / "runs.csv", csv_table({"variant", "lr", "seed", "initial_loss", "val_loss", "diverged",
                                                  "spikes", "max_grad_norm", "final_max_attn_logit",
                                                  "final_min_attn_entropy", "seconds"}, runs));
-    write_text_file(dir / "probes.csv", csv_table({"variant", "lr", "seed", "step", "max_attn_logit",
+    write_file_atomically(dir / "probes.csv", csv_table({"variant", "lr", "seed", "step", "max_attn_logit",
                                                    "min_attn_entropy", "gate_mean", "mean_log_z", "max_abs_hidden"},
                                                   probes));
-    write_text_file(dir / "steps.csv", csv_table({"variant", "lr", "seed", "step", "loss"}, steps));
+    write_file_atomically(dir / "steps.csv", csv_table({"variant", "lr", "seed", "step", "loss"}, steps));
     write_json(dir / "summary.json", summary);
     plot_study(dir, study);
 }
@@ -223,7 +223,7 @@ void plot_study(const std::filesystem::path& dir, const Study& study) {
                                        "peak learning rate", "validation loss (nats/byte)", study.unigram,
                                        "unigram entropy (diverged above)");
     chart.log_x = true;
-    write_text_file(dir / "final_loss_vs_lr.svg", svg_line_chart(curves, chart));
+    write_file_atomically(dir / "final_loss_vs_lr.svg", svg_line_chart(curves, chart));
 
     // The mechanism, seed 1 at the two highest rates: the largest attention logit and the
     // smallest head entropy against the step, both on a log scale (an entropy of exactly 0,
@@ -250,7 +250,7 @@ void plot_study(const std::filesystem::path& dir, const Study& study) {
                                       "lower one)", "step", "log10 of the largest attention logit")
                       : chart_options("Smallest attention entropy of any head, seed 1, two highest rates (light: the "
                                       "lower one)", "step", "log10 of the smallest head entropy (nats; floor 1e-6)");
-        write_text_file(dir / (logit ? "attn_logit_vs_step.svg" : "entropy_vs_step.svg"), svg_line_chart(lines, chart));
+        write_file_atomically(dir / (logit ? "attn_logit_vs_step.svg" : "entropy_vs_step.svg"), svg_line_chart(lines, chart));
     }
 }
 

@@ -89,8 +89,8 @@ void write_results(const std::filesystem::path& dir, int64_t steps, int64_t seed
         summary["runs"].push_back(r);
     }
     summary["g1_entropy"] = {{"plain", plain}, {"gated", gated}};
-    write_text_file(dir / "runs.csv", runs_csv);
-    write_text_file(dir / "table.csv", table_csv);
+    write_file_atomically(dir / "runs.csv", runs_csv);
+    write_file_atomically(dir / "table.csv", table_csv);
     write_json(dir / "summary.json", summary, 1);
 
     std::vector<std::string> bars;
@@ -107,18 +107,18 @@ void write_results(const std::filesystem::path& dir, int64_t steps, int64_t seed
                                        "lower is better)",
                                        "variant (table.csv)", "Δ validation loss (nats/byte)");
     chart.width = 1100;
-    write_text_file(dir / "loss_vs_baseline.svg",
+    write_file_atomically(dir / "loss_vs_baseline.svg",
                     svg_bar_chart(bars, {{"Δ loss vs baseline", delta, "", delta_spread}}, chart));
     chart.title = "First-token attention share (mean over heads, layers, queries and seeds; bars: half the range)";
     chart.y_label = "attention on position 0 (fraction)";
     chart.reference_y = 0.3, chart.reference_label = "sink threshold 0.3";
-    write_text_file(dir / "first_token_share.svg",
+    write_file_atomically(dir / "first_token_share.svg",
                     svg_bar_chart(bars, {{"first-token share", shares, "", share_spread}}, chart));
     std::vector<std::string> layers;
     for (size_t l = 0; l < plain.size(); ++l) layers.push_back("layer " + std::to_string(l));
     chart = chart_options("Trained G1 model: attention entropy, plain vs gated", "layer",
                           "entropy (nats)");
-    write_text_file(dir / "g1_entropy.svg",
+    write_file_atomically(dir / "g1_entropy.svg",
                     svg_bar_chart(layers, {{"plain entropy", plain, "", {}}, {"gated entropy", gated, "", {}}}, chart));
 }
 

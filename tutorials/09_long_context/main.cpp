@@ -134,7 +134,7 @@ void write_results(const std::string& out, const TrainConfig& config, int64_t ev
         rows.push_back({double(e.model != "baseline"), double(e.method), double(e.length), e.loss_all, e.loss_beyond});
     }
     write_json(dir / "long_context.json", j);
-    write_text_file((dir / "long_context.csv").string(),
+    write_file_atomically((dir / "long_context.csv").string(),
                     csv_table({"g1", "method", "length", "loss_all", "loss_beyond_train_length"}, rows));
 
     plot_results(dir, L, evals);

@@ -31,7 +31,7 @@ void plot_results(const std::filesystem::path& dir, int64_t L, const std::vector
     ChartOptions chart = chart_options("validation loss at longer contexts (trained at T = " + std::to_string(L) + ")",
                                        "evaluation length T (log scale)", "validation loss (nats/byte)");
     chart.log_x = true;
-    write_text_file((dir / "long_context.svg").string(), svg_line_chart(lengths, chart));
+    write_file_atomically((dir / "long_context.svg").string(), svg_line_chart(lengths, chart));
 
     // Loss per position at 8×: where each method breaks down.
     std::vector<Series> positions;
@@ -45,7 +45,7 @@ void plot_results(const std::filesystem::path& dir, int64_t L, const std::vector
     chart = chart_options("loss per position at T = " + std::to_string(kMultiples.back() * L) + " (trained at " +
                               std::to_string(L) + ")",
                           "position t", "validation loss (nats/byte, smoothed over t)");
-    write_text_file((dir / "loss_per_position.svg").string(), svg_line_chart(positions, chart));
+    write_file_atomically((dir / "loss_per_position.svg").string(), svg_line_chart(positions, chart));
 }
 
 std::vector<Eval> read_evals(const std::filesystem::path& dir, int64_t& L) {

@@ -12,7 +12,7 @@
 namespace tutorial {
 
 void write_json(const std::filesystem::path& path, const json& j, int indent) {
-    gg::nn::write_text_file(path.string(), j.dump(indent) + "\n");
+    gg::nn::write_file_atomically(path.string(), j.dump(indent) + "\n");
 }
 
 namespace {

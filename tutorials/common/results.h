@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nn/analysis/plot.h"
+#include "nn/files.h"
 
 namespace tutorial {
 
