@@ -7,10 +7,14 @@
 // match them with the gate in either position of q_proj, GQA and MQA, tied and untied
 // embeddings, sharded files, bfloat16 files, and a head size of its own.
 #include <doctest/doctest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -100,6 +104,13 @@ void replace_in(const fs::path& p, const std::string& from, const std::string& t
     const size_t at = text.find(from);
     REQUIRE(at != std::string::npos);
     write(p, text.replace(at, from.size(), to));
+}
+
+// The peak resident memory of this process so far, KiB.
+long peak_rss_kb() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss;
 }
 
 std::string load_error(const fs::path& dir) {
@@ -293,7 +304,8 @@ TEST_CASE("hf: bad checkpoints are one clear line naming the field or tensor") {
     const NamedTensors shard = load_tensors((sharded / "model-00003-of-00003.safetensors").string());
     NamedTensors fewer(shard.begin() + 1, shard.end());
     save_tensors((sharded / "model-00003-of-00003.safetensors").string(), fewer);
-    CHECK(load_error(sharded).find("holds no tensor '" + shard.front().first + "'") != std::string::npos);
+    CHECK(load_error(sharded).find("model-00003-of-00003.safetensors holds no tensor '" + shard.front().first +
+                                   "', which model.safetensors.index.json places there") != std::string::npos);
     fs::remove_all(dir);
     fs::remove_all(sharded);
 }
@@ -336,4 +348,95 @@ TEST_CASE("hf: the analysis keeps only the layers asked for, with the same numbe
     NoGradGuard no_grad;
     CHECK_THROWS_WITH_AS(model->forward(ids, Tensor(), nullptr, &capture), "GatedTransformerLM: capture layer 3 is outside [0, 3)",
                          std::invalid_argument);
+}
+
+TEST_CASE("hf: a config larger than its files is refused before any memory is spent on the model") {
+    // Qwen3-0.6B's sizes over the fixture's 115 KB of weights: 2.4 GB of float32 weights that
+    // the files cannot fill. Reading each file's header is all it takes to know.
+    const fs::path dir = copy_fixture("headwise");
+    for (const auto& [from, to] : {std::pair{"\"hidden_size\": 32", "\"hidden_size\": 1024"},
+                                   {"\"intermediate_size\": 48", "\"intermediate_size\": 3072"},
+                                   {"\"num_hidden_layers\": 2", "\"num_hidden_layers\": 28"},
+                                   {"\"num_attention_heads\": 4", "\"num_attention_heads\": 16"},
+                                   {"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 8"},
+                                   {"\"head_dim\": 16", "\"head_dim\": 128"},
+                                   {"\"vocab_size\": 96", "\"vocab_size\": 151936"}})
+        replace_in(dir / "config.json", from, to);
+    const long before = peak_rss_kb();
+    CHECK(load_error(dir) == "hf: " + dir.string() +
+                                 ": tensor 'model.embed_tokens.weight' has shape (96,32) but config.json needs (151936,1024)");
+    CHECK(peak_rss_kb() - before < 100 * 1024);  // KiB: no 2.4 GB model was built and touched
+
+    // Every other way the files can fall short of the config, also before the model exists.
+    const fs::path small = copy_fixture("baseline");
+    const NamedTensors all = load_tensors((small / "model.safetensors").string());
+    const auto rewrite = [&](const std::function<void(NamedTensors&)>& change) {
+        NamedTensors tensors = all;
+        change(tensors);
+        save_tensors((small / "model.safetensors").string(), tensors);
+        return load_error(small);
+    };
+    CHECK(rewrite([](NamedTensors& t) { t.erase(t.begin() + 3); }).find("tensor '" + all[3].first + "' is missing") !=
+          std::string::npos);
+    CHECK(rewrite([](NamedTensors& t) { t.back().second = t.back().second.to(DType::bf16); })
+              .find("tensor '" + all.back().first + "' is bfloat16 but the others are float32") != std::string::npos);
+    CHECK(rewrite([](NamedTensors& t) { t.emplace_back("model.layers.9.mlp.up_proj.weight", zeros({2})); })
+              .find("tensor 'model.layers.9.mlp.up_proj.weight' is not part of a Qwen3 model of this config") !=
+          std::string::npos);
+    CHECK(rewrite([](NamedTensors& t) { t.front().second = t.front().second.to(DType::i64); })
+              .find("tensor 'model.embed_tokens.weight' is I64, not F32, BF16 or F64") != std::string::npos);
+    CHECK(rewrite([](NamedTensors&) {}) == "(loaded)");
+    fs::remove_all(dir);
+    fs::remove_all(small);
+}
+
+TEST_CASE("hf: the model must fit in the memory given before it is built") {
+    const std::string dir = kFixtures + "headwise";
+    CHECK_THROWS_WITH_AS(hf::load(dir, {.memory = 10'000}), doctest::Contains("asks for too much memory"), std::runtime_error);
+    CHECK_NOTHROW(hf::load(dir, {.memory = 10'000'000}));
+}
+
+TEST_CASE("hf: a tensor in two shards is refused, naming both files, whatever the index says") {
+    // The index places q_norm of layer 1 in shard 3; shard 1 holds another copy of it. The
+    // loader used to read whichever file came first (shard 1): a model that runs, and is wrong.
+    const fs::path dir = copy_fixture("sharded_mqa");
+    const std::string first = (dir / "model-00001-of-00003.safetensors").string();
+    NamedTensors shard = load_tensors(first);
+    shard.emplace_back("model.layers.1.self_attn.q_norm.weight", full({16}, 3.0));
+    save_tensors(first, shard);
+    CHECK(load_error(dir) == "hf: " + dir.string() + ": tensor 'model.layers.1.self_attn.q_norm.weight' is in two files, "
+                                                     "model-00001-of-00003.safetensors and model-00003-of-00003.safetensors");
+    fs::remove_all(dir);
+}
+
+TEST_CASE("hf: the index names files of the folder only, and they must be regular files") {
+    const fs::path dir = copy_fixture("sharded_mqa"), index = dir / "model.safetensors.index.json";
+    const std::string shard = "model-00002-of-00003.safetensors";
+    fs::copy_file(dir / shard, dir.parent_path() / (dir.filename().string() + "_outside.safetensors"));
+    for (const std::string& name : {"../" + dir.filename().string() + "_outside.safetensors", dir.string() + "/" + shard,
+                                    std::string(".."), std::string("."), std::string("")}) {
+        CAPTURE(name);
+        const fs::path bad = scratch("sharded_index");
+        fs::copy(dir, bad, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+        replace_in(bad / "model.safetensors.index.json", "\"" + shard + "\"", nlohmann::json(name).dump());
+        CHECK(load_error(bad).find("model.safetensors.index.json: weight_map['model.layers.0.mlp.gate_proj.weight'] is not "
+                                   "the name of a file in the folder") != std::string::npos);
+    }
+    // A shard that is a FIFO or a symlink to /dev/zero: refused for what it is, at once.
+    fs::remove(dir / shard);
+    REQUIRE(mkfifo((dir / shard).c_str(), 0600) == 0);
+    CHECK(load_error(dir).find(shard + ": cannot read: not a regular file but a FIFO") != std::string::npos);
+    fs::remove(dir / shard);
+    fs::create_symlink("/dev/zero", dir / shard);
+    CHECK(load_error(dir).find(shard + ": cannot read: not a regular file but a character device") != std::string::npos);
+    // The index itself and config.json, likewise.
+    fs::remove(index);
+    REQUIRE(mkfifo(index.c_str(), 0600) == 0);
+    CHECK(load_error(dir).find("model.safetensors.index.json: not a regular file but a FIFO") != std::string::npos);
+    fs::remove(dir / "config.json");
+    fs::create_symlink("/dev/zero", dir / "config.json");
+    CHECK(load_error(dir).find("config.json: not a regular file but a character device") != std::string::npos);
+    fs::remove_all(dir);
+    fs::remove_all(scratch("sharded_index"));
+    fs::remove(dir.parent_path() / (dir.filename().string() + "_outside.safetensors"));
 }

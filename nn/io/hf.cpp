@@ -4,9 +4,11 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "autograd/engine.h"
 #include "nn/files.h"
@@ -178,45 +180,64 @@ std::string hf_name(const std::string& ours) {
 //   (100 MB, the reference implementation's), which lists the same names with more per name.
 constexpr uint64_t kMaxConfigBytes = uint64_t(1) << 20;
 constexpr uint64_t kMaxIndexBytes = 100'000'000;
+const char* const kIndex = "model.safetensors.index.json";
 
+// The weights: every tensor of the folder's safetensors files by name, each file opened
+// (and its header read) once. With an index, the files it names, each a file of the folder.
 struct Shards {
-    std::map<std::string, std::shared_ptr<SafetensorsReader>> by_tensor;  // HF name → its file
-    std::set<std::string> unused;                                         // names not read yet
+    std::vector<std::unique_ptr<SafetensorsReader>> files;
+    std::map<std::string, const SafetensorsReader*> by_tensor;  // HF name → its file
 };
+
+// A name the index may give a shard: a file of the folder itself, never a path out of it
+// ("../x", "/etc/x", "sub/x") nor the folder itself.
+bool plain_file_name(const std::string& name) {
+    return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+           name.find('\0') == std::string::npos;
+}
+
+// The files the index names, each once, checked to hold the tensors it places in them.
+std::vector<std::unique_ptr<SafetensorsReader>> open_indexed(const fs::path& dir) {
+    json j;
+    try {
+        j = parse_untrusted_json(read_file((dir / kIndex).string(), kMaxIndexBytes));
+    } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(std::string(kIndex) + ": " + e.what());
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+        throw std::runtime_error(std::string(kIndex) + ": no weight_map object");
+    std::vector<std::unique_ptr<SafetensorsReader>> files;
+    std::map<std::string, const SafetensorsReader*> by_file;
+    for (const auto& [name, file] : j["weight_map"].items()) {
+        if (!file.is_string() || !plain_file_name(file.get<std::string>()))
+            throw std::runtime_error(std::string(kIndex) + ": weight_map['" + printable(name) +
+                                     "'] is not the name of a file in the folder");
+        const std::string& shard = file.get_ref<const std::string&>();
+        const SafetensorsReader*& reader = by_file[shard];
+        if (!reader) reader = files.emplace_back(std::make_unique<SafetensorsReader>((dir / shard).string())).get();
+        if (!reader->find(name))
+            throw std::runtime_error(printable(shard) + " holds no tensor '" + printable(name) + "', which " + kIndex +
+                                     " places there");
+    }
+    return files;
+}
 
 Shards open_shards(const fs::path& dir) {
     Shards out;
-    const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
-    std::vector<std::string> files;
-    if (fs::exists(index)) {
-        json j;
-        try {
-            j = parse_untrusted_json(read_file(index.string(), kMaxIndexBytes));
-        } catch (const std::invalid_argument& e) {
-            throw std::runtime_error(index.filename().string() + ": " + e.what());
-        }
-        if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-            throw std::runtime_error(index.filename().string() + ": no weight_map object");
-        std::map<std::string, std::shared_ptr<SafetensorsReader>> readers;
-        for (const auto& [name, file] : j["weight_map"].items()) {
-            if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos)
-                throw std::runtime_error(index.filename().string() + ": weight_map['" + printable(name) +
-                                         "'] is not a file name in the folder");
-            auto& reader = readers[file.get<std::string>()];
-            if (!reader) reader = std::make_shared<SafetensorsReader>((dir / file.get<std::string>()).string());
-            if (!reader->find(name))
-                throw std::runtime_error(file.get<std::string>() + " holds no tensor '" + printable(name) +
-                                         "', which the index places there");
-        }
-        for (const auto& [file, reader] : readers)
-            for (const SafetensorsEntry& e : reader->entries()) out.by_tensor.emplace(e.name, reader);
-    } else if (fs::exists(single)) {
-        const auto reader = std::make_shared<SafetensorsReader>(single.string());
-        for (const SafetensorsEntry& e : reader->entries()) out.by_tensor.emplace(e.name, reader);
-    } else {
-        throw std::runtime_error("neither model.safetensors nor model.safetensors.index.json is there");
-    }
-    for (const auto& [name, reader] : out.by_tensor) out.unused.insert(name);
+    std::error_code ec;
+    if (fs::exists(dir / kIndex, ec)) out.files = open_indexed(dir);
+    else if (fs::exists(dir / "model.safetensors", ec))
+        out.files.push_back(std::make_unique<SafetensorsReader>((dir / "model.safetensors").string()));
+    else throw std::runtime_error(std::string("neither model.safetensors nor ") + kIndex + " is there");
+    // A tensor in two files would be read from whichever came first: refused, whatever the
+    // index says.
+    for (const auto& file : out.files)
+        for (const SafetensorsEntry& e : file->entries())
+            if (const auto [it, added] = out.by_tensor.emplace(e.name, file.get()); !added) {
+                std::string a = fs::path(it->second->path()).filename().string(), b = fs::path(file->path()).filename();
+                if (b < a) std::swap(a, b);
+                throw std::runtime_error("tensor '" + printable(e.name) + "' is in two files, " + a + " and " + b);
+            }
     return out;
 }
 
@@ -227,22 +248,72 @@ DType from_safetensors(const std::string& dtype, const std::string& name) {
     throw std::runtime_error("tensor '" + printable(name) + "' is " + dtype + ", not F32, BF16 or F64");
 }
 
-// A tensor of the file, in its own dtype, after checking its shape; read straight into `into`
-// when that is given and of that dtype (a contiguous CPU tensor of shape `want`), so that
-// loading holds no second copy of a weight.
-Tensor read_tensor(Shards& shards, const std::string& name, const Shape& want, const Tensor& into = Tensor()) {
-    const auto it = shards.by_tensor.find(name);
-    if (it == shards.by_tensor.end()) throw std::runtime_error("tensor '" + name + "' is missing");
-    const SafetensorsEntry& e = *it->second->find(name);
-    if (e.shape != want)
-        throw std::runtime_error("tensor '" + name + "' has shape " + shape_str(e.shape) + " but config.json needs " +
-                                 shape_str(want));
+// Every tensor a Qwen3 model of config `c` has, under HF's names, with its shape; w is the
+// gate's width per head in q_proj (0: no gate, 1: head-wise, dk: element-wise).
+std::vector<std::pair<std::string, Shape>> qwen3_tensors(const LMConfig& c, int64_t w) {
+    const AttentionOptions& a = c.attn;
+    const int64_t d = c.d_model, H = a.n_heads, Hkv = a.kv_heads(), dk = a.head_dim(), ff = c.ffn_hidden();
+    std::vector<std::pair<std::string, Shape>> out = {{"model.embed_tokens.weight", {c.vocab_size, d}}};
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        out.insert(out.end(), {{p + "input_layernorm.weight", {d}},
+                               {p + "self_attn.q_proj.weight", {H * (dk + w), d}},
+                               {p + "self_attn.k_proj.weight", {Hkv * dk, d}},
+                               {p + "self_attn.v_proj.weight", {Hkv * dk, d}},
+                               {p + "self_attn.o_proj.weight", {d, H * dk}},
+                               {p + "post_attention_layernorm.weight", {d}},
+                               {p + "mlp.gate_proj.weight", {ff, d}},
+                               {p + "mlp.up_proj.weight", {ff, d}},
+                               {p + "mlp.down_proj.weight", {d, ff}}});
+        if (a.qk_norm) out.insert(out.end(), {{p + "self_attn.q_norm.weight", {dk}}, {p + "self_attn.k_norm.weight", {dk}}});
+    }
+    out.push_back({"model.norm.weight", {d}});
+    if (!c.tie_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, d}});
+    return out;
+}
+
+// The files against config.json, before a byte is allocated for the model: every tensor it
+// implies there with its shape, all of one dtype (returned), and no other tensor. The
+// headers were checked against the files' sizes when they were opened, so the bytes are there.
+DType check_against_config(const Shards& shards, const LMConfig& c, int64_t w) {
+    const auto wanted = qwen3_tensors(c, w);
+    std::optional<DType> dtype;
+    for (const auto& [name, shape] : wanted) {
+        const auto it = shards.by_tensor.find(name);
+        if (it == shards.by_tensor.end()) throw std::runtime_error("tensor '" + name + "' is missing");
+        const SafetensorsEntry& e = *it->second->find(name);
+        if (e.shape != shape)
+            throw std::runtime_error("tensor '" + name + "' has shape " + shape_str(e.shape) + " but config.json needs " +
+                                     shape_str(shape));
+        const DType t = from_safetensors(e.dtype, name);
+        if (dtype && t != *dtype)
+            throw std::runtime_error("tensor '" + name + "' is " + dtype_name(t) + " but the others are " +
+                                     dtype_name(*dtype));
+        dtype = t;
+    }
+    // Tied checkpoints may keep lm_head.weight anyway; older ones keep RoPE's inv_freq tables.
+    std::set<std::string> known;
+    for (const auto& [name, shape] : wanted) known.insert(name);
+    for (const auto& [name, file] : shards.by_tensor)
+        if (!known.count(name) && !(c.tie_embeddings && name == "lm_head.weight") && !name.ends_with("rotary_emb.inv_freq"))
+            throw std::runtime_error("tensor '" + printable(name) + "' is not part of a Qwen3 model of this config");
+    return *dtype;
+}
+
+// A tensor of the files, in its own dtype, read straight into `into` when that is given and
+// of that dtype (a contiguous CPU tensor of the tensor's shape), so that loading holds no
+// second copy of a weight.
+Tensor read_tensor(const Shards& shards, const std::string& name, const Shape& want, const Tensor& into = Tensor()) {
+    const SafetensorsReader& file = *shards.by_tensor.at(name);
+    const SafetensorsEntry& e = *file.find(name);
+    if (e.shape != want)  // check_against_config and the model disagree
+        throw std::logic_error("hf: tensor '" + name + "' has shape " + shape_str(e.shape) + ", the model's " +
+                               shape_str(want));
     const DType dtype = from_safetensors(e.dtype, name);
     const bool in_place = into.defined() && into.dtype() == dtype && into.is_contiguous() && into.device() == Device::CPU;
     Tensor t = in_place ? into : Tensor::empty(e.shape, dtype);
-    it->second->read(name, t.view_desc().data);
-    shards.unused.erase(name);
-    check_finite({{name, t}}, it->second->path());
+    file.read(name, t.view_desc().data);
+    check_finite({{name, t}}, file.path());
     return t;
 }
 
@@ -252,29 +323,21 @@ std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptio
     try {
         Checkpoint ck = parse_config(read_file((fs::path(dir) / "config.json").string(), kMaxConfigBytes));
         const GateLayout layout = options.gate_layout.value_or(ck.gate_layout);
-        Shards shards = open_shards(dir);
-        // The weights' dtype is the files', whatever torch_dtype says (one of a model's
-        // tensors decides; they must all agree).
-        if (shards.by_tensor.empty()) throw std::runtime_error("the weights hold no tensor");
-        const auto& [first_name, first_file] = *shards.by_tensor.begin();
-        const DType file_dtype = from_safetensors(first_file->find(first_name)->dtype, first_name);
-        const DType dtype = options.dtype.value_or(file_dtype);
         const LMConfig& c = ck.config;
+        const AttentionOptions& a = c.attn;
+        const int64_t H = a.n_heads, Hkv = a.kv_heads(), dk = a.head_dim();
+        const int64_t w = a.gated() ? (a.sharing == GateSharing::headwise ? 1 : dk) : 0;
+        const Shards shards = open_shards(dir);
+        // The weights' dtype is the files', whatever torch_dtype says.
+        const DType file_dtype = check_against_config(shards, c, w);
+        check_memory(c, Workload::weights, 0, 0, options.memory.value_or(memory_budget()));
+        const DType dtype = options.dtype.value_or(file_dtype);
         // Every weight is read below: drawing random ones first would only cost time.
         const std::shared_ptr<GatedTransformerLM> model = [&] {
             const SkipInit skip_init(dtype);
             return std::make_shared<GatedTransformerLM>(c, dtype);
         }();
-        const AttentionOptions& a = c.attn;
-        const int64_t H = a.n_heads, Hkv = a.kv_heads(), dk = a.head_dim();
-        const int64_t w = a.gated() ? (a.sharing == GateSharing::headwise ? 1 : dk) : 0;
         NoGradGuard no_grad;
-        const auto check_dtype = [&](const Tensor& t, const std::string& name) {
-            if (t.dtype() != file_dtype)
-                throw std::runtime_error("tensor '" + name + "' is " + dtype_name(t.dtype()) + " but the others are " +
-                                         dtype_name(file_dtype));
-            return t;
-        };
         const NamedTensors state = model->state_dict();
         const std::map<std::string, Tensor> by_name(state.begin(), state.end());
         for (const auto& [ours, target] : state) {
@@ -282,19 +345,15 @@ std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptio
             if (ours.ends_with("attn.w_g.weight")) continue;  // filled with w_q below
             if (name.empty()) throw std::logic_error("hf: no HF name for " + ours);
             if (ours.ends_with("attn.w_q.weight") && a.gated()) {
-                const Tensor q_proj = check_dtype(read_tensor(shards, name, {H * (dk + w), c.d_model}), name);
+                const Tensor q_proj = read_tensor(shards, name, {H * (dk + w), c.d_model});
                 const auto [w_q, w_g] = split_q_proj(q_proj, H, Hkv, dk, w, layout);
                 target.copy_(w_q.to(dtype));
                 by_name.at(ours.substr(0, ours.size() - std::string("w_q.weight").size()) + "w_g.weight").copy_(w_g.to(dtype));
                 continue;
             }
-            const Tensor read = check_dtype(read_tensor(shards, name, target.shape(), target), name);
+            const Tensor read = read_tensor(shards, name, target.shape(), target);
             if (read.view_desc().data != target.view_desc().data) target.copy_(read.to(dtype));
         }
-        // Tied checkpoints may keep lm_head.weight anyway; older ones keep RoPE's inv_freq tables.
-        for (const std::string& name : shards.unused)
-            if (!(c.tie_embeddings && name == "lm_head.weight") && !name.ends_with("rotary_emb.inv_freq"))
-                throw std::runtime_error("tensor '" + printable(name) + "' is not part of a Qwen3 model of this config");
         model->eval();
         return model;
     } catch (const std::exception& e) {

@@ -56,11 +56,16 @@ struct LoadOptions {
     // Autocast(bf16)); f32 widens a BF16 checkpoint (exact, twice the memory).
     std::optional<DType> dtype{};
     std::optional<GateLayout> gate_layout{};  // overrides config.json's
+    std::optional<uint64_t> memory{};         // the bytes the model may take; empty: memory_budget()
 };
 
-// Reads DIR/config.json and the weights into a new model. Every tensor is checked against the
-// config (its name, shape, dtype, finite values) and read straight into the model's memory.
-// Errors are std::runtime_error with one line "hf: DIR: ..." naming the tensor or field.
+// Reads DIR/config.json and the weights into a new model. Before anything is allocated, every
+// tensor the config implies is checked to be in the files with its shape and one dtype (and
+// no other tensor to be there), and the model to fit in `memory`; then each is read straight
+// into the model's memory and checked for finite values. config.json (at most 1 MiB) and
+// model.safetensors.index.json (100 MB) are read only when they are regular files; the index
+// may name only files of DIR, and a tensor in two of them is refused. Errors are
+// std::runtime_error with one line "hf: DIR: ..." naming the file, tensor or field.
 std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptions& options = {});
 
 // Writes `model` into DIR in the same layout: config.json (Qwen3ForCausalLM, with the authors'
