@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "commands.h"
@@ -25,6 +26,7 @@ namespace {
 struct ExportArgs {
     CLI::App* cmd = nullptr;
     std::string ckpt, out, hf, dtype = "bf16";
+    bool force = false;
 };
 
 void add_export(CLI::App& app, ExportArgs& a) {
@@ -32,10 +34,12 @@ void add_export(CLI::App& app, ExportArgs& a) {
                                          "float32, without the optimiser state; the checkpoint itself stays float32");
     a.cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE")->required();
     CLI::Option* out = a.cmd->add_option("--out", a.out, "the safetensors file to write")->type_name("FILE");
-    a.cmd->add_option("--hf", a.hf, "write a Hugging Face Qwen3 folder instead (config.json with the authors' gate "
-                                    "flags, model.safetensors, tokenizer.json for byte models)")
-        ->type_name("DIR")
-        ->excludes(out);
+    CLI::Option* hf = a.cmd->add_option("--hf", a.hf, "write a Hugging Face Qwen3 folder instead (config.json with the "
+                                                      "authors' gate flags, model.safetensors, tokenizer.json for byte "
+                                                      "models), as a new folder: DIR must be missing or empty")
+                          ->type_name("DIR")
+                          ->excludes(out);
+    a.cmd->add_flag("--force", a.force, "with --hf: replace DIR when it holds anything (what it holds is removed)")->needs(hf);
     a.cmd->add_option("--dtype", a.dtype, "bf16 or f32")->check(accepted_by(parse_precision))->capture_default_str();
 }
 
@@ -44,13 +48,16 @@ int run_export(const ExportArgs& a) {
     const std::shared_ptr<GatedTransformerLM> model = load_model(a.ckpt);
     const DType dtype = parse_precision(a.dtype);
     if (!a.hf.empty()) {
+        std::vector<std::string> written;
         try {
-            hf::save(*model, a.hf, dtype);
+            written = hf::save(*model, a.hf, {.dtype = dtype, .replace = a.force});
         } catch (const std::invalid_argument& e) {  // what the Qwen3 layout cannot hold
             throw std::runtime_error(e.what());
         }
-        std::printf("wrote %s: config.json, model.safetensors (%s)%s\n", a.hf.c_str(), dtype_name(dtype),
-                    fs::exists(fs::path(a.hf) / "tokenizer.json") ? ", tokenizer.json" : "");
+        std::string files;
+        for (const std::string& name : written)
+            files += (files.empty() ? "" : ", ") + name + (name == "model.safetensors" ? " (" + std::string(dtype_name(dtype)) + ")" : "");
+        std::printf("wrote %s: %s\n", a.hf.c_str(), files.c_str());
         return 0;
     }
     // The training context goes along, as in a checkpoint: eval, sink and report then run the

@@ -214,7 +214,7 @@ TEST_CASE("hf: an export loads back bit-exact, and the reference reads it") {
         const auto model = hf::load(kFixtures + std::string(name));
         const DType dtype = model->parameters().front().dtype();
         const fs::path dir = scratch(std::string("export_") + name);
-        hf::save(*model, dir.string(), dtype);
+        hf::save(*model, dir.string(), {.dtype = dtype});
         const auto back = hf::load(dir.string());
         const NamedTensors a = model->state_dict(), b = back->state_dict();
         REQUIRE(a.size() == b.size());
@@ -439,4 +439,31 @@ TEST_CASE("hf: the index names files of the folder only, and they must be regula
     fs::remove_all(dir);
     fs::remove_all(scratch("sharded_index"));
     fs::remove(dir.parent_path() / (dir.filename().string() + "_outside.safetensors"));
+}
+
+TEST_CASE("hf: export writes a new folder: an older export is refused, or replaced whole, never mixed") {
+    const auto model = hf::load(kFixtures + "headwise");  // vocab 96: no tokenizer of ours to write
+    const fs::path dir = scratch("export_over");
+    fs::copy(kFixtures + "sharded_mqa", dir, fs::copy_options::recursive);
+    fs::copy_file(kFixtures + "headwise/config.json", dir / "tokenizer.json");  // any file of that name
+    // A planted temp name pointing outside the folder: the old writer wrote through it.
+    const fs::path outside = scratch("export_outside") / "victim.txt";
+    write(outside, "keep me");
+    fs::create_symlink(outside, dir / "config.json.tmp");
+
+    CHECK_THROWS_WITH_AS(hf::save(*model, dir.string()), doctest::Contains("it is not an empty folder"), std::runtime_error);
+    CHECK(load_error(dir) == "(loaded)");  // untouched: still the sharded model
+
+    const std::vector<std::string> written = hf::save(*model, dir.string(), {.replace = true});
+    CHECK(written == std::vector<std::string>{"config.json", "model.safetensors"});
+    std::vector<std::string> there;
+    for (const auto& e : fs::directory_iterator(dir)) there.push_back(e.path().filename().string());
+    std::sort(there.begin(), there.end());
+    CHECK(there == written);  // no stale index, tokenizer.json or planted link
+    CHECK(read(outside) == "keep me");
+    const auto back = hf::load(dir.string());
+    CHECK(back->config().attn.n_heads == 4);  // the headwise model, not the sharded MQA one
+    CHECK(amax(abs(back->state_dict().front().second - model->state_dict().front().second)).item() == 0);
+    fs::remove_all(dir);
+    fs::remove_all(outside.parent_path());
 }

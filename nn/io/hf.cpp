@@ -394,7 +394,9 @@ json byte_tokenizer_json() {
 
 }  // namespace
 
-void save(const GatedTransformerLM& model, const std::string& dir, DType dtype, GateLayout layout) {
+std::vector<std::string> save(const GatedTransformerLM& model, const std::string& dir, const SaveOptions& options) {
+    const DType dtype = options.dtype;
+    const GateLayout layout = options.gate_layout;
     const LMConfig& c = model.config();
     const AttentionOptions& a = c.attn;
     const auto refuse = [&](const std::string& what) {
@@ -463,11 +465,17 @@ void save(const GatedTransformerLM& model, const std::string& dir, DType dtype, 
         }
         tensors.emplace_back(hf_name(ours), out.to(dtype));
     }
-    fs::create_directories(dir);
-    save_tensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
-    write_file_atomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
-    if (c.vocab_size == kByteVocab)
-        write_file_atomically((fs::path(dir) / "tokenizer.json").string(), byte_tokenizer_json().dump() + "\n");
+    // A new folder, renamed into place once complete: nothing of an earlier export (an index,
+    // a tokenizer) survives beside these files, and no file of `dir` is written through.
+    std::vector<std::string> written = {"config.json", "model.safetensors"};
+    if (c.vocab_size == kByteVocab) written.push_back("tokenizer.json");
+    write_folder_atomically(dir, options.replace, [&](const std::string& folder) {
+        save_tensors((fs::path(folder) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+        write_file_atomically((fs::path(folder) / "config.json").string(), config.dump(2) + "\n");
+        if (c.vocab_size == kByteVocab)
+            write_file_atomically((fs::path(folder) / "tokenizer.json").string(), byte_tokenizer_json().dump() + "\n");
+    });
+    return written;
 }
 
 }  // namespace gg::nn::hf

@@ -25,6 +25,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nn/transformer.h"
 
@@ -68,13 +69,22 @@ struct LoadOptions {
 // std::runtime_error with one line "hf: DIR: ..." naming the file, tensor or field.
 std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptions& options = {});
 
-// Writes `model` into DIR in the same layout: config.json (Qwen3ForCausalLM, with the authors'
-// gate flags when gated) and model.safetensors in `dtype`; for a byte-level model (vocab 257,
+struct SaveOptions {
+    DType dtype = DType::f32;  // of the weights in model.safetensors: f32 or bf16
+    GateLayout gate_layout = GateLayout::grouped;
+    bool replace = false;  // when DIR holds anything: replace it (what it holds is removed) or refuse
+};
+
+// Writes `model` as a new folder DIR in the same layout: config.json (Qwen3ForCausalLM, with the
+// authors' gate flags when gated) and model.safetensors; for a byte-level model (vocab 257,
 // BOS 256) also tokenizer.json: the byte tokenizer of train/data.h as a byte-level BPE with no
-// merges whose post-processor puts BOS first. Throws std::invalid_argument naming what the
-// Qwen3 layout cannot hold (learned positions, MoE, a gate other than G1 with σ, NTK scaling...).
-void save(const GatedTransformerLM& model, const std::string& dir, DType dtype = DType::f32,
-          GateLayout gate_layout = GateLayout::grouped);
+// merges whose post-processor puts BOS first. Returns the names of the files written. The
+// folder is filled beside DIR and renamed into place (nn/files.h: write_folder_atomically), so
+// DIR holds the whole export or what it held before, and nothing else. Throws
+// std::invalid_argument naming what the Qwen3 layout cannot hold (learned positions, MoE, a
+// gate other than G1 with σ, NTK scaling...), std::runtime_error when DIR holds anything and
+// `replace` is not set, or on an I/O error.
+std::vector<std::string> save(const GatedTransformerLM& model, const std::string& dir, const SaveOptions& options = {});
 
 // q_proj's rows ↔ W_Q's and W_g's, for h heads of dk over n_kv groups, gate width w (1 or dk).
 // q_proj (h·dk + h·w, d) → {W_Q (h·dk, d), W_g (h·w, d)}, and back.
