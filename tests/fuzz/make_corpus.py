@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/fuzz/corpus/: the fuzzer's seeds and one regression file per hostile input.
+"""Writes tests/fuzz/corpus/checkpoint/: the checkpoint fuzzer's seeds and one regression file per hostile input.
 
     python3 tests/fuzz/make_corpus.py build/apps/gatedgrad
 
@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CORPUS = os.path.join(HERE, "corpus")
+CORPUS = os.path.join(HERE, "corpus", "checkpoint")
 
 
 def pack(header_text, data=b""):

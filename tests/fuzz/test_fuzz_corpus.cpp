@@ -1,6 +1,9 @@
-// test_fuzz_corpus.cpp — replays every file of tests/fuzz/corpus/ (the fuzzer's seeds and
-// one regression file per hostile input ever found) through load_untrusted.h, in the
-// default suite, with or without clang: each must load or end in a clean one-line error.
+// test_fuzz_corpus.cpp — replays every file of tests/fuzz/corpus/ (the fuzzers' seeds and one
+// regression file per hostile input ever found) through what its target runs, in the default
+// suite, with or without clang: each must load or end in a clean one-line error.
+//   corpus/checkpoint/  checkpoints and config files (load_untrusted.h, fuzz_checkpoint.cpp)
+//   corpus/hf_folder/   Hugging Face folders, one input each (hf_folder.h, fuzz_hf_folder.cpp)
+//   corpus/tokenizer/   tokenizer.json and a text to encode (load_tokenizer.h, fuzz_tokenizer.cpp)
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/fuzz/hf_folder.h"
 #include "tests/fuzz/load_tokenizer.h"
 #include "tests/fuzz/load_untrusted.h"
 
@@ -38,10 +42,21 @@ void replay(const char* folder, size_t at_least, std::vector<std::string> (*load
 
 }  // namespace
 
-TEST_CASE("fuzz corpus: every seed and regression file loads or fails cleanly") {
-    replay("tests/fuzz/corpus", 20, gg::fuzz::load_untrusted);
+TEST_CASE("fuzz corpus: every checkpoint seed and regression file loads or fails cleanly") {
+    replay("tests/fuzz/corpus/checkpoint", 20, gg::fuzz::load_untrusted);
     // The seeds are real checkpoints: at least one of them must load as a model.
-    CHECK_NOTHROW(gg::nn::load_model("tests/fuzz/corpus/seed_trained.safetensors", gg::fuzz::kMemory));
+    CHECK_NOTHROW(gg::nn::load_model("tests/fuzz/corpus/checkpoint/seed_trained.safetensors", gg::fuzz::kMemory));
+}
+
+TEST_CASE("fuzz corpus: every Hugging Face folder seed and regression input loads or fails cleanly") {
+    replay("tests/fuzz/corpus/hf_folder", 10, gg::fuzz::load_hf_folder);
+    // The seeds are models that load.
+    for (const char* seed : {"seed_plain", "seed_headwise", "seed_elementwise_bf16_tied", "seed_interleaved", "seed_yarn",
+                             "seed_sharded"}) {
+        CAPTURE(seed);
+        const std::string bytes = read_all(fs::path("tests/fuzz/corpus/hf_folder") / seed);
+        CHECK_NOTHROW(gg::nn::hf::load(gg::fuzz::write_hf_folder(bytes)));
+    }
 }
 
 TEST_CASE("fuzz corpus: every tokenizer seed and regression file reads and encodes or fails cleanly") {
