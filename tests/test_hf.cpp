@@ -414,7 +414,8 @@ TEST_CASE("hf: the index names files of the folder only, and they must be regula
     const std::string shard = "model-00002-of-00003.safetensors";
     fs::copy_file(dir / shard, dir.parent_path() / (dir.filename().string() + "_outside.safetensors"));
     for (const std::string& name : {"../" + dir.filename().string() + "_outside.safetensors", dir.string() + "/" + shard,
-                                    std::string(".."), std::string("."), std::string("")}) {
+                                    std::string(".."), std::string("."), std::string(""), shard + "\n",
+                                    std::string("model\\x.safetensors")}) {
         CAPTURE(name);
         const fs::path bad = scratch("sharded_index");
         fs::copy(dir, bad, fs::copy_options::recursive | fs::copy_options::overwrite_existing);

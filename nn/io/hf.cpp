@@ -190,10 +190,11 @@ struct Shards {
 };
 
 // A name the index may give a shard: a file of the folder itself, never a path out of it
-// ("../x", "/etc/x", "sub/x") nor the folder itself.
+// ("../x", "/etc/x", "sub/x") nor the folder itself, and one that every message can quote as
+// it is (no control characters, such as a newline, nor bytes that are not UTF-8).
 bool plain_file_name(const std::string& name) {
     return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
-           name.find('\0') == std::string::npos;
+           printable(name, name.size()) == name;
 }
 
 // The files the index names, each once, checked to hold the tensors it places in them.

@@ -134,8 +134,9 @@ def main():
     moved = {e[0]: "model-1.safetensors" for e in w}
     write("finding_index_places_missing_tensor", sharded(plain, w[:6], w[6:], moved))
     # an index naming files outside the folder, the folder itself, or nothing
+    # found while fuzzing: a name with a newline reached the error message raw
     for label, name in [("parent", "../model-2.safetensors"), ("dotdot", ".."), ("absolute", "/dev/zero"),
-                        ("empty", "")]:
+                        ("empty", ""), ("newline", "model-2.safet\nsors")]:
         outside = {e[0]: "model-1.safetensors" for e in w[:6]}
         outside.update({e[0]: name for e in w[6:]})
         write(f"finding_index_names_{label}", sharded(plain, w[:6], w[6:], outside))
