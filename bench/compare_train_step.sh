@@ -7,6 +7,9 @@
 #   bench/compare_train_step.sh [rounds, default 3] [steps per run, default 5]   (needs tools/setup --torch)
 # GG_BUILD=dir times an existing build there instead of building ./build.
 set -euo pipefail
+. "$(dirname "$0")/../tools/lib/arguments.sh"
+(($# <= 2)) || refuse "takes at most rounds and steps"
+for n in "$@"; do [[ $n =~ ^[1-9][0-9]*$ ]] || refuse "rounds and steps are counts, not $n"; done
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 steps=${2:-5}

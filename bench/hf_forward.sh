@@ -18,6 +18,9 @@
 # SSE3 kernels (the JSON lines name them: "openblas_core"): OPENBLAS_CORETYPE=SkylakeX (or
 # Haswell) in the environment picks the kernels the CPU has, for both programs.
 set -euo pipefail
+. "$(dirname "$0")/../tools/lib/arguments.sh"
+(($# <= 3)) || refuse "takes at most rounds, runs and threads"
+for n in "$@"; do [[ $n =~ ^[1-9][0-9]*$ ]] || refuse "rounds, runs and threads are counts, not $n"; done
 cd "$(dirname "$0")/.."
 rounds=${1:-2}
 runs=${2:-3}
