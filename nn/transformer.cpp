@@ -1,6 +1,5 @@
 #include "nn/transformer.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <stdexcept>
 
 #include "autograd/engine.h"
+#include "tensor/blas_buffers.h"
 #include "nn/json_fields.h"
 
 namespace gg::nn {
@@ -239,11 +239,9 @@ MemoryLimit memory_limit() {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
     MemoryLimit least{pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : uint64_t(1) << 34,
                       "this machine's memory"};  // 16 GiB if unknown
-    if (rlimit limit{}; ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-        uint64_t mapped_pages = 0;  // the address space in use: libraries, stacks, thread arenas
-        std::ifstream("/proc/self/statm") >> mapped_pages;
-        const uint64_t mapped = page_size > 0 ? mapped_pages * uint64_t(page_size) : 0;
-        const uint64_t left = limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0;
+    if (const uint64_t address_space = address_space_left(); address_space != UINT64_MAX) {
+        // OpenBLAS's buffers count as taken: they are mapped at the first GEMMs (tensor/blas_buffers.h).
+        const uint64_t left = address_space > blas_buffer_bytes() ? address_space - blas_buffer_bytes() : 0;
         if (left < least.bytes) least = {left, "what ulimit -v leaves"};
     }
     std::ifstream cgroup_file("/proc/self/cgroup");

@@ -76,7 +76,8 @@ enum class Workload { weights, inference, analysis, training };
 MemoryEstimate estimate_memory(const LMConfig& config, Workload workload = Workload::weights, int64_t batch = 0,
                                int64_t seq_len = 0);
 // The bytes this process may use: the least of the machine's physical memory, what
-// `ulimit -v` (RLIMIT_AS) leaves above the address space already mapped, and the cgroup v2
+// `ulimit -v` (RLIMIT_AS) leaves above the address space already mapped and OpenBLAS's
+// buffers (tensor/blas_buffers.h), and the cgroup v2
 // memory.max of this process's group and every group above it ("max": no limit). The
 // default budget below: a container's limit, not its host's memory, is where it is killed.
 struct MemoryLimit {

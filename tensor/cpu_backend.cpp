@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tensor/backend.h"
+#include "tensor/blas_buffers.h"
 #include "tensor/caching_allocator.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/cpu_float32.h"
@@ -617,9 +618,10 @@ const Backend cpu_backend{
 }  // namespace
 
 const Backend& cpu_backend_table() {
-    // GEMMs thread through OpenMP (cpu_gemm), so OpenBLAS keeps to the thread that calls it.
-    static const bool blas_single_threaded = (openblas_set_num_threads(1), true);
-    (void)blas_single_threaded;
+    // GEMMs thread through OpenMP (cpu_gemm), so OpenBLAS keeps to the thread that calls it, and
+    // OpenMP runs no more threads than the address space holds OpenBLAS's buffers for.
+    static const bool blas_set_up = (openblas_set_num_threads(1), fit_threads_to_address_space(), true);
+    (void)blas_set_up;
     return cpu_backend;
 }
 
