@@ -19,8 +19,9 @@ integers, not 3e-3) in its result sections, and looks for it in the results file
 docs/results.md, the summary of all of them, is checked the same way, every line of it: a
 section headed "## NN ..." against tutorial NN's results, the rest (the overview and the
 main demo) against all the tutorials' results and the demo's output (docs/demo_output.txt).
-The main README.md, which quotes the demo, is checked every line against the demo's output
-and tutorial 06's results (the five seeds it quotes).
+The main README.md, which quotes the demo, is checked every line against the demo's output,
+tutorial 06's and 07's results (the seeds it quotes) and the demo's outputs on other CPUs'
+kernels (docs/kernel_spread/); docs/kernel-spread.md, which tabulates those, the same way.
 
 Run from the repository root; prints each number it cannot find, with its file and line.
 """
@@ -124,10 +125,11 @@ def main() -> int:
     for number, line, section in summary_lines(summary):
         pool = pools.get(section, []) if section else everything
         checked += check(summary, [(number, line)], (pool, paper), root, failures)
-    readme = root / "README.md"
     demo = pool_of([root / "docs" / "demo_output.txt"])
-    checked += check(readme, [(n, line) for n, line, _ in summary_lines(readme)], (demo, pools.get("06", [])),
-                     root, failures)
+    spread = pool_of((root / "docs" / "kernel_spread").rglob("*"))
+    quoted = (demo, pools.get("06", []), pools.get("07", []), spread)
+    for page in (root / "README.md", root / "docs" / "kernel-spread.md"):
+        checked += check(page, [(n, line) for n, line, _ in summary_lines(page)], quoted, root, failures)
     for f in failures:
         print(f)
     print(f"{checked} numbers checked, {len(failures)} not found")
