@@ -5,6 +5,9 @@
 # seconds (the CPU time is the fairer one on a machine that others share).
 #   bench/tokenizer_load.sh [RUNS]     after tools/setup --tokenizers and a build in build/
 set -euo pipefail
+. "$(dirname "$0")/../tools/lib/arguments.sh"
+(($# <= 1)) || refuse "takes at most the number of runs"
+[[ ${1:-7} =~ ^[1-9][0-9]*$ ]] || refuse "runs is a count, not $1"
 cd "$(dirname "$0")/.."
 runs=${1:-7}
 modules=tests/reference/tokenizers/node_modules
