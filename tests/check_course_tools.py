@@ -3,7 +3,7 @@
 tools/grade's verdicts on doctest's own words (a JUnit report of an untouched exercise, a wrong
 one, one caught calling the library's answer) and on the compiler's errors that hidden.h
 provokes; `tools/grade --solutions` in a course copy without tutorials/solutions/; and
-`tools/exercise` without an argument, which prints its usage. tests/check_grade.py grades the
+`tools/exercise` without an argument, which says in one line what to give and where the usage is. tests/check_grade.py grades the
 real exercises and solutions (it builds them).
 """
 import pathlib
@@ -93,7 +93,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
 ran = subprocess.run([str(root / "tools" / "exercise")], capture_output=True, text=True)
 expect("exercise without an argument: exit", ran.returncode, 2)
-if not ran.stderr.startswith("usage: tools/exercise ID [BUILD_DIR]") or "tools/exercise 02.1" not in ran.stderr:
+if (len(ran.stderr.splitlines()) != 1 or not ran.stderr.startswith("tools/exercise: give an exercise (02.1)")
+        or "see tools/exercise --help" not in ran.stderr):
     problems.append(f"exercise without an argument said {ran.stderr!r}")
 
 print("\n".join(problems) or "check_course_tools: grade's verdicts, grade --solutions in a copy, exercise's usage")
