@@ -211,6 +211,13 @@ Tensor abs(const Tensor& x) {
                     [](const Tensor& x) { return gt(x, like(x, 0)) - lt(x, like(x, 0)); });
 }
 
+Tensor softplus(const Tensor& x) {
+    check_floating("softplus", x);
+    const Tensor in = x.detach();  // the forward from composed ops, recorded as one node
+    return record("softplus", relu(in) + log(1.0 + exp(-abs(in))), {x},
+                  [in](const Tensor& g) { return std::vector<Tensor>{g * sigmoid(in)}; }, {in});
+}
+
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     if (autocast_mixes(a, b)) return where(cond, autocast_float32(a), autocast_float32(b));  // the promote rule
     check_compatible("where", a, b);

@@ -43,6 +43,9 @@ Tensor silu(const Tensor& x);  // x σ(x)
 Tensor gelu(const Tensor& x);  // x Φ(x), the exact (erf) form
 Tensor erf(const Tensor& x);
 Tensor abs(const Tensor& x);
+// log(1 + eˣ), as max(x, 0) + log(1 + e^(−|x|)): no overflow for large x. Its derivative is
+// σ(x), exactly, at 0 too (where relu's and abs's one-sided derivatives would give 0).
+Tensor softplus(const Tensor& x);
 
 // where(cond, a, b): a where cond != 0, else b (cond broadcasts too).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

@@ -84,12 +84,32 @@ TEST_CASE("gradcheck: unary element-wise ops") {
     check_gradient("gelu", [](const Inputs& in) { return gg::gelu(in[0]); }, {x});
     check_gradient("erf", [](const Inputs& in) { return gg::erf(in[0]); }, {x});
     check_gradient("abs", [](const Inputs& in) { return gg::abs(in[0]); }, {nz});
+    // softplus on any sign, 0 itself among the points (where its composed forward has kinks).
+    const Tensor around_zero = leaf(gg::cat({gg::randn({6}, gen, DType::f64), gg::zeros({2}, DType::f64)}));
+    check_gradient("softplus", [](const Inputs& in) { return gg::softplus(in[0]); }, {around_zero});
     // A strided input to a unary op.
     check_gradient("exp of a transpose", [](const Inputs& in) { return gg::exp(in[0].t()); }, {x});
     // The method forms.
     check_gradient("methods", [](const Inputs& in) {
         return in[0].exp().log().sqrt().pow(3).sigmoid().tanh() + in[0].relu();
     }, {p});
+}
+
+TEST_CASE("softplus: log(1 + eˣ) without overflow, and σ(x) as its gradient at the extremes") {
+    const std::vector<double> xs = {-800, -40, -1, 0, 1e-3, 2.5, 40, 800};
+    const Tensor x = leaf(gg::from_vector(xs, {8}));
+    const Tensor y = gg::softplus(x);
+    y.backward(gg::ones_like(y));
+    std::vector<double> value, slope;
+    for (double v : xs) {
+        value.push_back(v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)));
+        slope.push_back(1 / (1 + std::exp(-v)));
+    }
+    // Below about −37, 1 + eˣ rounds to 1: softplus gives 0 where the value is eˣ < 10⁻¹⁶.
+    CHECK(gg::testing::mismatch(y, value, 1e-15) == "");
+    CHECK(gg::testing::mismatch(x.grad(), slope, 1e-15) == "");
+    const Tensor f32 = gg::softplus(gg::from_vector(std::vector<float>{-200.f, 0.f, 200.f}, {3}));
+    CHECK(gg::testing::mismatch(f32, {0, std::log(2.0), 200}, 1e-6) == "");
 }
 
 TEST_CASE("gradcheck: where and masked_fill") {
