@@ -13,6 +13,7 @@
 
 #include "nn/attention.h"
 #include "nn/files.h"
+#include "nn/gated_deltanet.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "nn/moe.h"
