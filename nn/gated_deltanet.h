@@ -44,6 +44,7 @@
 //                linear_attn.dt_bias → dt_bias,  A_log → A_log  (Hv each)
 //                linear_attn.norm.weight → norm.weight  (dv; a plain weight, not 1 + weight)
 //                linear_attn.out_proj → w_o
+// (tests/reference/gated_deltanet.py writes both layouts; the test reads both through this map.)
 #pragma once
 #include <memory>
 #include <utility>

@@ -1,9 +1,11 @@
 // test_gated_deltanet.cpp — Gated DeltaNet (nn/gated_deltanet.h): the chunked form against the
 // recurrent one, float64 gradchecks of both and of the layer, decoding with the cache against
-// the full pass.
+// the full pass, and the layer against an independent PyTorch reference on fixed weights
+// (tests/reference/gated_deltanet.py) in both Hugging Face weight layouts.
 #include <map>
 #include <string>
 
+#include "nn/io/checkpoint.h"
 #include "tests/nn_check.h"
 
 using namespace gg;
@@ -253,4 +255,96 @@ TEST_CASE("deltanet: parameter shapes, the residual, and bad input") {
                          doctest::Contains("chunk size 6 is not a power of two"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(gated_delta_rule_recurrent(in.q, in.k, in.v, in.g.narrow(2, 0, 4), in.beta),
                          doctest::Contains("g (1,2,4)"), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------- against the PyTorch reference
+
+namespace {
+
+// tests/reference/gated_deltanet.safetensors (written by gated_deltanet.py): x and the weights
+// (float32 values, read in float64), the same weights in both Hugging Face layouts, y and the
+// final state.
+struct Fixture {
+    GatedDeltaNetOptions options;
+    std::map<std::string, Tensor> tensors;
+    const Tensor& operator[](const std::string& name) const { return tensors.at(name); }
+};
+
+Fixture read_fixture() {
+    Metadata metadata;
+    Fixture f;
+    for (const auto& [name, t] : load_tensors("tests/reference/gated_deltanet.safetensors", &metadata))
+        f.tensors[name] = t.to(DType::f64);
+    const nlohmann::json c = nlohmann::json::parse(metadata.at("config"));
+    f.options.d_model = c.at("hidden_size");
+    f.options.n_k_heads = c.at("linear_num_key_heads");
+    f.options.n_v_heads = c.at("linear_num_value_heads");
+    f.options.head_k_dim = c.at("linear_key_head_dim");
+    f.options.head_v_dim = c.at("linear_value_head_dim");
+    f.options.conv_kernel = c.at("linear_conv_kernel_dim");
+    f.options.norm_eps = c.at("rms_norm_eps");
+    return f;
+}
+
+enum class Layout { qwen3_5, qwen3_next, qwen3_next_read_as_qwen3_5 };
+
+// The fixture's weights in `layout` written into m, through the map in nn/gated_deltanet.h.
+// The last layout is a mistake on purpose: Qwen3-Next's joined rows read as if they were
+// Qwen3.5's q ‖ k ‖ v ‖ z and b ‖ a.
+void load_hf(GatedDeltaNet& m, const Fixture& f, Layout layout) {
+    const GatedDeltaNetOptions& o = m.options();
+    const int64_t d = o.d_model, Hk = o.n_k_heads, Hv = o.v_heads(), dk = o.k_dim(), dv = o.v_dim(), r = Hv / Hk;
+    Tensor q, k, v, z, b, a;
+    if (layout == Layout::qwen3_5) {
+        const Tensor qkv = f["in_proj_qkv.weight"];
+        q = qkv.narrow(0, 0, Hk * dk), k = qkv.narrow(0, Hk * dk, Hk * dk), v = qkv.narrow(0, 2 * Hk * dk, Hv * dv);
+        z = f["in_proj_z.weight"], b = f["in_proj_b.weight"], a = f["in_proj_a.weight"];
+    } else if (layout == Layout::qwen3_next_read_as_qwen3_5) {
+        const Tensor qkvz = f["in_proj_qkvz.weight"], ba = f["in_proj_ba.weight"];
+        q = qkvz.narrow(0, 0, Hk * dk), k = qkvz.narrow(0, Hk * dk, Hk * dk), v = qkvz.narrow(0, 2 * Hk * dk, Hv * dv);
+        z = qkvz.narrow(0, 2 * Hk * dk + Hv * dv, Hv * dv), b = ba.narrow(0, 0, Hv), a = ba.narrow(0, Hv, Hv);
+    } else {
+        const Tensor groups = f["in_proj_qkvz.weight"].view({Hk, 2 * dk + 2 * r * dv, d});
+        const Tensor ba = f["in_proj_ba.weight"].view({Hk, 2 * r, d});
+        q = groups.narrow(1, 0, dk).reshape({Hk * dk, d});
+        k = groups.narrow(1, dk, dk).reshape({Hk * dk, d});
+        v = groups.narrow(1, 2 * dk, r * dv).reshape({Hv * dv, d});
+        z = groups.narrow(1, 2 * dk + r * dv, r * dv).reshape({Hv * dv, d});
+        b = ba.narrow(1, 0, r).reshape({Hv, d}), a = ba.narrow(1, r, r).reshape({Hv, d});
+    }
+    using gg::testing::assign;
+    assign(m.w_q->weight, q), assign(m.w_k->weight, k), assign(m.w_v->weight, v), assign(m.w_z->weight, z);
+    assign(m.w_beta->weight, b), assign(m.w_alpha->weight, a);
+    assign(m.conv_weight, f["conv1d.weight"].view({o.conv_channels(), o.conv_kernel}));
+    assign(m.dt_bias, f["dt_bias"]), assign(m.A_log, f["A_log"]), assign(m.norm->weight, f["norm.weight"]);
+    assign(m.w_o->weight, f["out_proj.weight"]);
+}
+
+}  // namespace
+
+TEST_CASE("deltanet: the layer matches the PyTorch reference on fixed weights, in both Hugging Face layouts") {
+    const Fixture f = read_fixture();
+    const Tensor& x = f["x"];  // (2, 11, 8): chunks of 4, two full and a partial one
+    for (Layout layout : {Layout::qwen3_5, Layout::qwen3_next})
+        for (DeltaRuleForm form : {DeltaRuleForm::chunked, DeltaRuleForm::recurrent}) {
+            GatedDeltaNetOptions o = f.options;
+            o.chunk_size = 4;
+            o.form = form;
+            CAPTURE(layout == Layout::qwen3_5 ? "Qwen3.5" : "Qwen3-Next");
+            CAPTURE(describe(o));
+            GatedDeltaNet m(o);
+            m.to(DType::f64);
+            load_hf(m, f, layout);
+            DeltaNetCache cache;
+            CHECK(max_abs_diff(m.forward(x, &cache), f["y"]) < 1e-13);
+            CHECK(max_abs_diff(cache.state, f["state"]) < 1e-13);
+            // In float32, to float32's rounding.
+            m.to(DType::f32);
+            CHECK(max_abs_diff(m.forward(x.to(DType::f32)), f["y"]) < 1e-5);
+        }
+    // Qwen3-Next's joined rows read as if they were Qwen3.5's: the test can tell the layouts apart.
+    GatedDeltaNet m(f.options);
+    m.to(DType::f64);
+    load_hf(m, f, Layout::qwen3_next_read_as_qwen3_5);
+    CHECK(max_abs_diff(m.forward(x), f["y"]) > 1e-2);
 }
