@@ -32,21 +32,31 @@ Tensor initial_state(const Tensor& S0, const Tensor& q, const Tensor& v) {
     return S0.defined() ? S0 : zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, q.dtype(), q.device());
 }
 
+// The slices of t along dim 2 (tokens or chunks), that dim dropped. split's views write their
+// gradients into one tensor of t's shape; select's would each make a zero tensor of t's whole
+// size in backward, work that grows as the square of the sequence.
+std::vector<Tensor> unbind_steps(const Tensor& t) {
+    std::vector<Tensor> pieces = split(t, 1, 2);
+    for (Tensor& piece : pieces) piece = piece.squeeze(2);
+    return pieces;
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> gated_delta_rule_recurrent(const Tensor& q, const Tensor& k, const Tensor& v,
                                                      const Tensor& g, const Tensor& beta, const Tensor& S0) {
     check_delta_rule_inputs("gated_delta_rule_recurrent", q, k, v, g, beta, S0);
-    const int64_t T = q.size(2);
-    const Tensor alpha = exp(g).unsqueeze(-1).unsqueeze(-1), b = beta.unsqueeze(-1).unsqueeze(-1);  // (B, H, T, 1, 1)
+    // Per token: q_t, k_t (B, H, 1, dk), v_t (B, H, 1, dv), α_t and β_t (B, H, 1, 1).
+    const auto tokens = [](const Tensor& t) { return unbind_steps(t.unsqueeze(3)); };
+    const std::vector<Tensor> qs = tokens(q), ks = tokens(k), vs = tokens(v);
+    const std::vector<Tensor> alphas = tokens(exp(g).unsqueeze(-1)), betas = tokens(beta.unsqueeze(-1));
     Tensor S = initial_state(S0, q, v);  // (B, H, dk, dv)
     std::vector<Tensor> out;
-    for (int64_t t = 0; t < T; ++t) {
-        const Tensor q_t = q.narrow(2, t, 1), k_t = k.narrow(2, t, 1), v_t = v.narrow(2, t, 1);  // (B, H, 1, ·)
-        S = S * alpha.select(2, t);                               // forget
-        const Tensor u = (v_t - matmul(k_t, S)) * b.select(2, t);  // (B, H, 1, dv) what k_t's value moves by
-        S = S + matmul(k_t.transpose(2, 3), u);                   // (B, H, dk, dv)
-        out.push_back(matmul(q_t, S));                            // (B, H, 1, dv)
+    for (size_t t = 0; t < qs.size(); ++t) {
+        S = S * alphas[t];                                         // forget
+        const Tensor u = (vs[t] - matmul(ks[t], S)) * betas[t];    // (B, H, 1, dv) what k_t's value moves by
+        S = S + matmul(ks[t].transpose(2, 3), u);                  // (B, H, dk, dv)
+        out.push_back(matmul(qs[t], S));                           // (B, H, 1, dv)
     }
     return {cat(out, 2), S};
 }
@@ -140,12 +150,15 @@ std::pair<Tensor, Tensor> gated_delta_rule_chunked(const Tensor& q, const Tensor
     const Tensor K_to_end = (K * exp(gamma_end - gamma).unsqueeze(-1)).transpose(-1, -2);  // (B, H, N, dk, C)
     const Tensor decay_end = exp(gamma_end).unsqueeze(-1);            // (B, H, N, 1, 1)
 
+    // Chunk by chunk (dim 2 dropped), as the loop reads them.
+    const std::vector<Tensor> w_v = unbind_steps(W_v), w_k = unbind_steps(W_k), q_decayed = unbind_steps(Q_decayed);
+    const std::vector<Tensor> p = unbind_steps(P), k_to_end = unbind_steps(K_to_end), d_end = unbind_steps(decay_end);
     Tensor S = initial_state(S0, q, v);  // (B, H, dk, dv)
     std::vector<Tensor> out;
     for (int64_t n = 0; n < N; ++n) {
-        const Tensor U = W_v.select(2, n) - matmul(W_k.select(2, n), S);                 // (B, H, C, dv)
-        out.push_back(matmul(Q_decayed.select(2, n), S) + matmul(P.select(2, n), U));    // (B, H, C, dv)
-        S = S * decay_end.select(2, n) + matmul(K_to_end.select(2, n), U);               // (B, H, dk, dv)
+        const Tensor U = w_v[n] - matmul(w_k[n], S);                         // (B, H, C, dv)
+        out.push_back(matmul(q_decayed[n], S) + matmul(p[n], U));            // (B, H, C, dv)
+        S = S * d_end[n] + matmul(k_to_end[n], U);                           // (B, H, dk, dv)
     }
     return {stack(out, 2).view({B, H, Tp, dv}).narrow(2, 0, T), S};
 }
