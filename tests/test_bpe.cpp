@@ -482,9 +482,10 @@ TEST_CASE("bpe: a file whose large tables the scan cannot find is read from the 
         t.replace(t.find(key), key.size(), escaped);
         return t;
     };
-    for (const auto& [key, escaped] : std::vector<std::pair<std::string, std::string>>{
+    for (const auto& pair : std::vector<std::pair<std::string, std::string>>{
              {"\"vocab\"", "\"voc\\u0061b\""}, {"\"merges\"", "\"merge\\u0073\""}, {"\"model\"", "\"mod\\u0065l\""}}) {
-        CAPTURE(escaped);
+        const auto& [key, escaped] = pair;
+        CAPTURE(pair.second);  // the pair's member: clang 14's CAPTURE cannot name a structured binding
         const BpeTokenizer t = BpeTokenizer::from_json(with_escape(key, escaped));
         CHECK(t.encode("the thing, the world") == tokenizer().encode("the thing, the world"));
     }

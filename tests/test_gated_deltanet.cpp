@@ -222,7 +222,9 @@ TEST_CASE("deltanet: parameter shapes, the residual, and bad input") {
         {"dt_bias", {4}},         {"norm.weight", {3}},         {"w_o.weight", {12, 12}}};
     const auto params = m.named_parameters();
     CHECK(params.size() == expected.size());
-    for (const auto& [name, p] : params) {
+    for (const auto& entry : params) {  // not a structured binding: clang 14's CAPTURE cannot name one
+        const auto& name = entry.first;
+        const auto& p = entry.second;
         CAPTURE(name);
         REQUIRE(expected.count(name) == 1);
         CHECK(p.shape() == expected.at(name));

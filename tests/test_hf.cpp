@@ -227,7 +227,9 @@ TEST_CASE("hf: an export loads back bit-exact, and the reference reads it") {
         const NamedTensors original = load_tensors(kFixtures + std::string(name) + "/model.safetensors"),
                            written = load_tensors((dir / "model.safetensors").string());
         REQUIRE(original.size() == written.size());
-        for (const auto& [n, t] : original) {
+        for (const auto& entry : original) {  // not a structured binding: clang 14's CAPTURE cannot name one
+            const auto& n = entry.first;
+            const auto& t = entry.second;
             CAPTURE(n);
             bool found = false;
             for (const auto& [m, u] : written)
