@@ -256,6 +256,11 @@ uint64_t memory_budget() { return memory_limit().bytes; }
 
 void check_memory(const LMConfig& c, Workload workload, int64_t batch, int64_t seq_len, uint64_t budget) {
     const double total = estimate_memory(c, workload, batch, seq_len).total();
+    const char* source = nullptr;  // where the budget comes from, when it is the process's limit
+    if (budget == 0) {
+        const MemoryLimit limit = memory_limit();
+        budget = limit.bytes, source = limit.source;
+    }
     if (total <= double(budget)) return;
     // Blame the part that asks for the most: a parameter part counts 4 times in training.
     const MemoryParts p = memory_parts(c, workload, batch, seq_len);
@@ -272,11 +277,9 @@ void check_memory(const LMConfig& c, Workload workload, int64_t batch, int64_t s
                           : workload == Workload::training  ? "a training step"
                           : workload == Workload::analysis  ? "an analysis pass"
                                                             : "a forward pass";
-    const MemoryLimit limit = memory_limit();  // the default budget: say where it comes from
-    const std::string source = limit.bytes == budget ? std::string(" (") + limit.source + ")" : "";
     throw std::invalid_argument("LMConfig: " + blame.second + " asks for too much memory: " + purpose +
                                 " would need about " + bytes_str(total) + ", more than the " + bytes_str(double(budget)) +
-                                " available" + source);
+                                " available" + (source ? std::string(" (") + source + ")" : ""));
 }
 
 // ---------------------------------------------------------------- block

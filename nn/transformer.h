@@ -92,9 +92,10 @@ uint64_t memory_budget();  // memory_limit().bytes
 uint64_t cgroup_memory_max(const std::string& proc_self_cgroup, const std::string& mount = "/sys/fs/cgroup");
 // Throws std::invalid_argument when estimate_memory(...) exceeds `budget`, naming the
 // field that asks for the most (n_layers, vocab_size, ... or batch × seq_len) and the
-// bytes the whole would need.
+// bytes the whole would need. Budget 0: memory_limit(), read once here, whose source the
+// message names (read twice, it moves with what the process has mapped in between).
 void check_memory(const LMConfig& config, Workload workload = Workload::weights, int64_t batch = 0,
-                  int64_t seq_len = 0, uint64_t budget = memory_budget());
+                  int64_t seq_len = 0, uint64_t budget = 0);
 
 class TransformerBlock : public Module {
 public:

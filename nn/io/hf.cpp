@@ -331,7 +331,7 @@ std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptio
         const Shards shards = open_shards(dir);
         // The weights' dtype is the files', whatever torch_dtype says.
         const DType file_dtype = check_against_config(shards, c, w);
-        check_memory(c, Workload::weights, 0, 0, options.memory.value_or(memory_budget()));
+        check_memory(c, Workload::weights, 0, 0, options.memory.value_or(0));
         const DType dtype = options.dtype.value_or(file_dtype);
         // Every weight is read below: drawing random ones first would only cost time.
         const std::shared_ptr<GatedTransformerLM> model = [&] {

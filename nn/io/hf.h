@@ -57,7 +57,7 @@ struct LoadOptions {
     // Autocast(bf16)); f32 widens a BF16 checkpoint (exact, twice the memory).
     std::optional<DType> dtype{};
     std::optional<GateLayout> gate_layout{};  // overrides config.json's
-    std::optional<uint64_t> memory{};         // the bytes the model may take; empty: memory_budget()
+    std::optional<uint64_t> memory{};         // the bytes the model may take; empty: what this process may use
 };
 
 // Reads DIR/config.json and the weights into a new model. Before anything is allocated, every

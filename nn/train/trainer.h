@@ -138,14 +138,14 @@ std::string new_run_id();
 
 class Trainer {
 public:
-    // Validates the config and checks that a training step fits in `memory` bytes
-    // (nn/transformer.h: estimate_memory), and that `data` has text for one training
-    // and one validation batch, before building the model: a run that cannot finish
+    // Validates the config and checks that a training step fits in `memory` bytes (0: what
+    // this process may use; nn/transformer.h: check_memory), and that `data` has text for one
+    // training and one validation batch, before building the model: a run that cannot finish
     // fails here, not after it trained. The model, its
     // optimiser state and every batch live on `device`; checkpoints hold the same bytes
     // whichever device wrote them, so a run can resume on another device.
     Trainer(const TrainConfig& config, std::shared_ptr<const BatchSource> data, Device device = Device::CPU,
-            uint64_t memory = memory_budget());
+            uint64_t memory = 0);
     // Continues from a checkpoint written by this trainer (same config). All or nothing:
     // before anything changes, every floating tensor must be finite, the step counts in
     // range (the run's in [0, TrainConfigLimits::steps], each optimiser step count in
@@ -222,8 +222,9 @@ private:
 };
 
 // Loads a model saved by Trainer::save (config from the file's metadata). The config is
-// validated, and its weights must fit in `memory` bytes, before any is allocated; NaN or
-// infinite weights are refused. Errors are std::runtime_error "checkpoint: <path>: ...".
-std::shared_ptr<GatedTransformerLM> load_model(const std::string& checkpoint_path, uint64_t memory = memory_budget());
+// validated, and its weights must fit in `memory` bytes (0: what this process may use),
+// before any is allocated; NaN or infinite weights are refused. Errors are
+// std::runtime_error "checkpoint: <path>: ...".
+std::shared_ptr<GatedTransformerLM> load_model(const std::string& checkpoint_path, uint64_t memory = 0);
 
 }  // namespace gg::nn
