@@ -430,6 +430,12 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
                                     std::to_string(options.top_k) + ", context " + std::to_string(options.context) +
                                     ": need counts ≥ 0 and a finite temperature ≥ 0");
     const LMConfig& c = model.config();
+    const auto& can_draw = options.can_draw;
+    if (!can_draw.empty() && (int64_t(can_draw.size()) != c.vocab_size ||
+                              std::find(can_draw.begin(), can_draw.end(), true) == can_draw.end()))
+        throw std::invalid_argument("generate: can_draw has " + std::to_string(can_draw.size()) +
+                                    " entries for a vocabulary of " + std::to_string(c.vocab_size) +
+                                    " and must allow at least one id");
     const auto P = static_cast<int64_t>(prompt.size()), N = options.max_new_tokens;
     // Every token but the last new one is fed back, so it needs a position.
     if (c.positions == PositionEncoding::learned && P + std::max<int64_t>(std::min(N, c.max_len + 1) - 1, 0) > c.max_len)
@@ -450,6 +456,8 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
     for (int64_t step = 0; step < options.max_new_tokens; ++step) {
         const Tensor logits = model.forward(ids, Tensor(), &caches).logits;  // (1, T, V)
         std::vector<double> row = logits.select(1, -1).reshape({-1}).to_vector<double>();
+        for (size_t i = 0; i < can_draw.size(); ++i)
+            if (!can_draw[i]) row[i] = -INFINITY;  // weight 0 below, never the largest
         int64_t next = 0;
         if (options.temperature <= 0) {
             next = std::max_element(row.begin(), row.end()) - row.begin();
@@ -461,8 +469,16 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
                 options.top_k > 0 && options.top_k < int64_t(row.size()) ? sorted[options.top_k - 1] : sorted.back();
             double total = 0;
             for (double& r : row) total += (r = r >= cutoff ? std::exp((r - sorted[0]) / options.temperature) : 0);
+            // The id where the running sum passes u; where rounding leaves u past the end, the
+            // last id with any weight (never one of weight 0).
             double u = gen.uniform() * total;
-            for (next = 0; next + 1 < int64_t(row.size()) && (u -= row[next]) >= 0; ++next) {}
+            int64_t last = 0;
+            for (next = 0; next < int64_t(row.size()); ++next) {
+                if (row[size_t(next)] <= 0) continue;
+                last = next;
+                if ((u -= row[size_t(next)]) < 0) break;
+            }
+            if (next == int64_t(row.size())) next = last;
         }
         out.push_back(next);
         ids = from_vector(std::vector<int64_t>{next}, {1, 1}).to(device);

@@ -165,6 +165,10 @@ struct SampleOptions {
     // Each new token attends to at most this many, itself included (KVCache::keep): time
     // per token and memory stay fixed however many are drawn. 0: to every token so far.
     int64_t context = 0;
+    // Per id, whether it may be drawn (greedy, top-k or not): false for the rows of a real
+    // checkpoint's embedding that pad it past its tokenizer (nn/io/model.h decodable_ids).
+    // Empty: every id.
+    std::vector<bool> can_draw{};
 };
 
 // Continues `prompt` token by token with a KV cache; returns only the new tokens, exactly

@@ -394,6 +394,45 @@ TEST_CASE("nn: generate with temperature 0 is greedy decoding of the full forwar
     CHECK_THROWS_AS(generate(model, {}, SampleOptions{}), std::invalid_argument);
 }
 
+TEST_CASE("nn: generate never draws an id that can_draw rules out: greedy, top-k or from the whole softmax") {
+    LMConfig c = small_lm();
+    manual_seed(43);
+    Generator gen(43);
+    GatedTransformerLM model(c);
+    randomize(model, gen, 0.3);
+    model.eval();
+    const std::vector<int64_t> prompt{1, 7, 3};
+    SampleOptions greedy, top_k, full;
+    greedy.temperature = 0, top_k.top_k = 3, full.temperature = 0.7;
+    // Rule out every id each way draws without a rule (a checkpoint's padding rows, say).
+    SampleOptions* ways[] = {&greedy, &top_k, &full};
+    std::vector<bool> can_draw(size_t(c.vocab_size), true);
+    for (SampleOptions* o : ways) {
+        o->max_new_tokens = 8;
+        Generator g(9);
+        for (int64_t id : generate(model, prompt, *o, g)) can_draw[size_t(id)] = false;
+    }
+    REQUIRE(std::count(can_draw.begin(), can_draw.end(), true) > 5);
+    for (SampleOptions* o : ways) {
+        o->can_draw = can_draw;
+        Generator g(9);
+        for (int64_t id : generate(model, prompt, *o, g)) CHECK(can_draw[size_t(id)]);
+    }
+    // Greedy takes the likeliest of the ids it may draw.
+    const auto row = model.forward(from_vector(prompt, {1, 3})).logits.select(1, 2).reshape({-1}).to_vector<double>();
+    int64_t best = -1;
+    for (int64_t id = 0; id < c.vocab_size; ++id)
+        if (can_draw[size_t(id)] && (best < 0 || row[size_t(id)] > row[size_t(best)])) best = id;
+    greedy.max_new_tokens = 1;
+    CHECK(generate(model, prompt, greedy) == std::vector<int64_t>{best});
+    greedy.can_draw.assign(size_t(c.vocab_size), false);
+    CHECK_THROWS_WITH_AS(generate(model, prompt, greedy), doctest::Contains("must allow at least one id"),
+                         std::invalid_argument);
+    greedy.can_draw.resize(3, true);
+    CHECK_THROWS_WITH_AS(generate(model, prompt, greedy), doctest::Contains("can_draw has 3 entries"),
+                         std::invalid_argument);
+}
+
 TEST_CASE("nn: the gpt2 init draws N(0, σ²), σ/√(2L) for the residual projections; torch init is nn.Linear's") {
     LMConfig c;
     c.vocab_size = 300, c.d_model = 128, c.n_layers = 4, c.attn.n_heads = 4, c.attn.gate = GatePosition::sdpa_output;
