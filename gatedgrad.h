@@ -26,9 +26,11 @@
 
 #include "nn/io/checkpoint.h"
 #include "nn/io/hf.h"
+#include "nn/io/model.h"
 #include "nn/io/safetensors.h"
 
 #include "nn/text/bpe.h"
+#include "nn/text/byte_tokenizer.h"
 
 #include "dist/agreement.h"
 #include "dist/gradient_buckets.h"

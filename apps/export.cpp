@@ -11,7 +11,6 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "model_options.h"
 #include "nn/io/checkpoint.h"
 #include "nn/io/hf.h"
 #include "nn/train/trainer.h"
@@ -45,7 +44,8 @@ void add_export(CLI::App& app, ExportArgs& a) {
 
 int run_export(const ExportArgs& a) {
     if (a.out.empty() == a.hf.empty()) throw UsageError("give one of --out FILE and --hf DIR");
-    const std::shared_ptr<GatedTransformerLM> model = load_model(a.ckpt);
+    Metadata file;
+    const std::shared_ptr<GatedTransformerLM> model = load_checkpoint(a.ckpt, memory_budget(), &file);
     const DType dtype = parse_precision(a.dtype);
     if (!a.hf.empty()) {
         std::vector<std::string> written;
@@ -60,11 +60,12 @@ int run_export(const ExportArgs& a) {
         std::printf("wrote %s: %s\n", a.hf.c_str(), files.c_str());
         return 0;
     }
-    // The training context goes along, as in a checkpoint: eval, sink and report then run the
-    // export at the length, batch and text it was trained on.
-    const Checkpoint ck = open_checkpoint(a.ckpt);
-    export_model(*model, a.out, dtype,
-                 {{"config", model->config().to_json()}, {"train_config", ck.train.to_json()}, {"dtype", dtype_name(dtype)}});
+    // The training context and an imported model's tokenizer go along, as in a checkpoint: eval,
+    // sink and report then run the export at the length, batch and text it was trained on.
+    Metadata metadata{{"config", model->config().to_json()}, {"dtype", dtype_name(dtype)}};
+    for (const char* key : {"train_config", "tokenizer"})
+        if (const auto it = file.find(key); it != file.end()) metadata[key] = it->second;
+    export_model(*model, a.out, dtype, metadata);
     std::printf("wrote %s: %zu tensors, %s, %llu bytes\n", a.out.c_str(), model->state_dict().size(),
                 dtype_name(dtype), (unsigned long long)fs::file_size(a.out));
     return 0;

@@ -7,60 +7,119 @@
 
 #include "autograd/ops.h"
 #include "cli.h"
-#include "nn/io/hf.h"
-#include "nn/io/safetensors.h"
 
 using namespace gg;
 using namespace gg::nn;
 namespace fs = std::filesystem;
 
-// ---------------------------------------------------------------- checkpoints
+// ---------------------------------------------------------------- the model (--ckpt FILE, --hf DIR)
 
-Checkpoint open_checkpoint(const std::string& path) {
-    Checkpoint ck;
-    ck.model = load_model(path);  // checks the file and every tensor
-    const SafetensorsFile file = read_safetensors(path);
-    if (auto it = file.metadata.find("train_config"); it != file.metadata.end()) {
-        try {
-            ck.train = TrainConfig::from_json(it->second);
-        } catch (const std::invalid_argument& e) {
-            throw std::runtime_error("checkpoint: " + path + ": " + e.what());
-        }
-    }
-    ck.train.model = ck.model->config();
-    return ck;
-}
-
-// ---------------------------------------------------------------- Hugging Face models (--hf DIR)
-
-CLI::Option* add_hf_options(CLI::App* cmd, std::string& dir, std::string& precision) {
-    CLI::Option* hf = cmd->add_option("--hf", dir, "a Hugging Face Qwen3 model folder (config.json, safetensors, "
-                                                   "tokenizer.json) instead of --ckpt")->type_name("DIR");
-    cmd->add_option("--precision", precision, "with --hf: auto (the file's dtype), f32 or bf16")
+void add_model_options(CLI::App* cmd, ModelArgs& a) {
+    CLI::Option* ckpt = cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE");
+    cmd->add_option("--hf", a.hf, "a Hugging Face Qwen3 model folder (config.json, safetensors, tokenizer.json) "
+                                  "instead of --ckpt")
+        ->type_name("DIR")
+        ->excludes(ckpt);
+    cmd->add_option("--precision", a.precision, "auto (a --hf folder's dtype; float32 for --ckpt), f32 or bf16")
         ->check(CLI::IsMember({"auto", "f32", "bf16"}))
         ->capture_default_str();
-    return hf;
+    add_device_option(cmd, a.device);
 }
 
-std::unique_ptr<HfModel> open_hf(const std::string& dir, const std::string& precision, const std::string& device,
-                                 bool need_tokenizer) {
-    auto out = std::make_unique<HfModel>();
-    hf::LoadOptions options;
+OpenedModel ModelArgs::open() const {
+    if (ckpt.empty() && hf.empty())
+        throw UsageError("give --ckpt FILE (a checkpoint of train) or --hf DIR (a Hugging Face model)");
+    OpenOptions options;
     if (precision != "auto") options.dtype = parse_precision(precision);
-    out->model = hf::load(dir, options);
-    out->model->to(parse_device(device));
-    const fs::path tokenizer = fs::path(dir) / "tokenizer.json";
-    if (fs::exists(tokenizer)) out->tokenizer = BpeTokenizer::from_file(tokenizer.string());
-    else if (need_tokenizer) throw std::runtime_error(dir + ": no tokenizer.json to turn text into this model's ids");
-    if (out->tokenizer && out->tokenizer->vocab_size() > out->model->config().vocab_size)
-        throw std::runtime_error(dir + ": tokenizer.json has " + std::to_string(out->tokenizer->vocab_size()) +
-                                 " tokens but the model only " + std::to_string(out->model->config().vocab_size));
-    if (out->model->parameters().front().dtype() == DType::bf16) out->autocast.emplace(DType::bf16);
-    return out;
+    options.device = parse_device(device);
+    return open_model(path(), options);  // a folder is a Hugging Face folder, whichever flag named it
 }
 
-Tensor hf_windows(const HfModel& m, const std::vector<std::string>& paths, int64_t n, int64_t T) {
-    if (paths.empty()) throw UsageError("--hf needs --data FILE: the text to run the model on");
+std::optional<TrainConfig> training_context(const OpenedModel& m) {
+    const auto it = m.provenance.metadata.find("train_config");
+    if (it == m.provenance.metadata.end()) return std::nullopt;
+    TrainConfig train;
+    try {
+        train = TrainConfig::from_json(it->second);
+    } catch (const std::invalid_argument& e) {
+        throw std::runtime_error("checkpoint: " + m.provenance.path + ": " + e.what());
+    }
+    train.model = m.model->config();
+    return train;
+}
+
+// ---------------------------------------------------------------- the text to run on
+
+void add_data_options(CLI::App* cmd, DataArgs& a, int64_t default_batch) {
+    a.default_batch = default_batch;
+    add_model_options(cmd, a.model);
+    cmd->add_option("--data", a.data, "text files or folders to run on, in the model's own tokens (default: the "
+                                      "validation split of the text the model was trained on; with --hf, required)")
+        ->type_name("PATH");
+    cmd->add_option("--seq-len", a.seq_len, "tokens per sequence (default: the training length; 256 for a model "
+                                            "trained elsewhere)")
+        ->check(count(2, kMaxSeqLen));
+    cmd->add_option("--batch", a.batch, "sequences per batch (default: the training batch; " +
+                                            std::to_string(default_batch) + " for a model trained elsewhere)")
+        ->check(count(1, TrainConfigLimits::batch_size));
+}
+
+ModelOnText open_for_data(DataArgs& a, Workload workload, int64_t per_forward) {
+    ModelOnText m{a.model.open(), std::nullopt};
+    m.train = training_context(m.opened);
+    const bool from_flags = a.seq_len > 0 || a.batch > 0;
+    if (a.seq_len == 0) a.seq_len = m.train ? m.train->seq_len : 256;
+    if (a.batch == 0) a.batch = m.train ? m.train->batch_size : a.default_batch;
+    const LMConfig& c = m.model().config();
+    if (c.positions == PositionEncoding::learned && a.seq_len > c.max_len)
+        throw UsageError("--seq-len " + std::to_string(a.seq_len) + " is longer than the " + std::to_string(c.max_len) +
+                         " learned positions of this model");
+    try {
+        check_memory(c, workload, a.batch * per_forward, a.seq_len);
+    } catch (const std::invalid_argument& e) {
+        if (from_flags) throw UsageError(e.what());
+        throw std::runtime_error(a.model.path() + ": " + e.what());
+    }
+    return m;
+}
+
+namespace {
+
+// The text a checkpoint was trained on, split as in training. Runs from before paths were saved
+// absolute name their corpus relative to the folder they were trained in.
+TextDataset validation_text(const TrainConfig& train) {
+    try {
+        return TextDataset(load_documents(train.data), train.split);
+    } catch (const std::runtime_error& e) {
+        for (const std::string& path : train.data)
+            if (fs::path(path).is_relative() && !fs::exists(path))
+                throw std::runtime_error(std::string(e.what()) + " here, in " + fs::current_path().string() +
+                                         "; the checkpoint names it relative to the folder it was trained in: run "
+                                         "from there, or pass --data PATH");
+        throw;
+    }
+}
+
+// The first `batches` validation batches (fewer where the text has fewer; not even one throws).
+Tensor validation_windows(const TrainConfig& train, int64_t batches, int64_t B, int64_t T) {
+    const TextDataset data = validation_text(train);
+    if (data.val_batches(B, T) < 1)
+        throw std::runtime_error("the validation text (" + std::to_string(data.val_stream().size()) +
+                                 " bytes) is too short for one batch of " + std::to_string(B) + " x " + std::to_string(T) +
+                                 "; pass a smaller --batch or --seq-len");
+    std::vector<Tensor> windows;
+    for (int64_t i = 0; i < std::min(batches, data.val_batches(B, T)); ++i) {
+        const Batch b = data.val_batch(i, B, T);  // inputs BOS first, targets one token on
+        windows.push_back(cat({b.inputs, b.targets.narrow(1, T - 1, 1)}, 1));  // (B, T + 1)
+    }
+    return cat(windows, 0);
+}
+
+// Up to n windows of T + 1 tokens of the files' text in the model's tokens.
+Tensor tokenized_windows(const OpenedModel& m, const std::vector<std::string>& paths, int64_t n, int64_t T) {
+    if (!m.tokenizer)
+        throw std::runtime_error(m.provenance.path + ": no tokenizer to turn --data's text into this model's ids" +
+                                 (m.provenance.format == ModelFormat::hf_folder ? " (no tokenizer.json)" : ""));
     std::string text;
     for (const std::string& doc : load_documents(paths)) text += doc + "\n";
     const std::vector<int64_t> stream = m.tokenizer->encode(text);
@@ -74,71 +133,23 @@ Tensor hf_windows(const HfModel& m, const std::vector<std::string>& paths, int64
         if (first) ids.push_back(*first);
         ids.insert(ids.end(), stream.begin() + i * body, stream.begin() + i * body + length);
     }
-    return from_vector(ids, {count, length + (first ? 1 : 0)}).to(device_of(*m.model));
+    return from_vector(ids, {count, length + (first ? 1 : 0)});
 }
 
-// ---------------------------------------------------------------- the text to run on
+}  // namespace
 
-void add_data_options(CLI::App* cmd, DataArgs& a) {
-    CLI::Option* ckpt = cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE");
-    add_hf_options(cmd, a.hf, a.precision)->excludes(ckpt);
-    cmd->add_option("--data", a.data, "corpus files or folders (default: those the model was trained on; with --hf, "
-                                      "required)")->type_name("PATH");
-    cmd->add_option("--seq-len", a.seq_len, "tokens per sequence (default: the training length)")
-        ->check(count(2, kMaxSeqLen));
-    cmd->add_option("--batch", a.batch, "sequences per batch (default: the training batch)")
-        ->check(count(1, TrainConfigLimits::batch_size));
-    add_device_option(cmd, a.device);
+Tensor text_windows(const ModelOnText& m, const DataArgs& a, int64_t batches) {
+    const Device device = device_of(m.model());
+    if (!a.data.empty()) return tokenized_windows(m.opened, a.data, a.batch * batches, a.seq_len).to(device);
+    if (!m.train && m.opened.provenance.format == ModelFormat::hf_folder)
+        throw UsageError("--hf needs --data FILE: the text to run the model on");
+    if (!m.train)
+        throw UsageError(a.model.path() + " names no text it was trained on (a model from elsewhere): give --data "
+                                          "FILE, the text to run it on");
+    return validation_windows(*m.train, batches, a.batch, a.seq_len).to(device);
 }
 
-Checkpoint open_for_data(DataArgs& a, Workload workload) {
-    if (a.ckpt.empty()) throw UsageError("give --ckpt FILE (a checkpoint of train) or --hf DIR (a Hugging Face model)");
-    const Device device = parse_device(a.device);
-    Checkpoint ck = open_checkpoint(a.ckpt);
-    ck.model->to(device);
-    if (!a.data.empty()) ck.train.data = a.data;
-    const bool from_flags = a.seq_len > 0 || a.batch > 0;
-    if (a.seq_len == 0) a.seq_len = ck.train.seq_len;
-    if (a.batch == 0) a.batch = ck.train.batch_size;
-    const LMConfig& m = ck.model->config();
-    if (m.positions == PositionEncoding::learned && a.seq_len > m.max_len)
-        throw UsageError("--seq-len " + std::to_string(a.seq_len) + " is longer than the " + std::to_string(m.max_len) +
-                         " learned positions of this model");
-    try {
-        check_memory(m, workload, a.batch, a.seq_len);
-    } catch (const std::invalid_argument& e) {
-        if (from_flags) throw UsageError(e.what());
-        throw std::runtime_error(a.ckpt + ": " + e.what());
-    }
-    return ck;
-}
-
-TextDataset validation_text(const Checkpoint& ck, const DataArgs& a) {
-    try {
-        return TextDataset(load_documents(ck.train.data), ck.train.split);
-    } catch (const std::runtime_error& e) {
-        for (const std::string& path : ck.train.data)
-            if (a.data.empty() && fs::path(path).is_relative() && !fs::exists(path))
-                throw std::runtime_error(std::string(e.what()) + " here, in " + fs::current_path().string() +
-                                         "; the checkpoint names it relative to the folder it was trained in: run "
-                                         "from there, or pass --data PATH");
-        throw;
-    }
-}
-
-int64_t validation_batch_count(const TextDataset& data, int64_t n, int64_t B, int64_t T) {
-    if (data.val_batches(B, T) < 1)
-        throw std::runtime_error("the validation text (" + std::to_string(data.val_stream().size()) +
-                                 " bytes) is too short for one batch of " + std::to_string(B) + " x " + std::to_string(T) +
-                                 "; pass a smaller --batch or --seq-len");
-    return std::min(n, data.val_batches(B, T));
-}
-
-Tensor validation_ids(const Checkpoint& ck, const DataArgs& a, int64_t batches) {
-    const int64_t B = a.batch, T = a.seq_len;
-    const TextDataset data = validation_text(ck, a);
-    std::vector<Tensor> sequences;
-    const int64_t n = validation_batch_count(data, batches, B, T);
-    for (int64_t i = 0; i < n; ++i) sequences.push_back(data.val_batch(i, B, T).inputs);
-    return cat(sequences, 0).to(device_of(*ck.model));
+std::string first_token_note(const ModelOnText& m, const DataArgs& a) {
+    if (a.data.empty() || (m.opened.tokenizer && m.opened.tokenizer->prepended_token())) return "BOS first";
+    return "no BOS: the text's own first token";
 }

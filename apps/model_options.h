@@ -1,76 +1,77 @@
-// The model a command runs and the text it runs it on: a checkpoint of train (--ckpt) with
-// the TrainConfig it was trained with, or a Hugging Face Qwen3 folder (--hf), and the
-// validation text, split as in training. eval, sink and report share --ckpt, --hf, --data,
-// --seq-len and --batch (DataArgs); sample and logits open --hf models the same way.
+// The model a command runs and the text it runs it on. Every command opens its model through
+// one door (nn/io/model.h): --ckpt FILE, a checkpoint of ours, or --hf DIR, a Hugging Face
+// Qwen3 folder, give the same model, tokenizer, precision and provenance, and every option
+// after that works for both. eval, sink and report also share the text (DataArgs): the
+// validation split of the text a checkpoint was trained on, or --data's files in the model's
+// own tokens.
 #pragma once
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "autograd/autocast.h"
-#include "nn/text/bpe.h"
+#include "nn/io/model.h"
 #include "nn/train/data.h"
 #include "nn/train/trainer.h"
 #include "nn/transformer.h"
 #include "tensor/tensor.h"
 
-// ---------------------------------------------------------------- checkpoints
+// ---------------------------------------------------------------- the model (--ckpt FILE, --hf DIR)
 
-// A trained model with the TrainConfig it was trained with (defaults where the file has none).
-struct Checkpoint {
-    std::shared_ptr<gg::nn::GatedTransformerLM> model;
-    gg::nn::TrainConfig train;
+struct ModelArgs {
+    std::string ckpt, hf, precision = "auto", device = "cpu";
+
+    // Through the door, at --precision, on --device; a UsageError when neither --ckpt nor --hf
+    // is given.
+    gg::nn::OpenedModel open() const;
+    const std::string& path() const { return ckpt.empty() ? hf : ckpt; }
 };
 
-Checkpoint open_checkpoint(const std::string& path);
+// --ckpt and --hf (each excluding the other), --precision, --device.
+void add_model_options(CLI::App* cmd, ModelArgs& a);
 
-// ---------------------------------------------------------------- Hugging Face models (--hf DIR)
-
-// A Qwen3 folder (config.json, safetensors, tokenizer.json): nn/io/hf.h. Its weights keep
-// the file's dtype unless --precision says otherwise; bfloat16 ones run under autocast.
-CLI::Option* add_hf_options(CLI::App* cmd, std::string& dir, std::string& precision);
-
-struct HfModel {
-    std::shared_ptr<gg::nn::GatedTransformerLM> model;
-    std::optional<gg::nn::BpeTokenizer> tokenizer;  // from DIR/tokenizer.json, when there is one
-    std::optional<gg::Autocast> autocast;           // on while the weights are bfloat16
-};
-
-std::unique_ptr<HfModel> open_hf(const std::string& dir, const std::string& precision, const std::string& device,
-                                 bool need_tokenizer);
-
-// Up to n windows of T + 1 tokens of the text (documents joined by newlines, tokenized as one
-// stream): each its own sequence, the tokenizer's leading token (BOS) first where its
-// post-processor puts one, else the text's own first token. A text shorter than one window is
-// one shorter sequence. (n', T' + 1) int64, on the model's device.
-gg::Tensor hf_windows(const HfModel& m, const std::vector<std::string>& paths, int64_t n, int64_t T);
+// The TrainConfig a checkpoint of train was trained with (its metadata's "train_config"); none
+// for a model that holds no training context (a Hugging Face folder, an import).
+std::optional<gg::nn::TrainConfig> training_context(const gg::nn::OpenedModel& m);
 
 // ---------------------------------------------------------------- the text to run on
 
-// What eval and sink share: the checkpoint and the validation text to run it on.
+// What eval, sink and report share: the model and the text to run it on.
 struct DataArgs {
-    std::string ckpt, hf, precision = "auto", device = "cpu";
+    ModelArgs model;
     std::vector<std::string> data;
     int64_t seq_len = 0, batch = 0;  // 0: as in training
+    int64_t default_batch = 0;       // --batch of a model without a training context
 };
 
-void add_data_options(CLI::App* cmd, DataArgs& a);
+// --ckpt, --hf, --precision, --device, --data, --seq-len, --batch; `default_batch` for a model
+// without a training context.
+void add_data_options(CLI::App* cmd, DataArgs& a, int64_t default_batch);
 
-// Fills in the training defaults and checks the model can run at that length, and that a
-// batch of that size fits in memory for `workload`.
-Checkpoint open_for_data(DataArgs& a, gg::nn::Workload workload);
+// A model opened to run on text, with its training context when it has one.
+struct ModelOnText {
+    gg::nn::OpenedModel opened;
+    std::optional<gg::nn::TrainConfig> train;
+    gg::nn::GatedTransformerLM& model() const { return *opened.model; }
+};
 
-// The text a checkpoint was trained on (or --data's), split as in training. Runs from before
-// paths were saved absolute name their corpus relative to the folder they were trained in.
-gg::nn::TextDataset validation_text(const Checkpoint& ck, const DataArgs& a);
+// Opens the model and fills in --seq-len and --batch: the training ones, or for a model without
+// a training context 256 tokens and the command's default batch. Checks that the model can run at that
+// length and that `per_forward` batches in one forward pass fit in memory for `workload`, on
+// every kind of model: a usage error when --seq-len or --batch asked for too much.
+ModelOnText open_for_data(DataArgs& a, gg::nn::Workload workload, int64_t per_forward = 1);
 
-// How many of the first n validation batches exist; throws when not even one fits.
-int64_t validation_batch_count(const gg::nn::TextDataset& data, int64_t n, int64_t B, int64_t T);
+// Up to `batches` batches of --batch windows of --seq-len + 1 tokens, one after another:
+// (n·B, T + 1) int64 on the model's device, each window's first token the sequence's first.
+//   without --data: the validation split of the text the model was trained on, BOS first, as
+//     in training (a model without a training context needs --data);
+//   with --data: the files' documents joined by newlines in the model's own tokens, each
+//     window the tokenizer's BOS first where its post-processor puts one, else the text's own
+//     first token; a text shorter than one window is one shorter window.
+gg::Tensor text_windows(const ModelOnText& m, const DataArgs& a, int64_t batches);
 
-// The first `batches` validation batches (fewer where the text has fewer), one after another:
-// (n·B, T), each sequence BOS first, on the model's device.
-gg::Tensor validation_ids(const Checkpoint& ck, const DataArgs& a, int64_t batches);
+// How text_windows begins each window, for the header lines: "BOS first", or "the text's own
+// first token".
+std::string first_token_note(const ModelOnText& m, const DataArgs& a);

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "cli.h"
 #include "commands.h"
 #include "model_options.h"
@@ -148,19 +149,21 @@ RunReport measure_run(const RunFiles& f, const ReportArgs& a, const RunReport* l
         return run;
     }
     DataArgs data;
-    data.ckpt = f.ckpt.string(), data.device = a.device;
-    Checkpoint ck = open_for_data(data, Workload::analysis);
-    run.gate = gate_position_name(ck.model->config().attn.gate);
-    run.description = joined_lines(describe(ck.train, ck.model->num_parameters()));
-    run.settings = run_settings(ck.train.to_json());
+    data.model.ckpt = f.ckpt.string(), data.model.device = a.device;
+    const ModelOnText m = open_for_data(data, Workload::analysis, a.batches);  // every batch in one forward
+    if (!m.train) throw std::runtime_error(f.ckpt.string() + ": no training config in it (not a checkpoint of train)");
+    run.gate = gate_position_name(m.model().config().attn.gate);
+    run.description = joined_lines(describe(*m.train, m.model().num_parameters()));
+    run.settings = run_settings(m.train->to_json());
     if (last && last->pending.empty() && last_ckpt_time == f.ckpt_time) {
         run.sink = last->sink, run.maps = last->maps, run.sink_data = last->sink_data;
         return run;
     }
-    const Tensor ids = validation_ids(ck, data, a.batches);  // (n·B, T)
-    ck.model->eval();
-    run.sink = analyze(*ck.model, ids, a.threshold);
-    run.maps = capture_attention_maps(*ck.model, ids.narrow(0, 0, 1).narrow(1, 0, std::min(a.map_tokens, ids.size(1))));
+    const Tensor windows = text_windows(m, data, a.batches);  // (n·B, T + 1)
+    const Tensor ids = windows.narrow(1, 0, windows.size(1) - 1);
+    const Autocast precision(m.opened.precision);
+    run.sink = analyze(m.model(), ids, a.threshold);
+    run.maps = capture_attention_maps(m.model(), ids.narrow(0, 0, 1).narrow(1, 0, std::min(a.map_tokens, ids.size(1))));
     run.sink_data = std::to_string(ids.size(0)) + " validation sequences of " + std::to_string(ids.size(1)) +
                     " tokens (BOS first); the maps show the first " + std::to_string(run.maps.tokens.size()) +
                     " tokens of the first one";

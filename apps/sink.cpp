@@ -1,7 +1,7 @@
 // gatedgrad sink — the attention-sink report (nn/analysis/analysis.h; tutorial 06): per layer,
 // the attention queries give to the first token, the attention entropy and the gate's values,
-// with heat maps of every head; of a checkpoint on its validation text, or of a Hugging Face
-// model on its own tokens or on random ones.
+// with heat maps of every head; of any model on its validation text, on --data's text in its
+// own tokens, or on random ones.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "cli.h"
 #include "commands.h"
@@ -49,7 +50,7 @@ void add_sink(CLI::App& app, SinkArgs& a) {
         "  gated-entropy      the same, counting a closed gate's share as attention sent nowhere (G1)\n"
         "  gate-mean, gate<0.1  the mean gate value and the share of gate values below 0.1\n"
         "  max|h|, max|h@0|   largest |value| of the layer's output, anywhere and at position 0");
-    add_data_options(a.cmd, a.data);
+    add_data_options(a.cmd, a.data, 4);
     a.cmd->add_option("--batches", a.batches, "validation batches to average over")
         ->check(count(1, TrainConfigLimits::eval_batches))
         ->capture_default_str();
@@ -61,7 +62,7 @@ void add_sink(CLI::App& app, SinkArgs& a) {
         ->type_name("DIR");
     a.cmd->add_option("--json", a.json_file, "write the report as JSON")->type_name("FILE");
     a.cmd->add_flag("--random-tokens", a.random_tokens,
-                    "with --hf: uniformly random token ids instead of text (Gu et al. 2024's probe)");
+                    "uniformly random token ids instead of text (Gu et al. 2024's probe)");
     a.cmd->add_option("--seed", a.seed, "with --random-tokens: the ids' seed")->check(kSeed)->capture_default_str();
     a.cmd->add_option("--layers", a.layers, "report only these layers, e.g. 0,13,27: each kept layer's probabilities "
                                             "take 4·sequences·heads·T² bytes")
@@ -121,52 +122,30 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     write_file_atomically((dir / "first_token_share.csv").string(), csv_table(header, rows));
 }
 
-// The report on a Hugging Face model: sequences of its own tokenizer's ids, whose first token is
-// whatever the text's is (Qwen3 puts no BOS first), or uniformly random ids.
-int run_sink_hf(SinkArgs& a) {
-    const DataArgs& d = a.data;
-    const auto m = open_hf(d.hf, d.precision, d.device, !a.random_tokens);
-    const int64_t B = d.batch > 0 ? d.batch : 4, T = d.seq_len > 0 ? d.seq_len : 256;
-    Tensor ids;
+int run_sink(SinkArgs& a) {
+    const ModelOnText m = open_for_data(a.data, Workload::analysis, a.batches);  // every batch in one forward
+    const Autocast precision(m.opened.precision);
+    const int64_t B = a.data.batch, T = a.data.seq_len;
+    Tensor ids;  // (n·B, T)
     std::string first;
     if (a.random_tokens) {
+        // Ids the tokenizer knows: a checkpoint's padding rows were never trained on.
+        const int64_t V = m.opened.tokenizer ? m.opened.tokenizer->vocab_size() : m.model().config().vocab_size;
         Generator gen(a.seed);
-        ids = randint(0, m->model->config().vocab_size, {B * a.batches, T}, gen).to(device_of(*m->model));
+        ids = randint(0, V, {B * a.batches, T}, gen).to(device_of(m.model()));
         first = "random ids";
     } else {
-        const Tensor windows = hf_windows(*m, d.data, B * a.batches, T);
+        const Tensor windows = text_windows(m, a.data, a.batches);  // (n·B, T + 1)
         ids = windows.narrow(1, 0, windows.size(1) - 1);
-        first = m->tokenizer->prepended_token() ? "BOS first" : "the text's own first token";
+        first = first_token_note(m, a.data);
     }
-    const ModelAnalysis analysis = analyze(*m->model, ids, a.threshold, a.layers);
-    std::printf("%s: attention %s, %lld sequences of %lld tokens (%s)\n", d.hf.c_str(),
-                gate_position_name(m->model->config().attn.gate).c_str(), (long long)ids.size(0),
+    const ModelAnalysis analysis = analyze(m.model(), ids, a.threshold, a.layers);
+    std::printf("%s: attention %s, %lld sequences of %lld tokens (%s)\n", a.data.model.path().c_str(),
+                gate_position_name(m.model().config().attn.gate).c_str(), (long long)ids.size(0),
                 (long long)ids.size(1), first.c_str());
     std::printf("%s", analysis.table().c_str());
-    if (!a.png_dir.empty()) {
-        write_sink_pictures(*m->model, ids, analysis, a.png_dir);
-        std::printf("wrote %s/layer<l>_head<h>.png, first_token_share.svg, first_token_share.csv\n", a.png_dir.c_str());
-    }
-    if (!a.json_file.empty()) {
-        write_file_atomically(a.json_file, analysis.to_json() + "\n");
-        std::printf("wrote %s\n", a.json_file.c_str());
-    }
-    return 0;
-}
-
-int run_sink(SinkArgs& a) {
-    if (!a.data.hf.empty()) return run_sink_hf(a);
-    if (a.random_tokens) throw UsageError("--random-tokens needs --hf");
-    Checkpoint ck = open_for_data(a.data, Workload::analysis);
-    const int64_t T = a.data.seq_len;
-    const Tensor ids = validation_ids(ck, a.data, a.batches);  // (n·B, T)
-    ck.model->eval();
-    const ModelAnalysis analysis = analyze(*ck.model, ids, a.threshold, a.layers);
-    std::printf("%s: attention %s, %lld sequences of %lld tokens (BOS first)\n", a.data.ckpt.c_str(),
-                gate_position_name(ck.model->config().attn.gate).c_str(), (long long)ids.size(0), (long long)T);
-    std::printf("%s", analysis.table().c_str());
     if (!a.png_dir.empty()) {  // first: --json may point into this folder
-        write_sink_pictures(*ck.model, ids, analysis, a.png_dir);
+        write_sink_pictures(m.model(), ids, analysis, a.png_dir);
         std::printf("wrote %s/layer<l>_head<h>.png, first_token_share.svg, first_token_share.csv\n", a.png_dir.c_str());
     }
     if (!a.json_file.empty()) {

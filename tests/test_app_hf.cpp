@@ -74,17 +74,23 @@ TEST_CASE("app: a trained model goes out as a Hugging Face folder and every --hf
     // Back in, as a checkpoint: the same model, so eval gives the same loss as the original.
     const fs::path back = tmp.path / "back.safetensors";
     REQUIRE(run_app(tmp, "import-hf " + hf.string() + " --out " + back.string()).code == 0);
-    const std::string same = " --data " + corpus.string() + " --seq-len 16 --batch 2";
+    const std::string same = " --data " + corpus.string() + " --seq-len 16 --batch 2 --batches 4";
     const Outcome a = run_app(tmp, "eval --ckpt " + ckpt + same), b = run_app(tmp, "eval --ckpt " + back.string() + same);
     REQUIRE(a.code == 0);
     REQUIRE(b.code == 0);
-    CHECK(number_after(a.out, "validation loss ") == number_after(b.out, "validation loss "));
+    CHECK(a.out.find("nats/byte") != std::string::npos);  // the byte tokenizer came back with it
+    CHECK(number_after(a.out, "mean next-token loss ") == number_after(b.out, "mean next-token loss "));
+    CHECK(number_after(a.out, "mean next-token loss ") == number_after(eval.out, "mean next-token loss "));
 
     check_error(run_app(tmp, "eval --hf " + hf.string()), 2, "--hf needs --data FILE");
+    check_error(run_app(tmp, "eval --ckpt " + back.string()), 2, "names no text it was trained on");
     check_error(run_app(tmp, "eval --hf " + hf.string() + " --ckpt " + ckpt), 2, "excludes");
     check_error(run_app(tmp, "eval --data " + corpus.string()), 2, "give --ckpt FILE");
-    check_error(run_app(tmp, "sink --ckpt " + ckpt + " --random-tokens"), 2, "--random-tokens needs --hf");
     check_error(run_app(tmp, "eval --hf " + tmp.path.string() + " --data " + corpus.string()), 1, "config.json");
+    // Gu et al.'s probe works on our checkpoints too.
+    const Outcome random_ours = run_app(tmp, "sink --ckpt " + ckpt + " --random-tokens --batches 1");
+    CHECK(random_ours.code == 0);
+    CHECK(random_ours.out.find("(random ids)") != std::string::npos);
 }
 
 TEST_CASE("app: logits --hf gives the reference's logits on its fixtures, and export --hf refuses what Qwen3 lacks") {
@@ -140,4 +146,85 @@ TEST_CASE("app: exports in bf16 and f32 are read by eval, sample, sink and expor
         CHECK(run_app(tmp, "sample --ckpt " + out + " --prompt a --tokens 3").code == 0);
         CHECK(run_app(tmp, "export --ckpt " + out + " --out " + out + ".again --dtype f32").code == 0);
     }
+}
+
+// A text in the fixtures' tokens: their merges were learned from sentences like these.
+fs::path write_text(const TempDir& tmp, const std::string& name = "text.txt") {
+    const fs::path path = tmp.path / name;
+    std::ofstream out(path);
+    for (int i = 0; i < 12; ++i)
+        out << "The gate sits after attention; a head that has nothing to add closes its gate " << i << ".\n";
+    return path;
+}
+
+TEST_CASE("app: sample --hf draws only ids its tokenizer can write, greedy, top-k or not") {
+    // The fixture's embedding has 300 rows and its tokenizer 279 ids: the last 21 rows pad it,
+    // as Qwen3's 151,936 rows pad its 151,669 ids. Drawing one used to end the program with
+    // nothing printed.
+    const TempDir tmp;
+    const std::string hf = " --hf tests/reference/hf/baseline --prompt 'The gate' --tokens 60";
+    for (const std::string& how : {" --temperature 0", " --top-k 40", " --temperature 1.5"})
+        for (int seed = 1; seed <= 3; ++seed) {
+            CAPTURE(how);
+            CAPTURE(seed);
+            const Outcome o = run_app(tmp, "sample" + hf + how + " --seed " + std::to_string(seed));
+            INFO(o.err);
+            CHECK(o.code == 0);
+            CHECK(o.out.rfind("The gate", 0) == 0);
+        }
+}
+
+TEST_CASE("app: a model brought in with import-hf keeps its tokenizer: --ckpt reads text as --hf does") {
+    const TempDir tmp;
+    const std::string dir = "tests/reference/hf/headwise", back = (tmp.path / "back.safetensors").string();
+    const Outcome imported = run_app(tmp, "import-hf " + dir + " --out " + back);
+    INFO(imported.err);
+    REQUIRE(imported.code == 0);
+    CHECK(imported.out.find("its tokenizer in it") != std::string::npos);
+    const std::string text = " --data " + write_text(tmp).string() + " --seq-len 32 --batch 2";
+    const Outcome hf = run_app(tmp, "eval --hf " + dir + text), ckpt = run_app(tmp, "eval --ckpt " + back + text);
+    INFO(hf.out << hf.err << ckpt.out << ckpt.err);
+    REQUIRE(hf.code == 0);
+    REQUIRE(ckpt.code == 0);
+    CHECK(ckpt.out.find("nats/token") != std::string::npos);  // not read as bytes
+    CHECK(number_after(ckpt.out, "mean next-token loss ") == number_after(hf.out, "mean next-token loss "));
+    const std::string prompt = " --prompt 'The gate' --tokens 12 --seed 4";
+    const Outcome a = run_app(tmp, "sample --hf " + dir + prompt), b = run_app(tmp, "sample --ckpt " + back + prompt);
+    CHECK(a.code == 0);
+    CHECK(a.out == b.out);
+    const Outcome sink = run_app(tmp, "sink --ckpt " + back + text);
+    CHECK(sink.code == 0);
+    CHECK(sink.out.find("(no BOS: the text's own first token)") != std::string::npos);
+}
+
+TEST_CASE("app: every option works for --ckpt and --hf alike: --rope-scaling, --precision, the memory check") {
+    const TempDir tmp;
+    const std::string dir = "tests/reference/hf/elementwise", text = " --data " + write_text(tmp).string();
+    // --rope-scaling on a Hugging Face model (it used to be accepted and dropped).
+    const Outcome plain = run_app(tmp, "eval --hf " + dir + text + " --seq-len 64");
+    const Outcome yarn = run_app(tmp, "eval --hf " + dir + text + " --seq-len 64 --rope-scaling yarn --rope-factor 4");
+    INFO(plain.out << plain.err << yarn.out << yarn.err);
+    REQUIRE(plain.code == 0);
+    REQUIRE(yarn.code == 0);
+    CHECK(yarn.out.find("(RoPE scaling yarn x4)") != std::string::npos);
+    CHECK(number_after(yarn.out, "mean next-token loss ") != number_after(plain.out, "mean next-token loss "));
+    // bfloat16 on request, for a folder as for a checkpoint.
+    const Outcome bf16 = run_app(tmp, "eval --hf " + dir + text + " --seq-len 64 --precision bf16");
+    REQUIRE(bf16.code == 0);
+    CHECK(bf16.out.find("bfloat16 weights") != std::string::npos);
+    CHECK(std::abs(number_after(bf16.out, "mean next-token loss ") - number_after(plain.out, "mean next-token loss ")) < 0.05);
+
+    // sink --hf at a long --seq-len is refused up front, as --ckpt's is, instead of growing
+    // until the kernel kills it (a 4-layer toy reached 23.8 GB): here 20,000 random ids need
+    // ~13 GB for their attention probabilities, and ulimit -v leaves 600 MB.
+    long long mapped_kb = 0;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("VmSize:", 0) == 0) mapped_kb = std::stoll(line.substr(7));
+    REQUIRE(mapped_kb > 0);
+    const Outcome refused = gg::testing::run_app_after(
+        tmp, "ulimit -v " + std::to_string(mapped_kb + 600000) + " && ",
+        "sink --hf " + dir + " --random-tokens --seq-len 20000 --batch 1 --batches 1");
+    check_error(refused, 2, "asks for too much memory");
+    CHECK(refused.err.find("an analysis pass") != std::string::npos);
 }

@@ -293,13 +293,13 @@ TEST_CASE("checkpoint: a file for PyTorch") {
 }
 
 TEST_CASE("checkpoint: a model config in the metadata is validated before the model is built") {
-    // A few bytes of metadata could ask for any model: load_model checks bounds and memory
+    // A few bytes of metadata could ask for any model: load_checkpoint checks bounds and memory
     // first, and names the field and the bytes, instead of allocating (or hanging).
     TempDir dir;
     const std::string path = dir.file("hostile.safetensors");
     const auto load_with = [&](const std::string& config) {
         nn::save_tensors(path, {}, {{"config", config}});
-        return [&] { nn::load_model(path); };
+        return [&] { nn::load_checkpoint(path); };
     };
     check_error(load_with(R"({"n_layers": 1e6})"), path, {"n_layers 1000000 is outside [0, 1024]"});
     check_error(load_with(R"({"d_model": 1000000})"), path, {"d_model 1000000 is outside"});
@@ -315,7 +315,7 @@ TEST_CASE("checkpoint: a model config in the metadata is validated before the mo
                 {"n_layers 1024 × (d_model 8192", "asks for too much memory", "its weights would need about", "bytes"});
     // A modest model against a small budget (the fuzzer's): the same refusal.
     nn::save_tensors(path, {}, {{"config", nn::LMConfig().to_json()}});
-    check_error([&] { nn::load_model(path, 1 << 16); }, path, {"n_layers 2 × (d_model 64", "more than the 6.55e+04 bytes (0.1 MiB)"});
+    check_error([&] { nn::load_checkpoint(path, 1 << 16); }, path, {"n_layers 2 × (d_model 64", "more than the 6.55e+04 bytes (0.1 MiB)"});
 }
 
 TEST_CASE("checkpoint: memory estimates name what asks for the most") {

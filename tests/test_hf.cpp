@@ -353,7 +353,7 @@ TEST_CASE("hf: the analysis keeps only the layers asked for, with the same numbe
 }
 
 TEST_CASE("hf: a config larger than its files is refused before any memory is spent on the model") {
-    // Qwen3-0.6B's sizes over the fixture's 115 KB of weights: 2.4 GB of float32 weights that
+    // Qwen3-0.6B's sizes over the fixture's 167 KB of weights: 2.4 GB of float32 weights that
     // the files cannot fill. Reading each file's header is all it takes to know.
     const fs::path dir = copy_fixture("headwise");
     for (const auto& [from, to] : {std::pair{"\"hidden_size\": 32", "\"hidden_size\": 1024"},
@@ -362,11 +362,11 @@ TEST_CASE("hf: a config larger than its files is refused before any memory is sp
                                    {"\"num_attention_heads\": 4", "\"num_attention_heads\": 16"},
                                    {"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 8"},
                                    {"\"head_dim\": 16", "\"head_dim\": 128"},
-                                   {"\"vocab_size\": 96", "\"vocab_size\": 151936"}})
+                                   {"\"vocab_size\": 300", "\"vocab_size\": 151936"}})
         replace_in(dir / "config.json", from, to);
     const long before = peak_rss_kb();
     CHECK(load_error(dir) == "hf: " + dir.string() +
-                                 ": tensor 'model.embed_tokens.weight' has shape (96,32) but config.json needs (151936,1024)");
+                                 ": tensor 'model.embed_tokens.weight' has shape (300,32) but config.json needs (151936,1024)");
     CHECK(peak_rss_kb() - before < 100 * 1024);  // KiB: no 2.4 GB model was built and touched
 
     // Every other way the files can fall short of the config, also before the model exists.
@@ -445,7 +445,7 @@ TEST_CASE("hf: the index names files of the folder only, and they must be regula
 }
 
 TEST_CASE("hf: export writes a new folder: an older export is refused, or replaced whole, never mixed") {
-    const auto model = hf::load(kFixtures + "headwise");  // vocab 96: no tokenizer of ours to write
+    const auto model = hf::load(kFixtures + "headwise");  // vocab 300: no tokenizer of ours to write
     const fs::path dir = scratch("export_over");
     fs::copy(kFixtures + "sharded_mqa", dir, fs::copy_options::recursive);
     fs::copy_file(kFixtures + "headwise/config.json", dir / "tokenizer.json");  // any file of that name

@@ -109,6 +109,38 @@ Metadata load(Module& module, const std::string& path, NamedTensors* extra) {
     return file.metadata;
 }
 
+std::shared_ptr<GatedTransformerLM> load_checkpoint(const std::string& path, uint64_t memory, Metadata* metadata_out) {
+    // One read: the config from the metadata, then the weights (not the optimiser/trainer state).
+    Metadata metadata;
+    const NamedTensors tensors = load_tensors(path, &metadata);
+    const std::string context = "checkpoint: " + path;
+    auto it = metadata.find("config");
+    if (it == metadata.end()) throw std::runtime_error(context + ": no model config in its metadata (not a gatedgrad model?)");
+    // The config is checked before the model it describes is built: a file's few bytes of
+    // metadata must not be able to ask for terabytes.
+    LMConfig config;
+    try {
+        config = LMConfig::from_json(it->second);
+        check_memory(config, Workload::weights, 0, 0, memory);
+    } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(context + ": " + e.what());
+    }
+    NamedTensors wanted;
+    for (const auto& [name, t] : tensors)
+        if (name.rfind("optim.", 0) != 0 && name.rfind("trainer.", 0) != 0)
+            // An export in bfloat16 (gatedgrad export's default) widens exactly to the float32 model.
+            wanted.emplace_back(name, t.dtype() == DType::bf16 ? t.to(DType::f32) : t);
+    check_finite(wanted, context);
+    // copy_state writes every weight (or throws): drawing random ones first would only cost time.
+    const std::shared_ptr<GatedTransformerLM> model = [&] {
+        const SkipInit skip_init;
+        return std::make_shared<GatedTransformerLM>(config);
+    }();
+    copy_state(model->state_dict(), wanted, context, "the file", "the model");
+    if (metadata_out) *metadata_out = std::move(metadata);
+    return model;
+}
+
 void check_finite(const NamedTensors& tensors, const std::string& context) {
     for (const auto& [name, t] : tensors) {
         if (!t.defined() || !is_floating(t.dtype())) continue;

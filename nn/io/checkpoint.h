@@ -15,6 +15,7 @@
 #include <string>
 
 #include "nn/module.h"
+#include "nn/transformer.h"
 
 namespace gg::nn {
 
@@ -39,6 +40,14 @@ Metadata load(Module& module, const std::string& path, NamedTensors* extra = nul
 NamedTensors load_tensors(const std::string& path, Metadata* metadata = nullptr);
 // Writes any named tensors; save() is this on a module's state.
 void save_tensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
+
+// The language model a checkpoint of ours holds (Trainer::save, export --out, import-hf), its
+// LMConfig read from the metadata ("config"): the config is validated, and its weights must fit
+// in `memory` bytes, before any is allocated; NaN or infinite weights are refused; optimiser
+// and trainer state are skipped; bfloat16 weights (an export) widen exactly to float32. With
+// `metadata`, the file's metadata too. Errors are std::runtime_error "checkpoint: <path>: ...".
+std::shared_ptr<GatedTransformerLM> load_checkpoint(const std::string& path, uint64_t memory = memory_budget(),
+                                                    Metadata* metadata = nullptr);
 
 // Writes module.state_dict() with every float32 tensor converted to `dtype` (bf16: half the
 // bytes, each weight rounded to 8 significant bits) and the metadata: a copy for sharing or

@@ -14,7 +14,7 @@
 #include "nn/files.h"
 #include "nn/io/checkpoint.h"
 #include "nn/io/safetensors.h"
-#include "nn/text/bpe.h"
+#include "nn/text/byte_tokenizer.h"
 #include "nn/text/bytes.h"
 #include "nn/untrusted.h"
 
@@ -364,37 +364,6 @@ std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptio
 
 // ---------------------------------------------------------------- export
 
-namespace {
-
-// The byte tokenizer (train/data.h) as a tokenizer.json: ids 0–255 the bytes, 256 BOS, no
-// merges, and BOS put before each sequence, as our models were trained.
-json byte_tokenizer_json() {
-    json vocab = json::object();
-    for (int b = 0; b < 256; ++b) vocab[byte_level_symbol(uint8_t(b))] = b;
-    const json bos = {{"id", kBOS}, {"content", "<|bos|>"}, {"single_word", false}, {"lstrip", false},
-                      {"rstrip", false}, {"normalized", false}, {"special", true}};
-    return {{"version", "1.0"},
-            {"truncation", nullptr},
-            {"padding", nullptr},
-            {"added_tokens", json::array({bos})},
-            {"normalizer", nullptr},
-            {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
-                               {"use_regex", false}}},
-            {"post_processor", {{"type", "TemplateProcessing"},
-                                {"single", json::array({{{"SpecialToken", {{"id", "<|bos|>"}, {"type_id", 0}}}},
-                                                        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
-                                {"pair", json::array({{{"SpecialToken", {{"id", "<|bos|>"}, {"type_id", 0}}}},
-                                                      {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                                                      {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}})},
-                                {"special_tokens", {{"<|bos|>", {{"id", "<|bos|>"}, {"ids", {kBOS}}, {"tokens", {"<|bos|>"}}}}}}}},
-            {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
-            {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-                       {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-                       {"vocab", vocab}, {"merges", json::array()}}}};
-}
-
-}  // namespace
-
 std::vector<std::string> save(const GatedTransformerLM& model, const std::string& dir, const SaveOptions& options) {
     const DType dtype = options.dtype;
     const GateLayout layout = options.gate_layout;
@@ -474,7 +443,7 @@ std::vector<std::string> save(const GatedTransformerLM& model, const std::string
         save_tensors((fs::path(folder) / "model.safetensors").string(), tensors, {{"format", "pt"}});
         write_file_atomically((fs::path(folder) / "config.json").string(), config.dump(2) + "\n");
         if (c.vocab_size == kByteVocab)
-            write_file_atomically((fs::path(folder) / "tokenizer.json").string(), byte_tokenizer_json().dump() + "\n");
+            write_file_atomically((fs::path(folder) / "tokenizer.json").string(), byte_tokenizer_json() + "\n");
     });
     return written;
 }

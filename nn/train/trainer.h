@@ -221,10 +221,4 @@ private:
     std::unique_ptr<dist::GradientBuckets> buckets_;
 };
 
-// Loads a model saved by Trainer::save (config from the file's metadata). The config is
-// validated, and its weights must fit in `memory` bytes (0: what this process may use),
-// before any is allocated; NaN or infinite weights are refused. Errors are
-// std::runtime_error "checkpoint: <path>: ...".
-std::shared_ptr<GatedTransformerLM> load_model(const std::string& checkpoint_path, uint64_t memory = 0);
-
 }  // namespace gg::nn

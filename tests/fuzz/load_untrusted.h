@@ -67,7 +67,7 @@ inline std::vector<std::string> load_untrusted(std::string_view bytes) {
 
     const std::vector<uint8_t> raw(bytes.begin(), bytes.end());
     attempt("parse_safetensors", [&] { parse_safetensors(raw, "fuzz"); });
-    attempt("load_model", [&] { nn::load_model(path, kMemory); });
+    attempt("load_checkpoint", [&] { nn::load_checkpoint(path, kMemory); });
     attempt("Trainer::resume", [&] {
         const SafetensorsFile file = read_safetensors(path);
         const auto it = file.metadata.find("train_config");

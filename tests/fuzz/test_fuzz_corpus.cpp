@@ -45,7 +45,7 @@ void replay(const char* folder, size_t at_least, std::vector<std::string> (*load
 TEST_CASE("fuzz corpus: every checkpoint seed and regression file loads or fails cleanly") {
     replay("tests/fuzz/corpus/checkpoint", 20, gg::fuzz::load_untrusted);
     // The seeds are real checkpoints: at least one of them must load as a model.
-    CHECK_NOTHROW(gg::nn::load_model("tests/fuzz/corpus/checkpoint/seed_trained.safetensors", gg::fuzz::kMemory));
+    CHECK_NOTHROW(gg::nn::load_checkpoint("tests/fuzz/corpus/checkpoint/seed_trained.safetensors", gg::fuzz::kMemory));
 }
 
 TEST_CASE("fuzz corpus: every Hugging Face folder seed and regression input loads or fails cleanly") {

@@ -10,13 +10,15 @@ Run from the repository root with Debian's Python, which has PyTorch (and neithe
         [--gate-layout grouped|interleaved] [--hidden 32] [--heads 4] [--kv-heads 2] [--head-dim 16]
         [--layers 2] [--ffn 48] [--vocab 300] [--tied] [--dtype f32|bf16] [--shards 1]
         [--rope-theta 1e6] [--eps 1e-6] [--seed 0] [--batch 2] [--seq 12] [--no-qk-norm] [--no-reference]
+        [--context 4096] [--tokenizer MERGES]
     /usr/bin/python3 tests/reference/hf_qwen3.py forward DIR OUT.safetensors
         [--batch 2] [--seq 12] [--seed 0] [--ids IDS.safetensors]
     /usr/bin/python3 tests/reference/hf_qwen3.py selftest
 
 `make` writes a random checkpoint in Hugging Face's layout into OUT_DIR (config.json, and
 model.safetensors or, with --shards N > 1, model-0000i-of-0000N.safetensors and
-model.safetensors.index.json), then reads it back and writes OUT_DIR/reference.safetensors as
+model.safetensors.index.json; with --tokenizer, a Qwen3-shaped tokenizer.json whose ids stop short of
+the model's rows), then reads it back and writes OUT_DIR/reference.safetensors as
 `forward` does; --no-reference stops after the checkpoint (a real-size model's float64 forward
 would not fit in memory: bench/hf_forward.sh writes Qwen3-1.7B's shape so). `forward` reads any
 such DIR (one that gatedgrad or transformers wrote) and writes, computed in float64 from the
@@ -53,12 +55,14 @@ or D (elementwise_attn_output_gate). Two orders of those rows exist:
 config.json says "gatedgrad_gate_layout": "interleaved" for the second; without it, grouped.
 """
 import argparse
+import collections
 import dataclasses
 import json
 import math
 import pathlib
 import sys
 import tempfile
+import unicodedata
 
 try:
     import numpy as np
@@ -91,6 +95,7 @@ class Config:
     qk_norm: bool
     gate: str          # none | headwise | elementwise
     gate_layout: str   # grouped | interleaved
+    context: int = 4096  # max_position_embeddings
 
     @property
     def gate_width(self):
@@ -140,7 +145,7 @@ class Config:
                           rope_theta=c.get("rope_theta") or rope.get("rope_theta", 10000.0),
                           tied=c.get("tie_word_embeddings", False), qk_norm=c.get("use_qk_norm", True),
                           gate="headwise" if headwise else "elementwise" if elementwise else "none",
-                          gate_layout=layout).validate()
+                          gate_layout=layout, context=c.get("max_position_embeddings", 4096)).validate()
         except KeyError as e:
             raise CheckpointError(f"config.json has no {e}") from None
 
@@ -150,7 +155,7 @@ class Config:
              "intermediate_size": self.ffn, "num_hidden_layers": self.layers, "num_attention_heads": self.heads,
              "num_key_value_heads": self.kv_heads, "head_dim": self.head_dim, "vocab_size": self.vocab,
              "rms_norm_eps": self.eps, "rope_theta": self.rope_theta, "rope_scaling": None,
-             "max_position_embeddings": 4096, "tie_word_embeddings": self.tied, "torch_dtype": torch_dtype,
+             "max_position_embeddings": self.context, "tie_word_embeddings": self.tied, "torch_dtype": torch_dtype,
              "attention_bias": False, "attention_dropout": 0.0, "use_sliding_window": False,
              "sliding_window": None, "hidden_act": "silu", "initializer_range": 0.02, "use_cache": True}
         if self.gate != "none":
@@ -278,6 +283,46 @@ def load_checkpoint(directory):
         if tuple(tensors[name].shape) != shape:
             raise CheckpointError(f"{name} has shape {tuple(tensors[name].shape)}, the config says {shape}")
     return cfg, {name: tensors[name].to(torch.float64) for name in expected}
+
+
+# ---- a tokenizer for the fixtures ----------------------------------------------------------------
+
+# The text the fixtures' merges are learned from.
+MERGE_TEXT = """The gate sits after attention. Each head computes its output, and the gate, a sigmoid of
+the hidden state, scales it: a head that has nothing to add closes its gate instead of looking at
+the first token. Without the gate the first token takes the attention that the others do not want,
+and the model learns to keep it there: the attention sink. With the gate the sink goes away."""
+
+
+def write_tokenizer(out, merge_count, rows):
+    """out/tokenizer.json shaped as Qwen3's: NFC, Qwen2's Split regex then ByteLevel, the 256 byte
+    tokens, `merge_count` merges learned from MERGE_TEXT (bpe_reference.py's learner), then
+    <|endoftext|>, <|im_start|>, <|im_end|>; no BOS. Its ids stop short of the model's `rows`, as
+    Qwen3's 151,669 ids do of its 151,936 embedding rows."""
+    import bpe_reference as bpe  # needs Debian's python3-regex
+    pieces = bpe.isolated(bpe.regex.compile(bpe.QWEN2_REGEX), unicodedata.normalize("NFC", MERGE_TEXT))
+    words = collections.Counter(bpe.spell(p.encode()) for p in pieces)
+    merges = bpe.learn_merges(dict(words), merge_count)
+    vocab = {}
+    for c in sorted(bpe.ALPHABET.values(), key=lambda c: (ord(c) >= 0x100, ord(c))):
+        vocab[c] = len(vocab)
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    added = [{"id": len(vocab) + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, t in enumerate(bpe.SPECIALS)]
+    if len(vocab) + len(added) > rows:
+        raise CheckpointError(f"the tokenizer's {len(vocab) + len(added)} ids do not fit the model's {rows} rows")
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+                 "normalizer": {"type": "NFC"},
+                 "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                     {"type": "Split", "pattern": {"Regex": bpe.QWEN2_REGEX}, "behavior": "Isolated", "invert": False},
+                     byte_level]},
+                 "post_processor": byte_level, "decoder": byte_level,
+                 "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                           "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                           "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
+    (out / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False, indent=1) + "\n")
 
 
 # ---- the float64 forward ---------------------------------------------------------------------
@@ -544,6 +589,9 @@ def main(argv):
     make.add_argument("--eps", type=float, default=1e-6)
     make.add_argument("--no-qk-norm", action="store_true")
     make.add_argument("--no-reference", action="store_true", help="write the checkpoint only")
+    make.add_argument("--context", type=int, default=4096, help="max_position_embeddings")
+    make.add_argument("--tokenizer", type=int, metavar="MERGES", default=0,
+                      help="also write a tokenizer.json with this many merges (needs python3-regex)")
     fwd = commands.add_parser("forward", help="reference.safetensors content for any Qwen3 checkpoint DIR")
     fwd.add_argument("dir", type=pathlib.Path)
     fwd.add_argument("out", type=pathlib.Path)
@@ -563,8 +611,10 @@ def main(argv):
             cfg = Config(hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads, head_dim=args.head_dim,
                          layers=args.layers, ffn=args.ffn, vocab=args.vocab, eps=args.eps,
                          rope_theta=args.rope_theta, tied=args.tied, qk_norm=not args.no_qk_norm,
-                         gate=args.gate, gate_layout=args.gate_layout).validate()
+                         gate=args.gate, gate_layout=args.gate_layout, context=args.context).validate()
             write_checkpoint(args.out_dir, cfg, random_weights(cfg, args.seed), args.dtype, args.shards)
+            if args.tokenizer:
+                write_tokenizer(args.out_dir, args.tokenizer, cfg.vocab)
             if args.no_reference:
                 return 0
             folder, out = args.out_dir, args.out_dir / "reference.safetensors"

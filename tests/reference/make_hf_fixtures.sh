@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Writes the Hugging Face layout checkpoints test_hf.cpp loads, each with the float64
 # reference.safetensors of hf_qwen3.py (Debian's python3-torch): tests/reference/hf/NAME.
+# baseline, headwise and elementwise also get a tokenizer.json (python3-regex) whose 279 ids
+# stop short of the model's 300 rows, as a real Qwen3's do, for the commands that read text, and
+# a context of 128 positions.
 # Deterministic (fixed seeds); rerun after changing hf_qwen3.py and commit the result.
 set -euo pipefail
 cd "$(dirname "$0")"
 out=hf
 rm -rf "$out"
 make() { /usr/bin/python3 hf_qwen3.py make "$out/$1" --vocab 96 "${@:2}" >/dev/null; }
-make baseline      --gate none        --seed 1
-make headwise      --gate headwise    --seed 2
-make elementwise   --gate elementwise --seed 3
+make baseline      --gate none        --seed 1 --vocab 300 --tokenizer 20 --context 128
+make headwise      --gate headwise    --seed 2 --vocab 300 --tokenizer 20 --context 128
+make elementwise   --gate elementwise --seed 3 --vocab 300 --tokenizer 20 --context 128
 make interleaved   --gate elementwise --gate-layout interleaved --seed 3
 make tied_bf16     --gate elementwise --tied --dtype bf16 --seed 4
 make sharded_mqa   --gate headwise    --kv-heads 1 --shards 3 --seed 5

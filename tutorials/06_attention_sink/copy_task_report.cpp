@@ -148,7 +148,7 @@ void copy_task_report(const CopySetup& setup, const std::vector<std::string>& re
         run.spec = specs[i];
         const json j = json::parse(results[i]);
         run.seconds = j["seconds"].get<double>(), run.curve = j["curve"];
-        run.model = load_model(j["checkpoint"].get<std::string>());
+        run.model = load_checkpoint(j["checkpoint"].get<std::string>());
         run.model->eval();
         run.report = measure_copy(*run.model, data, 8, setup.batch, setup.seq_len);
         std::vector<Tensor> ids;

@@ -139,7 +139,7 @@ void natural_text_report(bool quick, const std::vector<std::string>& results, co
         run.curve_alpha = json_numbers(j["curve"]["mean_alpha"]);
         run.curve_val = json_numbers(j["curve"]["val_loss"]);
         run.val_loss = run.curve_val.back();
-        run.model = load_model(j["checkpoint"].get<std::string>());
+        run.model = load_checkpoint(j["checkpoint"].get<std::string>());
         run.model->eval();
         run.analysis = analyze(*run.model, analysis_ids(*data, 4, tiny.batch_size, T));
         std::printf("  %-8s lr %.0e: %lld steps in %.0f s, validation loss %.4f, mean alpha %.3f, sink heads %lld of "

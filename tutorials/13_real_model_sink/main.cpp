@@ -5,7 +5,7 @@
 //   tools/build tutorial_13_real_model_sink
 //   ./build/tutorials/tutorial_13_real_model_sink [--text FILE] [--seq-len T] [--sequences N] DIR...
 // Each DIR is a model folder: config.json, model.safetensors (or a sharded index), and
-// tokenizer.json for --text. Without --text, or for a folder without a tokenizer, the
+// tokenizer.json for --text (a checkpoint file of ours works too). Without --text, or for a folder without a tokenizer, the
 // sequences are uniformly random ids: Gu et al. 2024 (arXiv 2410.10781) found that sinks
 // form on them too, so a sink there belongs to the model, not to the text.
 #include <CLI/CLI.hpp>
@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 
 #include "gatedgrad.h"
 
@@ -72,27 +71,28 @@ int main(int argc, char** argv) {
 
     std::vector<Measured> rows;
     for (const std::string& dir : dirs) {
-        // 1. Open the folder: config.json says Qwen3 and, in the authors' checkpoints, which gate.
-        const auto model = hf::load(dir);
-        const LMConfig& c = model->config();
+        // 1. Open the folder through the library's one door for models (nn/io/model.h): the
+        //    model (config.json says Qwen3 and, in the authors' checkpoints, which gate), its
+        //    tokenizer, and the precision it runs in. A checkpoint of ours opens the same way.
+        const OpenedModel opened = open_model(dir);
+        const GatedTransformerLM& model = *opened.model;
+        const LMConfig& c = model.config();
         const std::string name = std::filesystem::path(dir).filename().string();
         std::printf("%s: %lld layers, %lld query heads of %lld, %lld KV heads, d_model %lld, vocab %lld, gate %s, "
                     "%s weights\n",
                     name.c_str(), (long long)c.n_layers, (long long)c.attn.n_heads, (long long)c.attn.head_dim(),
                     (long long)c.attn.kv_heads(), (long long)c.d_model, (long long)c.vocab_size,
-                    gate_name(c.attn).c_str(), dtype_name(model->parameters().front().dtype()));
-        std::optional<Autocast> autocast;  // bfloat16 weights multiply in bfloat16, sum in float32
-        if (model->parameters().front().dtype() == DType::bf16) autocast.emplace(DType::bf16);
+                    gate_name(c.attn).c_str(), dtype_name(model.parameters().front().dtype()));
+        const Autocast precision(opened.precision);  // bfloat16 weights multiply in bfloat16, sum in float32
 
         // 2. The inputs: the text in the model's own tokens, N windows of T (Qwen3 puts no BOS
-        //    first, so the first token is whatever the text's is), and N sequences of random ids.
+        //    first, so the first token is whatever the text's is), and N sequences of random ids
+        //    of the tokenizer's (a real checkpoint's embedding has padding rows past them).
         std::vector<std::pair<std::string, Tensor>> inputs;
-        const std::filesystem::path tokenizer = std::filesystem::path(dir) / "tokenizer.json";
-        if (!text_file.empty() && std::filesystem::exists(tokenizer)) {
-            const BpeTokenizer tok = BpeTokenizer::from_file(tokenizer.string());
+        if (!text_file.empty() && opened.tokenizer) {
             std::string text;
             for (const std::string& doc : load_documents({text_file})) text += doc + "\n";
-            std::vector<int64_t> stream = tok.encode(text);
+            std::vector<int64_t> stream = opened.tokenizer->encode(text);
             const int64_t n = std::min<int64_t>(N, int64_t(stream.size()) / T);
             if (n > 0) {
                 stream.resize(size_t(n * T));
@@ -100,11 +100,12 @@ int main(int argc, char** argv) {
             }
         }
         Generator gen(seed);
-        inputs.emplace_back("random ids", randint(0, c.vocab_size, {N, T}, gen));
+        const int64_t known = opened.tokenizer ? opened.tokenizer->vocab_size() : c.vocab_size;
+        inputs.emplace_back("random ids", randint(0, known, {N, T}, gen));
 
         // 3. The report, per layer, for each input.
         for (const auto& [input, ids] : inputs) {
-            Measured m = measure(*model, ids, threshold);
+            Measured m = measure(model, ids, threshold);
             m.name = name, m.gate = gate_name(c.attn), m.input = input;
             std::printf("-- on %s, %lld sequences of %lld tokens\n%s", input.c_str(), (long long)ids.size(0),
                         (long long)ids.size(1), m.analysis.table().c_str());
