@@ -44,6 +44,7 @@
 
 #include "nn/analysis/analysis.h"
 #include "nn/analysis/stability.h"
+#include "nn/analysis/text_loss.h"
 #include "nn/analysis/plot.h"
 #include "nn/analysis/report.h"
 #include "nn/analysis/training_log.h"

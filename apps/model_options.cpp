@@ -62,11 +62,39 @@ void add_data_options(CLI::App* cmd, DataArgs& a, int64_t default_batch) {
     cmd->add_option("--batch", a.batch, "sequences per batch (default: the training batch; " +
                                             std::to_string(default_batch) + " for a model trained elsewhere)")
         ->check(count(1, TrainConfigLimits::batch_size));
+    cmd->add_option("--bos", a.bos, "before each sequence of --data's text: auto (what the tokenizer's post-processor "
+                                    "puts before a text: BOS for our models, nothing for Qwen3), always, never")
+        ->check(CLI::IsMember({"auto", "always", "never"}))
+        ->capture_default_str();
+}
+
+ModelOnText open_on_text(const DataArgs& a) {
+    ModelOnText m{a.model.open(), std::nullopt};
+    m.train = training_context(m.opened);
+    return m;
+}
+
+std::vector<int64_t> text_ids(const OpenedModel& m, const std::vector<std::string>& paths, size_t* files) {
+    if (!m.tokenizer)
+        throw std::runtime_error(m.provenance.path + ": no tokenizer to turn --data's text into this model's ids" +
+                                 (m.provenance.format == ModelFormat::hf_folder ? " (no tokenizer.json)" : ""));
+    const std::vector<std::string> texts = load_texts(paths);
+    if (files) *files = texts.size();
+    std::string text;
+    for (const std::string& file : texts) text += file;
+    return m.tokenizer->encode(text);
+}
+
+std::optional<int64_t> bos_token(const OpenedModel& m, const std::string& policy) {
+    const std::optional<int64_t> bos = m.tokenizer ? m.tokenizer->prepended_token() : std::nullopt;
+    if (policy == "never") return std::nullopt;
+    if (policy == "always" && !bos)
+        throw UsageError("--bos always: this model's tokenizer puts no BOS before a text, so there is none to put");
+    return bos;
 }
 
 ModelOnText open_for_data(DataArgs& a, Workload workload, int64_t per_forward) {
-    ModelOnText m{a.model.open(), std::nullopt};
-    m.train = training_context(m.opened);
+    ModelOnText m = open_on_text(a);
     const bool from_flags = a.seq_len > 0 || a.batch > 0;
     if (a.seq_len == 0) a.seq_len = m.train ? m.train->seq_len : 256;
     if (a.batch == 0) a.batch = m.train ? m.train->batch_size : a.default_batch;
@@ -115,32 +143,30 @@ Tensor validation_windows(const TrainConfig& train, int64_t batches, int64_t B, 
     return cat(windows, 0);
 }
 
-// Up to n windows of T + 1 tokens of the files' text in the model's tokens.
-Tensor tokenized_windows(const OpenedModel& m, const std::vector<std::string>& paths, int64_t n, int64_t T) {
-    if (!m.tokenizer)
-        throw std::runtime_error(m.provenance.path + ": no tokenizer to turn --data's text into this model's ids" +
-                                 (m.provenance.format == ModelFormat::hf_folder ? " (no tokenizer.json)" : ""));
-    std::string text;
-    for (const std::string& doc : load_documents(paths)) text += doc + "\n";
-    const std::vector<int64_t> stream = m.tokenizer->encode(text);
-    const std::optional<int64_t> first = m.tokenizer->prepended_token();
-    const int64_t body = T + 1 - (first ? 1 : 0);  // tokens of text per window
+// Up to n windows of T + 1 tokens of text_ids, each `bos` first when there is one.
+Tensor tokenized_windows(const std::vector<int64_t>& stream, std::optional<int64_t> bos, int64_t n, int64_t T) {
+    const int64_t first = bos ? 1 : 0, body = T + 1 - first;  // tokens of text per window
     const int64_t count = std::max<int64_t>(1, std::min<int64_t>(n, int64_t(stream.size()) / body));
     const int64_t length = std::min<int64_t>(body, int64_t(stream.size()));
-    if (length + (first ? 1 : 0) < 2) throw std::runtime_error("the text gives fewer than 2 tokens");
+    if (length + first < 2) throw std::runtime_error("the text gives fewer than 2 tokens");
     std::vector<int64_t> ids;
     for (int64_t i = 0; i < count; ++i) {
-        if (first) ids.push_back(*first);
+        if (bos) ids.push_back(*bos);
         ids.insert(ids.end(), stream.begin() + i * body, stream.begin() + i * body + length);
     }
-    return from_vector(ids, {count, length + (first ? 1 : 0)});
+    return from_vector(ids, {count, length + first});
 }
 
 }  // namespace
 
 Tensor text_windows(const ModelOnText& m, const DataArgs& a, int64_t batches) {
     const Device device = device_of(m.model());
-    if (!a.data.empty()) return tokenized_windows(m.opened, a.data, a.batch * batches, a.seq_len).to(device);
+    if (!a.data.empty())
+        return tokenized_windows(text_ids(m.opened, a.data), bos_token(m.opened, a.bos), a.batch * batches, a.seq_len)
+            .to(device);
+    if (a.bos != "auto")
+        throw UsageError("--bos " + a.bos + " is for --data's text: the validation split is read as in training, BOS "
+                                            "first");
     if (!m.train && m.opened.provenance.format == ModelFormat::hf_folder)
         throw UsageError("--hf needs --data FILE: the text to run the model on");
     if (!m.train)
@@ -150,6 +176,7 @@ Tensor text_windows(const ModelOnText& m, const DataArgs& a, int64_t batches) {
 }
 
 std::string first_token_note(const ModelOnText& m, const DataArgs& a) {
-    if (a.data.empty() || (m.opened.tokenizer && m.opened.tokenizer->prepended_token())) return "BOS first";
-    return "no BOS: the text's own first token";
+    if (a.data.empty()) return "BOS first";
+    if (bos_token(m.opened, a.bos)) return "BOS first, --bos " + a.bos;
+    return "no BOS, --bos " + a.bos + ": the text's own first token";
 }

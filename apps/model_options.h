@@ -44,10 +44,11 @@ struct DataArgs {
     std::vector<std::string> data;
     int64_t seq_len = 0, batch = 0;  // 0: as in training
     int64_t default_batch = 0;       // --batch of a model without a training context
+    std::string bos = "auto";        // auto, always, never: bos_token
 };
 
-// --ckpt, --hf, --precision, --device, --data, --seq-len, --batch; `default_batch` for a model
-// without a training context.
+// --ckpt, --hf, --precision, --device, --data, --seq-len, --batch, --bos; `default_batch` for a
+// model without a training context.
 void add_data_options(CLI::App* cmd, DataArgs& a, int64_t default_batch);
 
 // A model opened to run on text, with its training context when it has one.
@@ -56,6 +57,21 @@ struct ModelOnText {
     std::optional<gg::nn::TrainConfig> train;
     gg::nn::GatedTransformerLM& model() const { return *opened.model; }
 };
+
+// The model through the door, with its training context; nothing filled in, nothing checked.
+ModelOnText open_on_text(const DataArgs& a);
+
+// --data's files, each exactly as it is, one after another, in the model's own tokens: no
+// separator is added (scoring files a b is scoring the file `cat a b`; our byte models have no
+// EOS, and the eos_token_id of a chat model's config.json ends a turn, not a document).
+// How many files there were goes into *files when asked.
+std::vector<int64_t> text_ids(const gg::nn::OpenedModel& m, const std::vector<std::string>& paths,
+                              size_t* files = nullptr);
+
+// The token --bos puts before each sequence of --data's text: auto, the one the tokenizer's
+// post-processor puts before a text (our models' BOS; none for Qwen3); always, that one, a usage
+// error where there is none; never, none.
+std::optional<int64_t> bos_token(const gg::nn::OpenedModel& m, const std::string& policy);
 
 // Opens the model and fills in --seq-len and --batch: the training ones, or for a model without
 // a training context 256 tokens and the command's default batch. Checks that the model can run at that
@@ -67,11 +83,11 @@ ModelOnText open_for_data(DataArgs& a, gg::nn::Workload workload, int64_t per_fo
 // (n·B, T + 1) int64 on the model's device, each window's first token the sequence's first.
 //   without --data: the validation split of the text the model was trained on, BOS first, as
 //     in training (a model without a training context needs --data);
-//   with --data: the files' documents joined by newlines in the model's own tokens, each
-//     window the tokenizer's BOS first where its post-processor puts one, else the text's own
+//   with --data: text_ids, each window --bos's token first (bos_token), else the text's own
 //     first token; a text shorter than one window is one shorter window.
 gg::Tensor text_windows(const ModelOnText& m, const DataArgs& a, int64_t batches);
 
-// How text_windows begins each window, for the header lines: "BOS first", or "the text's own
+// How a sequence of the text begins, for the header lines: "BOS first" (the validation split,
+// as in training), or with --data "BOS first, --bos auto", "no BOS, --bos never: the text's own
 // first token".
 std::string first_token_note(const ModelOnText& m, const DataArgs& a);

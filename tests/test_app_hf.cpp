@@ -2,6 +2,8 @@
 // sample --hf on the export, import-hf back, and logits against the reference's fixtures.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -52,7 +54,10 @@ TEST_CASE("app: a trained model goes out as a Hugging Face folder and every --hf
     const Outcome eval = run_app(tmp, "eval --hf " + hf.string() + " --data " + corpus.string() + " --seq-len 16 --batch 2");
     INFO("eval: " << eval.out << eval.err);
     REQUIRE(eval.code == 0);
-    CHECK(eval.out.find("(BOS first), float32 weights") != std::string::npos);
+    // Every byte of the file scored once, BOS first as in training, nothing added to the text.
+    const std::string bytes = std::to_string(fs::file_size(corpus));
+    CHECK(eval.out.find("scored " + bytes + " of the text's " + bytes + " tokens") != std::string::npos);
+    CHECK(eval.out.find("BOS first, --bos auto; float32 weights") != std::string::npos);
     const double loss = number_after(eval.out, "mean next-token loss ");
     CHECK(std::isfinite(loss));
     CHECK(loss < std::log(257.0) + 1);
@@ -60,7 +65,7 @@ TEST_CASE("app: a trained model goes out as a Hugging Face folder and every --hf
     const Outcome sink = run_app(tmp, "sink --hf " + hf.string() + " --data " + corpus.string() + " --seq-len 16 --batch 2");
     INFO("sink: " << sink.out << sink.err);
     REQUIRE(sink.code == 0);
-    CHECK(sink.out.find("attention g1, 8 sequences of 16 tokens (BOS first)") != std::string::npos);
+    CHECK(sink.out.find("attention g1, 8 sequences of 16 tokens (BOS first, --bos auto)") != std::string::npos);
     CHECK(sink.out.find("sink heads (alpha > 0.30)") != std::string::npos);
     check_error(run_app(tmp, "sink --hf " + hf.string() + " --random-tokens --layers 1"), 1, "capture layer 1 is outside [0, 1)");
     const Outcome random = run_app(tmp, "sink --hf " + hf.string() + " --random-tokens --seq-len 16 --batch 2 --layers 0");
@@ -74,7 +79,7 @@ TEST_CASE("app: a trained model goes out as a Hugging Face folder and every --hf
     // Back in, as a checkpoint: the same model, so eval gives the same loss as the original.
     const fs::path back = tmp.path / "back.safetensors";
     REQUIRE(run_app(tmp, "import-hf " + hf.string() + " --out " + back.string()).code == 0);
-    const std::string same = " --data " + corpus.string() + " --seq-len 16 --batch 2 --batches 4";
+    const std::string same = " --data " + corpus.string() + " --seq-len 16 --batch 2";
     const Outcome a = run_app(tmp, "eval --ckpt " + ckpt + same), b = run_app(tmp, "eval --ckpt " + back.string() + same);
     REQUIRE(a.code == 0);
     REQUIRE(b.code == 0);
@@ -82,6 +87,15 @@ TEST_CASE("app: a trained model goes out as a Hugging Face folder and every --hf
     CHECK(number_after(a.out, "mean next-token loss ") == number_after(b.out, "mean next-token loss "));
     CHECK(number_after(a.out, "mean next-token loss ") == number_after(eval.out, "mean next-token loss "));
 
+    // --bos never: the first byte has no context, so one token fewer is scored.
+    const Outcome never = run_app(tmp, "eval --ckpt " + ckpt + same + " --bos never");
+    CHECK(never.out.find("scored " + std::to_string(fs::file_size(corpus) - 1) + " of the text's " + bytes) !=
+          std::string::npos);
+    CHECK(never.out.find("no BOS, --bos never: the text's own first token") != std::string::npos);
+    check_error(run_app(tmp, "eval --ckpt " + ckpt + same + " --batches 2"), 2, "--data's text is scored whole");
+    check_error(run_app(tmp, "eval --ckpt " + ckpt + same + " --stride 16"), 2, "--stride 16 is longer than the 15");
+    check_error(run_app(tmp, "eval --ckpt " + ckpt + " --bos never"), 2, "the validation split is read as in training");
+    check_error(run_app(tmp, "eval --ckpt " + ckpt + " --stride 4"), 2, "--stride is for --data's text");
     check_error(run_app(tmp, "eval --hf " + hf.string()), 2, "--hf needs --data FILE");
     check_error(run_app(tmp, "eval --ckpt " + back.string()), 2, "names no text it was trained on");
     check_error(run_app(tmp, "eval --hf " + hf.string() + " --ckpt " + ckpt), 2, "excludes");
@@ -163,7 +177,7 @@ TEST_CASE("app: sample --hf draws only ids its tokenizer can write, greedy, top-
     // nothing printed.
     const TempDir tmp;
     const std::string hf = " --hf tests/reference/hf/baseline --prompt 'The gate' --tokens 60";
-    for (const std::string& how : {" --temperature 0", " --top-k 40", " --temperature 1.5"})
+    for (const char* how : {" --temperature 0", " --top-k 40", " --temperature 1.5"})
         for (int seed = 1; seed <= 3; ++seed) {
             CAPTURE(how);
             CAPTURE(seed);
@@ -194,7 +208,7 @@ TEST_CASE("app: a model brought in with import-hf keeps its tokenizer: --ckpt re
     CHECK(a.out == b.out);
     const Outcome sink = run_app(tmp, "sink --ckpt " + back + text);
     CHECK(sink.code == 0);
-    CHECK(sink.out.find("(no BOS: the text's own first token)") != std::string::npos);
+    CHECK(sink.out.find("(no BOS, --bos auto: the text's own first token)") != std::string::npos);
 }
 
 TEST_CASE("app: every option works for --ckpt and --hf alike: --rope-scaling, --precision, the memory check") {
@@ -227,4 +241,31 @@ TEST_CASE("app: every option works for --ckpt and --hf alike: --rope-scaling, --
         "sink --hf " + dir + " --random-tokens --seq-len 20000 --batch 1 --batches 1");
     check_error(refused, 2, "asks for too much memory");
     CHECK(refused.err.find("an analysis pass") != std::string::npos);
+}
+
+TEST_CASE("app: eval --hf scores every token of a text as Hugging Face's perplexity guide does, on every gate layout") {
+    // tests/reference/hf_eval.py computed these apart from gatedgrad (bpe_reference.py's tokenizer,
+    // hf_qwen3.py's float64 forward): windows of the folder's context (128) every 64 tokens, two
+    // files back to back, a window and stride of one's own, and a text shorter than a window.
+    const TempDir tmp;
+    const nlohmann::json cases = nlohmann::json::parse(gg::testing::read_file("tests/reference/hf/eval_reference.json"));
+    for (const char* name : {"baseline", "headwise", "elementwise"})
+        for (const nlohmann::json& c : cases.at(name)) {
+            std::string args = "eval --hf tests/reference/hf/" + std::string(name) + " --data";
+            for (const auto& file : c.at("files")) args += " " + file.get<std::string>();
+            for (const auto& arg : c.at("args")) args += " " + arg.get<std::string>();
+            CAPTURE(args);
+            const Outcome o = run_app(tmp, args);
+            INFO(o.out << o.err);
+            REQUIRE(o.code == 0);
+            const nlohmann::json& want = c.at("reference");
+            CHECK(number_after(o.out, "scored ") == want.at("scored").get<double>());
+            CHECK(number_after(o.out, "of the text's ") == want.at("tokens").get<double>());
+            CHECK(number_after(o.out, ") in ") == want.at("windows").get<double>());
+            CHECK(number_after(o.out, "every ") == want.at("stride").get<double>());
+            CHECK(std::abs(number_after(o.out, "mean next-token loss ") - want.at("loss").get<double>()) < 1e-4);
+            CHECK(o.out.find("no BOS, --bos auto") != std::string::npos);  // Qwen3 puts none first
+        }
+    check_error(run_app(tmp, "eval --hf tests/reference/hf/baseline --data tests/reference/text/eval_a.txt --bos always"),
+                2, "--bos always: this model's tokenizer puts no BOS");
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -95,12 +96,17 @@ std::string CorpusFingerprint::text() const {
     return out;
 }
 
-Corpus load_corpus(const std::vector<std::string>& paths) {
+namespace {
+
+// A file to read: named on the command line, or found in a folder named there (then skipped
+// when binary).
+struct Source {
+    std::filesystem::path path;
+    bool in_folder;
+};
+
+std::vector<Source> corpus_sources(const std::vector<std::string>& paths) {
     namespace fs = std::filesystem;
-    struct Source {
-        fs::path path;
-        bool in_folder;  // found in a folder, not named: skipped when binary
-    };
     std::vector<Source> sources;
     for (const std::string& p : paths) {
         std::error_code ec;
@@ -119,30 +125,55 @@ Corpus load_corpus(const std::vector<std::string>& paths) {
             throw std::runtime_error("corpus: '" + p + "' " + not_a_file(p));
         }
     }
+    return sources;
+}
+
+// A source's bytes; none for a binary file found in a folder (fortunes' .dat indexes). A file
+// named on its own that is binary, empty or blank is an error.
+std::optional<std::string> read_source(const Source& source) {
+    std::string text = read_bytes(source.path);
+    const std::string name = source.path.string();
+    if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+        if (source.in_folder) return std::nullopt;
+        throw std::runtime_error("corpus: '" + name + "' is not text: it holds a NUL byte at offset " +
+                                 std::to_string(nul) + " (folders skip such files; name text files)");
+    }
+    if (!source.in_folder && text.find_first_not_of(" \t\r\n%") == std::string::npos)
+        throw std::runtime_error("corpus: '" + name + "' " +
+                                 (text.empty() ? "is empty" : "holds no text, only blank lines and % separators"));
+    return text;
+}
+
+[[noreturn]] void no_text_found(const std::vector<std::string>& paths) {
+    const std::string where = paths.empty() ? std::string("(no paths)") : paths[0];
+    const std::string hint = where == kDefaultCorpus ? " (install the default corpus, the fortunes package, or pass --data FILE)"
+                                                     : " (its files are empty, hidden or binary)";
+    throw std::runtime_error("corpus: no text found in " + where + hint);
+}
+
+}  // namespace
+
+Corpus load_corpus(const std::vector<std::string>& paths) {
+    namespace fs = std::filesystem;
     Corpus corpus;
-    for (const Source& source : sources) {
-        const std::string text = read_bytes(source.path);
-        const std::string name = source.path.string();
-        if (const size_t nul = text.find('\0'); nul != std::string::npos) {
-            if (source.in_folder) continue;  // e.g. fortunes' .dat indexes
-            throw std::runtime_error("corpus: '" + name + "' is not text: it holds a NUL byte at offset " +
-                                     std::to_string(nul) + " (folders skip such files; name text files)");
-        }
-        if (!source.in_folder && text.find_first_not_of(" \t\r\n%") == std::string::npos)
-            throw std::runtime_error("corpus: '" + name + "' " +
-                                     (text.empty() ? "is empty" : "holds no text, only blank lines and % separators"));
-        corpus.fingerprint.files.emplace_back(fs::absolute(source.path).lexically_normal().string(), text.size());
-        corpus.fingerprint.hash = fnv1a(corpus.fingerprint.hash, text);
-        split_fortunes(text, corpus.documents);
+    for (const Source& source : corpus_sources(paths)) {
+        const std::optional<std::string> text = read_source(source);
+        if (!text) continue;
+        corpus.fingerprint.files.emplace_back(fs::absolute(source.path).lexically_normal().string(), text->size());
+        corpus.fingerprint.hash = fnv1a(corpus.fingerprint.hash, *text);
+        split_fortunes(*text, corpus.documents);
     }
-    if (corpus.documents.empty()) {
-        const std::string where = paths.empty() ? std::string("(no paths)") : paths[0];
-        const std::string hint = where == kDefaultCorpus
-                                     ? " (install the default corpus, the fortunes package, or pass --data FILE)"
-                                     : " (its files are empty, hidden or binary)";
-        throw std::runtime_error("corpus: no text found in " + where + hint);
-    }
+    if (corpus.documents.empty()) no_text_found(paths);
     return corpus;
+}
+
+std::vector<std::string> load_texts(const std::vector<std::string>& paths) {
+    std::vector<std::string> texts;
+    size_t bytes = 0;
+    for (const Source& source : corpus_sources(paths))
+        if (std::optional<std::string> text = read_source(source)) bytes += text->size(), texts.push_back(std::move(*text));
+    if (bytes == 0) no_text_found(paths);
+    return texts;
 }
 
 std::vector<std::string> load_documents(const std::vector<std::string>& paths) { return load_corpus(paths).documents; }

@@ -52,6 +52,9 @@ struct Corpus {
 // When nothing is found in the default corpus, it says what to install.
 Corpus load_corpus(const std::vector<std::string>& paths);
 std::vector<std::string> load_documents(const std::vector<std::string>& paths);  // load_corpus's documents
+// Each file's bytes exactly as they are, in the same order and with the same refusals, not cut
+// into documents: the text eval scores.
+std::vector<std::string> load_texts(const std::vector<std::string>& paths);
 
 // How documents are split into training and validation text (TextDataset).
 enum class SplitMode {

@@ -3,7 +3,7 @@
 # reference.safetensors of hf_qwen3.py (Debian's python3-torch): tests/reference/hf/NAME.
 # baseline, headwise and elementwise also get a tokenizer.json (python3-regex) whose 279 ids
 # stop short of the model's 300 rows, as a real Qwen3's do, for the commands that read text, and
-# a context of 128 positions.
+# a context of 128 positions, which eval's strided windows cross on a text of a few hundred tokens.
 # Deterministic (fixed seeds); rerun after changing hf_qwen3.py and commit the result.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -17,4 +17,6 @@ make interleaved   --gate elementwise --gate-layout interleaved --seed 3
 make tied_bf16     --gate elementwise --tied --dtype bf16 --seed 4
 make sharded_mqa   --gate headwise    --kv-heads 1 --shards 3 --seed 5
 make no_qk_norm    --gate none        --heads 4 --kv-heads 4 --head-dim 12 --no-qk-norm --layers 3 --seed 6
+# eval's whole-text loss on tests/reference/text/, computed as Hugging Face's perplexity guide does.
+(cd ../.. && /usr/bin/python3 tests/reference/hf_eval.py make)
 du -sh "$out"

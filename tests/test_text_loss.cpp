@@ -1,0 +1,84 @@
+// test_text_loss.cpp — the strided whole-text loss (nn/analysis/text_loss.h) against each token
+// scored alone: token t belongs to the first window that ends past it, and its loss is that of
+// a forward pass over the window's text up to t (attention is causal), BOS first when there is one.
+#include <cmath>
+
+#include "tests/nn_check.h"
+
+using namespace gg;
+using namespace gg::nn;
+using namespace gg::testing;
+
+namespace {
+
+// The mean NLL over the tokens the strided scheme scores, one forward pass per token.
+double token_by_token(const GatedTransformerLM& model, const std::vector<int64_t>& x, int64_t window, int64_t stride,
+                      std::optional<int64_t> bos, int64_t* scored) {
+    const int64_t N = int64_t(x.size()), C = window - (bos ? 1 : 0);  // text per window
+    double total = 0;
+    *scored = 0;
+    for (int64_t t = bos ? 0 : 1; t < N; ++t) {
+        // The first window [k·stride, k·stride + C) that reaches past t.
+        const int64_t k = std::max<int64_t>(0, (t + 1 - C + stride - 1) / stride);
+        const int64_t begin = k * stride;
+        if (!bos && t == begin) continue;  // a window's first token, with nothing before it
+        std::vector<int64_t> ids;
+        if (bos) ids.push_back(*bos);
+        for (int64_t j = begin; j < t; ++j) ids.push_back(x[size_t(j)]);  // the context of x[t]
+        const Tensor logits = model.forward(from_vector(ids, {1, int64_t(ids.size())})).logits;  // (1, L, V)
+        const Tensor last = logits.select(1, int64_t(ids.size()) - 1).reshape({1, -1});
+        total += cross_entropy(last, from_vector(std::vector<int64_t>{x[size_t(t)]}, {1})).item();
+        ++*scored;
+    }
+    return total / double(*scored);
+}
+
+}  // namespace
+
+TEST_CASE("text_loss: every token scored once, with the context of the first window that ends past it") {
+    LMConfig c = small_lm();
+    c.max_len = 64;
+    manual_seed(51);
+    Generator gen(51);
+    GatedTransformerLM model(c);
+    randomize(model, gen, 0.3);
+    model.eval();
+    std::vector<int64_t> x(37);
+    for (int64_t& id : x) id = int64_t(gen.uniform() * double(c.vocab_size - 1));
+    NoGradGuard no_grad;
+    struct Case {
+        int64_t window, stride;
+        std::optional<int64_t> bos;
+    };
+    for (const Case& k : {Case{10, 3, {}}, Case{10, 9, {}}, Case{10, 10, {}}, Case{8, 1, {}}, Case{10, 4, int64_t(22)},
+                          Case{10, 9, int64_t(22)}, Case{2, 1, int64_t(22)}, Case{64, 0, {}}}) {
+        CAPTURE(k.window);
+        CAPTURE(k.stride);
+        CAPTURE(k.bos.has_value());
+        const int64_t stride = k.stride > 0 ? k.stride : (k.window - (k.bos ? 1 : 0)) / 2;
+        int64_t scored = 0;
+        const double want = token_by_token(model, x, std::min<int64_t>(k.window, 37), stride, k.bos, &scored);
+        for (int64_t batch : {1, 3}) {
+            const TextLoss got = text_loss(model, x, {.window = k.window, .stride = k.stride, .bos = k.bos, .batch = batch});
+            CHECK(got.loss == doctest::Approx(want).epsilon(1e-5));
+            CHECK(got.scored == scored);
+            CHECK(got.tokens == 37);
+            CHECK(got.stride == stride);
+        }
+    }
+    // Windows that overlap score every token but the first (all of them after a BOS).
+    CHECK(text_loss(model, x, {.window = 10, .stride = 5}).scored == 36);
+    CHECK(text_loss(model, x, {.window = 10, .stride = 5, .bos = int64_t(22)}).scored == 37);
+    // A window as long as the text is one forward pass.
+    const Tensor ids = from_vector(x, {1, 37});
+    const double whole = cross_entropy(model.forward(ids.narrow(1, 0, 36)).logits, ids.narrow(1, 1, 36)).item();
+    CHECK(text_loss(model, x, {.window = 37}).loss == doctest::Approx(whole).epsilon(1e-6));
+    CHECK(text_loss(model, x, {.window = 37}).windows == 1);
+
+    CHECK_THROWS_WITH_AS(text_loss(model, x, {.window = 1}), doctest::Contains("at least 2"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(text_loss(model, x, {.window = 10, .stride = 11}), doctest::Contains("stride 11 is longer"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(text_loss(model, {5}, {.window = 10}), doctest::Contains("the text has 1 tokens"),
+                         std::invalid_argument);
+    CHECK(text_loss(model, {5}, {.window = 10, .bos = int64_t(22)}).scored == 1);
+}
