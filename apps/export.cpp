@@ -50,7 +50,7 @@ int run_export(const ExportArgs& a) {
     if (!a.hf.empty()) {
         std::vector<std::string> written;
         try {
-            written = hf::save(*model, a.hf, {.dtype = dtype, .replace = a.force});
+            written = hf::save_folder(*model, a.hf, {.dtype = dtype, .replace = a.force});
         } catch (const std::invalid_argument& e) {  // what the Qwen3 layout cannot hold
             throw std::runtime_error(e.what());
         }

@@ -10,7 +10,7 @@
 // analysis: model.forward(ids, {}, nullptr, &capture), as `gatedgrad sink --hf` runs it
 // (analyze() in nn/analysis/analysis.cpp): every layer's attention probabilities (B, H, T, T)
 // and hidden states (B, T, d) are kept. inference: the same forward with nothing kept. Both
-// under NoGradGuard and, while the weights are bfloat16 (hf::load keeps a BF16 file's dtype),
+// under NoGradGuard and, while the weights are bfloat16 (hf::load_folder keeps a BF16 file's dtype),
 // under Autocast(bf16). ru_maxrss is a high-water mark of the whole process, so each mode
 // needs a process of its own to be measured. Threads: OMP_NUM_THREADS. The line names the
 // OpenBLAS kernels in use: 0.3.21 does not know every CPU and then falls back to its slowest
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
         if (runs < 1 || B < 1 || T < 2) throw std::invalid_argument("--runs ≥ 1, --batch ≥ 1 and --seq-len ≥ 2");
 
         const auto load_start = std::chrono::steady_clock::now();
-        const std::shared_ptr<GatedTransformerLM> model = hf::load(dir);
+        const std::shared_ptr<GatedTransformerLM> model = hf::load_folder(dir);
         const double load_s = seconds_since(load_start);
         const double load_peak = status_bytes("VmHWM:"), loaded_rss = status_bytes("VmRSS:");
         reset_peak();

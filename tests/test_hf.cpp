@@ -61,7 +61,7 @@ Outputs run(const GatedTransformerLM& model, const Tensor& ids) {
 // (probabilities and gates, which lie in [0, 1]).
 void check_matches(const std::string& name, const hf::LoadOptions& options, double tol) {
     CAPTURE(name);
-    const auto model = hf::load(kFixtures + name, options);
+    const auto model = hf::load_folder(kFixtures + name, options);
     auto ref = reference(name);
     const Outputs out = run(*model, ref["input_ids"]);
     CHECK(relative_error(out.logits, ref["logits"]) < tol);
@@ -115,7 +115,7 @@ long peak_rss_kb() {
 
 std::string load_error(const fs::path& dir) {
     try {
-        hf::load(dir.string());
+        hf::load_folder(dir.string());
     } catch (const std::exception& e) {
         return e.what();
     }
@@ -125,7 +125,7 @@ std::string load_error(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("hf: config.json maps onto LMConfig: head size, GQA, θ, ε, tied, the gate flags") {
-    const hf::Checkpoint ck = hf::parse_config(read(kFixtures + "headwise/config.json"));
+    const hf::Config ck = hf::parse_config(read(kFixtures + "headwise/config.json"));
     const LMConfig& c = ck.config;
     CHECK(c.d_model == 32);
     CHECK(c.attn.n_heads == 4);
@@ -163,7 +163,7 @@ TEST_CASE("hf: every fixture matches the float64 reference: logits, probabilitie
 }
 
 TEST_CASE("hf: bfloat16 weights stay bfloat16 in memory and run under autocast within a stated bound") {
-    const auto model = hf::load(kFixtures + "tied_bf16");
+    const auto model = hf::load_folder(kFixtures + "tied_bf16");
     for (const Tensor& p : model->parameters()) CHECK(p.dtype() == DType::bf16);
     // Activations rounded to 8 significant bits before each GEMM: a few parts in 100 of the
     // logits' scale over 2 layers (measured: see the message), far below what a wrong layout gives.
@@ -176,16 +176,16 @@ TEST_CASE("hf: bfloat16 weights stay bfloat16 in memory and run under autocast w
 TEST_CASE("hf: reading the gate in the other layout gives a wrong model, in both directions") {
     auto grouped = reference("elementwise"), interleaved = reference("interleaved");
     const double wrong_a =
-        relative_error(run(*hf::load(kFixtures + "elementwise", {.gate_layout = hf::GateLayout::interleaved}),
+        relative_error(run(*hf::load_folder(kFixtures + "elementwise", {.gate_layout = hf::GateLayout::interleaved}),
                            grouped["input_ids"]).logits, grouped["logits"]);
     const double wrong_b =
-        relative_error(run(*hf::load(kFixtures + "interleaved", {.gate_layout = hf::GateLayout::grouped}),
+        relative_error(run(*hf::load_folder(kFixtures + "interleaved", {.gate_layout = hf::GateLayout::grouped}),
                            interleaved["input_ids"]).logits, interleaved["logits"]);
     MESSAGE("logits relative error with the layouts swapped: " << wrong_a << ", " << wrong_b);
     CHECK(wrong_a > 0.1);
     CHECK(wrong_b > 0.1);
     auto headwise = reference("headwise");
-    CHECK(relative_error(run(*hf::load(kFixtures + "headwise", {.gate_layout = hf::GateLayout::interleaved}),
+    CHECK(relative_error(run(*hf::load_folder(kFixtures + "headwise", {.gate_layout = hf::GateLayout::interleaved}),
                              headwise["input_ids"]).logits, headwise["logits"]) > 0.1);
 }
 
@@ -211,11 +211,11 @@ TEST_CASE("hf: split_q_proj and join_q_proj are inverses in both layouts, and th
 TEST_CASE("hf: an export loads back bit-exact, and the reference reads it") {
     for (const char* name : {"headwise", "elementwise", "tied_bf16"}) {
         CAPTURE(name);
-        const auto model = hf::load(kFixtures + std::string(name));
+        const auto model = hf::load_folder(kFixtures + std::string(name));
         const DType dtype = model->parameters().front().dtype();
         const fs::path dir = scratch(std::string("export_") + name);
-        hf::save(*model, dir.string(), {.dtype = dtype});
-        const auto back = hf::load(dir.string());
+        hf::save_folder(*model, dir.string(), {.dtype = dtype});
+        const auto back = hf::load_folder(dir.string());
         const NamedTensors a = model->state_dict(), b = back->state_dict();
         REQUIRE(a.size() == b.size());
         for (size_t i = 0; i < a.size(); ++i) {
@@ -255,7 +255,7 @@ TEST_CASE("hf: one of our byte-level models exported with its tokenizer, checked
         for (const auto& [n, p] : model.named_parameters()) p.copy_(randn(p.shape(), gen) * 0.3 + (n.ends_with("norm1.weight") ? 1.0 : 0.0));
     }
     const fs::path dir = scratch("byte_model");
-    hf::save(model, dir.string());
+    hf::save_folder(model, dir.string());
     REQUIRE(fs::exists(dir / "tokenizer.json"));
     const BpeTokenizer tok = BpeTokenizer::from_file((dir / "tokenizer.json").string());
     const std::string text = "Gated attention: σ(x W_g) \xff\n";
@@ -319,17 +319,17 @@ TEST_CASE("hf: the export refuses what the Qwen3 layout cannot hold") {
     c.attn.n_heads = 2;
     c.positions = PositionEncoding::learned;
     GatedTransformerLM learned(c);
-    CHECK_THROWS_WITH_AS(hf::save(learned, scratch("refuse").string()), doctest::Contains("learned positions"),
+    CHECK_THROWS_WITH_AS(hf::save_folder(learned, scratch("refuse").string()), doctest::Contains("learned positions"),
                          std::invalid_argument);
     c.positions = PositionEncoding::rope;
     c.attn.gate = GatePosition::after_merge;
     GatedTransformerLM g5(c);
-    CHECK_THROWS_WITH_AS(hf::save(g5, scratch("refuse").string()), doctest::Contains("gate g5"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(hf::save_folder(g5, scratch("refuse").string()), doctest::Contains("gate g5"), std::invalid_argument);
     fs::remove_all(scratch("refuse"));
 }
 
 TEST_CASE("hf: the analysis keeps only the layers asked for, with the same numbers as a full one") {
-    const auto model = hf::load(kFixtures + "no_qk_norm");  // 3 layers
+    const auto model = hf::load_folder(kFixtures + "no_qk_norm");  // 3 layers
     const Tensor ids = reference("no_qk_norm")["input_ids"];
     const ModelAnalysis all = analyze(*model, ids), some = analyze(*model, ids, 0.3, {2, 0});
     REQUIRE(some.layers.size() == 2);
@@ -394,8 +394,8 @@ TEST_CASE("hf: a config larger than its files is refused before any memory is sp
 
 TEST_CASE("hf: the model must fit in the memory given before it is built") {
     const std::string dir = kFixtures + "headwise";
-    CHECK_THROWS_WITH_AS(hf::load(dir, {.memory = 10'000}), doctest::Contains("asks for too much memory"), std::runtime_error);
-    CHECK_NOTHROW(hf::load(dir, {.memory = 10'000'000}));
+    CHECK_THROWS_WITH_AS(hf::load_folder(dir, {.memory = 10'000}), doctest::Contains("asks for too much memory"), std::runtime_error);
+    CHECK_NOTHROW(hf::load_folder(dir, {.memory = 10'000'000}));
 }
 
 TEST_CASE("hf: a tensor in two shards is refused, naming both files, whatever the index says") {
@@ -445,7 +445,7 @@ TEST_CASE("hf: the index names files of the folder only, and they must be regula
 }
 
 TEST_CASE("hf: export writes a new folder: an older export is refused, or replaced whole, never mixed") {
-    const auto model = hf::load(kFixtures + "headwise");  // vocab 300: no tokenizer of ours to write
+    const auto model = hf::load_folder(kFixtures + "headwise");  // vocab 300: no tokenizer of ours to write
     const fs::path dir = scratch("export_over");
     fs::copy(kFixtures + "sharded_mqa", dir, fs::copy_options::recursive);
     fs::copy_file(kFixtures + "headwise/config.json", dir / "tokenizer.json");  // any file of that name
@@ -454,17 +454,17 @@ TEST_CASE("hf: export writes a new folder: an older export is refused, or replac
     write(outside, "keep me");
     fs::create_symlink(outside, dir / "config.json.tmp");
 
-    CHECK_THROWS_WITH_AS(hf::save(*model, dir.string()), doctest::Contains("it is not an empty folder"), std::runtime_error);
+    CHECK_THROWS_WITH_AS(hf::save_folder(*model, dir.string()), doctest::Contains("it is not an empty folder"), std::runtime_error);
     CHECK(load_error(dir) == "(loaded)");  // untouched: still the sharded model
 
-    const std::vector<std::string> written = hf::save(*model, dir.string(), {.replace = true});
+    const std::vector<std::string> written = hf::save_folder(*model, dir.string(), {.replace = true});
     CHECK(written == std::vector<std::string>{"config.json", "model.safetensors"});
     std::vector<std::string> there;
     for (const auto& e : fs::directory_iterator(dir)) there.push_back(e.path().filename().string());
     std::sort(there.begin(), there.end());
     CHECK(there == written);  // no stale index, tokenizer.json or planted link
     CHECK(read(outside) == "keep me");
-    const auto back = hf::load(dir.string());
+    const auto back = hf::load_folder(dir.string());
     CHECK(back->config().attn.n_heads == 4);  // the headwise model, not the sharded MQA one
     CHECK(amax(abs(back->state_dict().front().second - model->state_dict().front().second)).item() == 0);
     fs::remove_all(dir);

@@ -67,7 +67,7 @@ void check_refused(const Contained& run, const std::string& mentions) {
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
-// import-hf on `dir`: hf::load, then a checkpoint written.
+// import-hf on `dir`: hf::load_folder, then a checkpoint written.
 Contained import_hf(const TempDir& tmp, const fs::path& dir) {
     return run_contained(tmp, "import-hf " + dir.string() + " --out " + (tmp.path / "out.safetensors").string());
 }

@@ -43,7 +43,7 @@ T field(const json& j, const char* name, T fallback) {
 
 }  // namespace
 
-Checkpoint parse_config(const std::string& text) {
+Config parse_config(const std::string& text) {
     json j;
     try {
         j = parse_untrusted_json(text);
@@ -63,7 +63,7 @@ Checkpoint parse_config(const std::string& text) {
         config_error("attention_bias: projections with biases are not supported");
     if (field<bool>(j, "use_sliding_window", false)) config_error("use_sliding_window is not supported");
 
-    Checkpoint out;
+    Config out;
     LMConfig& c = out.config;
     c.vocab_size = field<int64_t>(j, "vocab_size", 0);
     c.d_model = field<int64_t>(j, "hidden_size", 0);
@@ -320,11 +320,11 @@ Tensor read_tensor(const Shards& shards, const std::string& name, const Shape& w
 
 }  // namespace
 
-std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptions& options) {
+std::shared_ptr<GatedTransformerLM> load_folder(const std::string& dir, const LoadOptions& options) {
     try {
-        Checkpoint ck = parse_config(read_file((fs::path(dir) / "config.json").string(), kMaxConfigBytes));
-        const GateLayout layout = options.gate_layout.value_or(ck.gate_layout);
-        const LMConfig& c = ck.config;
+        const Config parsed = parse_config(read_file((fs::path(dir) / "config.json").string(), kMaxConfigBytes));
+        const GateLayout layout = options.gate_layout.value_or(parsed.gate_layout);
+        const LMConfig& c = parsed.config;
         const AttentionOptions& a = c.attn;
         const int64_t H = a.n_heads, Hkv = a.kv_heads(), dk = a.head_dim();
         const int64_t w = a.gated() ? (a.sharing == GateSharing::headwise ? 1 : dk) : 0;
@@ -364,7 +364,7 @@ std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptio
 
 // ---------------------------------------------------------------- export
 
-std::vector<std::string> save(const GatedTransformerLM& model, const std::string& dir, const SaveOptions& options) {
+std::vector<std::string> save_folder(const GatedTransformerLM& model, const std::string& dir, const SaveOptions& options) {
     const DType dtype = options.dtype;
     const GateLayout layout = options.gate_layout;
     const LMConfig& c = model.config();

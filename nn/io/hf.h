@@ -37,7 +37,7 @@ enum class GateLayout {
 };
 
 // What config.json says, in the library's terms.
-struct Checkpoint {
+struct Config {
     LMConfig config;
     GateLayout gate_layout = GateLayout::grouped;
     DType dtype = DType::f32;  // of the weights in the files (torch_dtype, checked against them)
@@ -50,7 +50,7 @@ struct Checkpoint {
 //   dynamic → none, which is exact up to max_position_embeddings (HF rescales only past it).
 // A field "gatedgrad_gate_layout": "interleaved" selects that layout (for tests and Qwen3-Next
 // style exports); without it the authors' grouped layout is read.
-Checkpoint parse_config(const std::string& config_json);
+Config parse_config(const std::string& config_json);
 
 struct LoadOptions {
     // The parameters' dtype: empty keeps the file's (BF16 stays BF16 in memory: run it under
@@ -67,7 +67,7 @@ struct LoadOptions {
 // model.safetensors.index.json (100 MB) are read only when they are regular files; the index
 // may name only files of DIR, and a tensor in two of them is refused. Errors are
 // std::runtime_error with one line "hf: DIR: ..." naming the file, tensor or field.
-std::shared_ptr<GatedTransformerLM> load(const std::string& dir, const LoadOptions& options = {});
+std::shared_ptr<GatedTransformerLM> load_folder(const std::string& dir, const LoadOptions& options = {});
 
 struct SaveOptions {
     DType dtype = DType::f32;  // of the weights in model.safetensors: f32 or bf16
@@ -84,7 +84,7 @@ struct SaveOptions {
 // std::invalid_argument naming what the Qwen3 layout cannot hold (learned positions, MoE, a
 // gate other than G1 with σ, NTK scaling...), std::runtime_error when DIR holds anything and
 // `replace` is not set, or on an I/O error.
-std::vector<std::string> save(const GatedTransformerLM& model, const std::string& dir, const SaveOptions& options = {});
+std::vector<std::string> save_folder(const GatedTransformerLM& model, const std::string& dir, const SaveOptions& options = {});
 
 // q_proj's rows ↔ W_Q's and W_g's, for h heads of dk over n_kv groups, gate width w (1 or dk).
 // q_proj (h·dk + h·w, d) → {W_Q (h·dk, d), W_g (h·w, d)}, and back.

@@ -39,7 +39,7 @@ OpenedModel open_model(const std::string& path, const OpenOptions& options) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
         m.provenance.format = ModelFormat::hf_folder;
-        m.model = hf::load(path, {.dtype = options.dtype});
+        m.model = hf::load_folder(path, {.dtype = options.dtype});
         const fs::path tokenizer = fs::path(path) / "tokenizer.json";
         if (fs::exists(tokenizer, ec)) {
             m.tokenizer = BpeTokenizer::from_file(tokenizer.string());

@@ -54,7 +54,7 @@ struct OpenedModel {
 };
 
 // A folder is a Hugging Face folder; anything else is read as a checkpoint of ours. Errors are
-// one line naming the path: load_checkpoint's and load_hf_folder's, or a tokenizer that is
+// one line naming the path: load_checkpoint's and hf::load_folder's, or a tokenizer that is
 // malformed or has more ids than the model has rows.
 OpenedModel open_model(const std::string& path, const OpenOptions& options = {});
 

@@ -1,5 +1,5 @@
 // hf_folder.h — a Hugging Face model folder built from one candidate input and opened with
-// hf::load: the fuzzer (fuzz_hf_folder.cpp) feeds it mutated bytes, and the default test
+// hf::load_folder: the fuzzer (fuzz_hf_folder.cpp) feeds it mutated bytes, and the default test
 // suite (test_fuzz_corpus.cpp) replays the committed corpus tests/fuzz/corpus/hf_folder/.
 //
 // The input is the folder's files one after the other, cut at each line "====":
@@ -58,7 +58,7 @@ inline std::vector<std::string> load_hf_folder(std::string_view bytes) {
     const std::string dir = write_hf_folder(bytes);
     std::vector<std::string> problems;
     try {
-        const auto model = nn::hf::load(dir, {.memory = kMemory});
+        const auto model = nn::hf::load_folder(dir, {.memory = kMemory});
         // What loaded must run: two tokens through it, as the app runs a model of its dtype.
         NoGradGuard no_grad;
         std::optional<Autocast> autocast;
@@ -66,7 +66,7 @@ inline std::vector<std::string> load_hf_folder(std::string_view bytes) {
         const int64_t V = model->config().vocab_size;
         model->forward(from_vector(std::vector<int64_t>{0, V - 1}, {1, 2}));
     } catch (const std::exception& e) {
-        if (const std::string why = bad_message(e.what()); !why.empty()) problems.push_back("hf::load: " + why);
+        if (const std::string why = bad_message(e.what()); !why.empty()) problems.push_back("hf::load_folder: " + why);
     }
     return problems;
 }

@@ -55,7 +55,7 @@ TEST_CASE("fuzz corpus: every Hugging Face folder seed and regression input load
                              "seed_sharded"}) {
         CAPTURE(seed);
         const std::string bytes = read_all(fs::path("tests/fuzz/corpus/hf_folder") / seed);
-        CHECK_NOTHROW(gg::nn::hf::load(gg::fuzz::write_hf_folder(bytes)));
+        CHECK_NOTHROW(gg::nn::hf::load_folder(gg::fuzz::write_hf_folder(bytes)));
     }
 }
 

@@ -1,6 +1,6 @@
 """A float64 reference for Hugging Face Qwen3 checkpoints, with or without the attention-output
 gate of Gated Attention (arXiv:2505.06708, the paper's G1; docs/paper.md), against which
-gg::hf::load is checked. Written from the equations of transformers' Qwen3 decoder and of the
+gg::nn::hf::load_folder is checked. Written from the equations of transformers' Qwen3 decoder and of the
 paper authors' gated version of it, independently of gatedgrad's model.
 
 Run from the repository root with Debian's Python, which has PyTorch (and neither
