@@ -337,17 +337,28 @@ TEST_CASE("nn: KV-cache decoding equals the full forward (float32, 1e-5)") {
     }
 }
 
+namespace {
+
+// A model of `c` with random weights (randomize, scale 0.3) in eval mode, for sampling from.
+std::shared_ptr<GatedTransformerLM> random_model(const LMConfig& c, uint64_t seed) {
+    manual_seed(seed);
+    Generator gen(seed);
+    auto model = std::make_shared<GatedTransformerLM>(c);
+    randomize(*model, gen, 0.3);
+    model->eval();
+    return model;
+}
+
+}  // namespace
+
 TEST_CASE("nn: generate with temperature 0 is greedy decoding of the full forward") {
     for (PositionEncoding positions : {PositionEncoding::rope, PositionEncoding::learned}) {
         LMConfig c = small_lm();
         c.positions = positions;
         c.max_len = 16;
         c.attn.n_kv_heads = 2;
-        manual_seed(41);
-        Generator gen(41);
-        GatedTransformerLM model(c);
-        randomize(model, gen, 0.3);
-        model.eval();
+        const std::shared_ptr<GatedTransformerLM> owner = random_model(c, 41);
+        const GatedTransformerLM& model = *owner;
         const std::vector<int64_t> prompt{1, 7, 3};
         SampleOptions greedy;
         greedy.max_new_tokens = 6;
@@ -395,12 +406,9 @@ TEST_CASE("nn: generate with temperature 0 is greedy decoding of the full forwar
 }
 
 TEST_CASE("nn: generate never draws an id that can_draw rules out: greedy, top-k or from the whole softmax") {
-    LMConfig c = small_lm();
-    manual_seed(43);
-    Generator gen(43);
-    GatedTransformerLM model(c);
-    randomize(model, gen, 0.3);
-    model.eval();
+    const LMConfig c = small_lm();
+    const std::shared_ptr<GatedTransformerLM> owner = random_model(c, 43);
+    const GatedTransformerLM& model = *owner;
     const std::vector<int64_t> prompt{1, 7, 3};
     SampleOptions greedy, top_k, full;
     greedy.temperature = 0, top_k.top_k = 3, full.temperature = 0.7;
