@@ -114,17 +114,19 @@ TEST_CASE("hostile folders: files that are no files, and JSON built to be slow, 
         });
         check_refused(import_hf(tmp, dir), "config.json: not a regular file but a character device");
     }
-    SUBCASE("an index that is a FIFO, or a symlink to /dev/zero") {
-        for (const bool fifo : {true, false}) {
-            const fs::path dir = folder(tmp, "sharded_mqa", fifo ? "index_fifo" : "index_zero", [&](const fs::path& d) {
-                const fs::path index = d / "model.safetensors.index.json";
-                fs::remove(index);
-                if (fifo) REQUIRE(mkfifo(index.c_str(), 0600) == 0);
-                else fs::create_symlink("/dev/zero", index);
-            });
-            check_refused(import_hf(tmp, dir), fifo ? "model.safetensors.index.json: not a regular file but a FIFO"
-                                               : "model.safetensors.index.json: not a regular file but a character device");
-        }
+    SUBCASE("an index or a tokenizer.json (every command opens one: nn/io/model.h) that is a FIFO, or a link to /dev/zero") {
+        for (const std::string file : {"model.safetensors.index.json", "tokenizer.json"})
+            for (const bool fifo : {true, false}) {
+                CAPTURE(file);
+                const fs::path dir = folder(tmp, "sharded_mqa", file + (fifo ? "_fifo" : "_zero"), [&](const fs::path& d) {
+                    const fs::path path = d / file;
+                    fs::remove(path);
+                    if (fifo) REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+                    else fs::create_symlink("/dev/zero", path);
+                });
+                check_refused(import_hf(tmp, dir),
+                              file + ": not a regular file but a " + (fifo ? "FIFO" : "character device"));
+            }
     }
     SUBCASE("a config.json of 50k sibling objects loads; one over 1 MiB is refused unread") {
         const fs::path dir = folder(tmp, "headwise", "wide_config", [](const fs::path& d) {

@@ -82,6 +82,17 @@ TEST_CASE("model: open_model gives a checkpoint and a folder the same four thing
     CHECK(open_model("tests/reference/hf/tied_bf16", {.dtype = DType::f32}).precision == DType::f32);
 }
 
+TEST_CASE("model: open_model checks the memory before it reads the weights, for both formats") {
+    const TempDir tmp;
+    const fs::path& dir = tmp.path;
+    for (const std::string& path : {save_byte_model(dir), kFixture}) {
+        CAPTURE(path);
+        CHECK_THROWS_WITH_AS(open_model(path, {.memory = 10'000}), doctest::Contains("asks for too much memory"),
+                             std::runtime_error);
+        CHECK_NOTHROW(open_model(path, {.memory = 10'000'000}));
+    }
+}
+
 TEST_CASE("model: ids past the tokenizer (a real checkpoint's padding rows) are not decodable") {
     const OpenedModel m = open_model(kFixture);
     const std::vector<bool> ok = decodable_ids(m);

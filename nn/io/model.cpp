@@ -39,14 +39,14 @@ OpenedModel open_model(const std::string& path, const OpenOptions& options) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
         m.provenance.format = ModelFormat::hf_folder;
-        m.model = hf::load_folder(path, {.dtype = options.dtype});
+        m.model = hf::load_folder(path, {.dtype = options.dtype, .memory = options.memory});
         const fs::path tokenizer = fs::path(path) / "tokenizer.json";
         if (fs::exists(tokenizer, ec)) {
             m.tokenizer = BpeTokenizer::from_file(tokenizer.string());
             m.provenance.tokenizer_source = "tokenizer.json";
         }
     } else {
-        m.model = load_checkpoint(path, memory_budget(), &m.provenance.metadata);
+        m.model = load_checkpoint(path, options.memory.value_or(memory_budget()), &m.provenance.metadata);
         if (options.dtype && *options.dtype != DType::f32) m.model->to(*options.dtype);
         m.tokenizer = checkpoint_tokenizer(m, m.provenance.tokenizer_source);
     }

@@ -31,6 +31,9 @@ struct OpenOptions {
     // float32 for a checkpoint of ours (its master weights; a bfloat16 export widens exactly).
     std::optional<DType> dtype{};
     Device device = Device::CPU;
+    // The bytes the model may take, checked before its weights are read, for both formats;
+    // empty: memory_budget() (nn/transformer.h).
+    std::optional<uint64_t> memory{};
 };
 
 struct Provenance {
