@@ -163,6 +163,17 @@ TEST_CASE("app: exports in bf16 and f32 are read by eval, sample, sink and expor
 }
 
 // A text in the fixtures' tokens: their merges were learned from sentences like these.
+// The address space this test maps, in KB: about what the app maps before it allocates, so
+// that `ulimit -v` this + N leaves the app about N KB.
+long long mapped_kb() {
+    long long kb = 0;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("VmSize:", 0) == 0) kb = std::stoll(line.substr(7));
+    REQUIRE(kb > 0);
+    return kb;
+}
+
 fs::path write_text(const TempDir& tmp, const std::string& name = "text.txt") {
     const fs::path path = tmp.path / name;
     std::ofstream out(path);
@@ -231,13 +242,8 @@ TEST_CASE("app: every option works for --ckpt and --hf alike: --rope-scaling, --
     // sink --hf at a long --seq-len is refused up front, as --ckpt's is, instead of growing
     // until the kernel kills it (a 4-layer toy reached 23.8 GB): here 20,000 random ids need
     // ~13 GB for their attention probabilities, and ulimit -v leaves 600 MB.
-    long long mapped_kb = 0;
-    std::ifstream status("/proc/self/status");
-    for (std::string line; std::getline(status, line);)
-        if (line.rfind("VmSize:", 0) == 0) mapped_kb = std::stoll(line.substr(7));
-    REQUIRE(mapped_kb > 0);
     const Outcome refused = gg::testing::run_app_after(
-        tmp, "ulimit -v " + std::to_string(mapped_kb + 600000) + " && ",
+        tmp, "ulimit -v " + std::to_string(mapped_kb() + 600000) + " && ",
         "sink --hf " + dir + " --random-tokens --seq-len 20000 --batch 1 --batches 1");
     check_error(refused, 2, "asks for too much memory");
     CHECK(refused.err.find("an analysis pass") != std::string::npos);
@@ -268,4 +274,50 @@ TEST_CASE("app: eval --hf scores every token of a text as Hugging Face's perplex
         }
     check_error(run_app(tmp, "eval --hf tests/reference/hf/baseline --data tests/reference/text/eval_a.txt --bos always"),
                 2, "--bos always: this model's tokenizer puts no BOS");
+}
+
+TEST_CASE("app: eval --data cuts the model's context to what memory holds, and says so") {
+    // A model of a 50,000-token vocabulary and a 65,536-token context: a window of all of it
+    // would hold 26 GB of logits, one of the text's ~3,300 tokens over 1 GB, and ulimit -v
+    // leaves 300 MB. The window used is the longest that fits, said on the first line, and
+    // gives the loss an explicit --seq-len of that length gives without a limit.
+    const TempDir tmp;
+    LMConfig c;
+    c.vocab_size = 50000, c.d_model = 16, c.n_layers = 1, c.attn.n_heads = 2, c.max_len = 65536;
+    manual_seed(5);
+    const fs::path dir = tmp.path / "long_context";
+    hf::save_folder(GatedTransformerLM(c), dir.string());
+    fs::copy_file("tests/reference/hf/baseline/tokenizer.json", dir / "tokenizer.json");  // 276 ids
+    const fs::path text = tmp.path / "long.txt";
+    {
+        std::ofstream out(text);
+        for (int i = 0; i < 60; ++i)
+            out << "The gate sits after attention; a head that has nothing to add closes its gate " << i << ".\n";
+    }
+    const std::string eval = "eval --hf " + dir.string() + " --data " + text.string();
+    const Outcome cut = gg::testing::run_app_after(tmp, "ulimit -v " + std::to_string(mapped_kb() + 300000) + " && ", eval);
+    INFO(cut.out << cut.err);
+    REQUIRE(cut.code == 0);
+    CHECK(cut.out.find("(the model's context of 65536, cut by memory: ") != std::string::npos);
+    CHECK(cut.out.find("available (what ulimit -v leaves))") != std::string::npos);
+    const auto window = int64_t(number_after(cut.out, "windows of up to "));
+    CHECK(window > 2);
+    CHECK(window < number_after(cut.out, "of the text's "));  // one window would have held the text
+    const Outcome asked = run_app(tmp, eval + " --seq-len " + std::to_string(window) + " --batch 1");  // the cut run's batch
+    INFO(asked.out << asked.err);
+    REQUIRE(asked.code == 0);
+    CHECK(asked.out.find("tokens (--seq-len) every") != std::string::npos);
+    CHECK(number_after(asked.out, "mean next-token loss ") == number_after(cut.out, "mean next-token loss "));
+}
+
+TEST_CASE("app: --help says the defaults a model from elsewhere gets") {
+    const TempDir tmp;
+    const Outcome eval = run_app(tmp, "eval --help"), sink = run_app(tmp, "sink --help");
+    REQUIRE(eval.code == 0);
+    REQUIRE(sink.code == 0);
+    CHECK(eval.out.find("with --data, tokens per window (default: the model's context, as much of it as memory allows)") !=
+          std::string::npos);
+    CHECK(eval.out.find("(default: half a window)") != std::string::npos);
+    CHECK(eval.out.find("--bos") != std::string::npos);
+    CHECK(sink.out.find("(default: the training length; 256 for a model trained elsewhere)") != std::string::npos);
 }
