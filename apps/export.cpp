@@ -45,7 +45,7 @@ void add_export(CLI::App& app, ExportArgs& a) {
 int run_export(const ExportArgs& a) {
     if (a.out.empty() == a.hf.empty()) throw UsageError("give one of --out FILE and --hf DIR");
     Metadata file;
-    const std::shared_ptr<GatedTransformerLM> model = load_checkpoint(a.ckpt, memory_budget(), &file);
+    const std::shared_ptr<GatedTransformerLM> model = load_checkpoint(a.ckpt, 0, &file);
     const DType dtype = parse_precision(a.dtype);
     if (!a.hf.empty()) {
         std::vector<std::string> written;

@@ -43,10 +43,10 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
 
 // The language model a checkpoint of ours holds (Trainer::save, export --out, import-hf), its
 // LMConfig read from the metadata ("config"): the config is validated, and its weights must fit
-// in `memory` bytes, before any is allocated; NaN or infinite weights are refused; optimiser
+// in `memory` bytes (0: what this process may use, named in the error), before any is allocated; NaN or infinite weights are refused; optimiser
 // and trainer state are skipped; bfloat16 weights (an export) widen exactly to float32. With
 // `metadata`, the file's metadata too. Errors are std::runtime_error "checkpoint: <path>: ...".
-std::shared_ptr<GatedTransformerLM> load_checkpoint(const std::string& path, uint64_t memory = memory_budget(),
+std::shared_ptr<GatedTransformerLM> load_checkpoint(const std::string& path, uint64_t memory = 0,
                                                     Metadata* metadata = nullptr);
 
 // Writes module.state_dict() with every float32 tensor converted to `dtype` (bf16: half the

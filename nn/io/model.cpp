@@ -46,7 +46,7 @@ OpenedModel open_model(const std::string& path, const OpenOptions& options) {
             m.provenance.tokenizer_source = "tokenizer.json";
         }
     } else {
-        m.model = load_checkpoint(path, options.memory.value_or(memory_budget()), &m.provenance.metadata);
+        m.model = load_checkpoint(path, options.memory.value_or(0), &m.provenance.metadata);
         if (options.dtype && *options.dtype != DType::f32) m.model->to(*options.dtype);
         m.tokenizer = checkpoint_tokenizer(m, m.provenance.tokenizer_source);
     }

@@ -32,7 +32,7 @@ struct OpenOptions {
     std::optional<DType> dtype{};
     Device device = Device::CPU;
     // The bytes the model may take, checked before its weights are read, for both formats;
-    // empty: memory_budget() (nn/transformer.h).
+    // empty: what this process may use (memory_limit(), nn/transformer.h), named in the error.
     std::optional<uint64_t> memory{};
 };
 
