@@ -5,7 +5,8 @@
 //   3. what the autograd graph costs per op, on tensors too small for the maths to matter,
 //   4. sampling: time per token and peak memory as the KV cache grows,
 //   5. parsing untrusted JSON (nn/untrusted.h) against nlohmann's plain parse, as a safetensors
-//      header grows.
+//      header grows,
+//   6. fused attention, forward and backward.
 // Every figure is the median of several runs after a warm-up; where two things are
 // compared their runs alternate, so that noise (frequency changes, neighbours) hits both.
 #include <cblas.h>
@@ -222,15 +223,38 @@ void bench_json() {
     }
 }
 
+// scaled_dot_product_attention forward and backward on float32, causal, the sizes of a small
+// model's layer (B 4, H 8, T 512, D 64): milliseconds for each, the backward recomputing the
+// probabilities (at T 512 they are past the CPU's attention_keep_bytes).
+void bench_attention() {
+    constexpr int64_t B = 4, H = 8, T = 512, D = 64;
+    std::printf("\n6. fused attention, float32, causal, B %ld, H %ld, T %ld, D %ld: ms\n", long(B), long(H), long(T),
+                long(D));
+    std::printf("%10s %10s %10s\n", "scores", "forward", "backward");
+    gg::Generator gen(0);
+    const gg::Tensor q = gg::randn({B, H, T, D}, gen).requires_grad_(), k = gg::randn({B, H, T, D}, gen),
+                     v = gg::randn({B, H, T, D}, gen), g = gg::randn({B, H, T, D}, gen);
+    std::vector<double> forward, backward;
+    for (int run = 0; run < 10; ++run) {  // run 0 warms up
+        gg::Tensor out;
+        const double t_forward = time_once([&] { out = gg::nn::scaled_dot_product_attention(q, k, v); });
+        const double t_backward = time_once([&] { out.backward(g); });
+        if (run == 0) continue;
+        forward.push_back(t_forward);
+        backward.push_back(t_backward);
+    }
+    std::printf("%10s %10.2f %10.2f\n", "softmax", median(forward) * 1e3, median(backward) * 1e3);
+}
+
 }  // namespace
 
 // ./core_bench runs every section; ./core_bench NAME… only those named (matmul, matmul_bf16,
-// matmul_bf16_panels, elementwise, autograd, sampling, json).
+// matmul_bf16_panels, elementwise, autograd, sampling, json, attention).
 int main(int argc, char** argv) {
     const std::pair<const char*, void (*)()> sections[] = {
         {"matmul", bench_matmul},   {"matmul_bf16", bench_matmul_bf16}, {"matmul_bf16_panels", bench_matmul_bf16_panels},
         {"elementwise", bench_elementwise}, {"autograd", bench_autograd}, {"sampling", bench_sampling},
-        {"json", bench_json}};
+        {"json", bench_json},       {"attention", bench_attention}};
     for (int i = 1; i < argc; ++i)
         if (std::ranges::none_of(sections, [&](const auto& s) { return std::strcmp(s.first, argv[i]) == 0; })) {
             std::fprintf(stderr, "core_bench: no section '%s'\n", argv[i]);
