@@ -128,6 +128,17 @@ void tile_probabilities(const AttentionShape& s, const Head<T>& h, int64_t i0, i
     }
 }
 
+// One (query block × key tile) buffer of this thread, kept from call to call; slot: which of the
+// buffers a kernel holds at once. Allocated for each head instead, buffers of 64 KiB and more
+// went back to the system when freed, to be faulted in and zeroed again: a tenth of a backward's
+// time, and a quarter of a tiny one's.
+template <class T>
+T* tile_buffer(int slot) {
+    thread_local std::vector<T> buffers[2];
+    buffers[slot].resize(kQueryBlock * kKeyTile);
+    return buffers[slot].data();
+}
+
 // Calls f(i0, rows) for each block of query rows [i0, i0 + rows).
 template <class F>
 void for_each_query_block(const AttentionShape& s, F&& f) {
@@ -202,16 +213,17 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
         const Head<T> h = head<T>(s, Q, K, V, bh, bhk);
         const auto o = rows_of<T>(O, bh, s.H);  // (Tq, D)
         T* l = static_cast<T*>(lse.data) + bh * s.Tq;   // (Tq)
-        std::vector<T> S(kQueryBlock * kKeyTile), m(kQueryBlock), z(kQueryBlock);
+        T* S = tile_buffer<T>(0);  // (kQueryBlock, kKeyTile)
+        std::vector<T> m(kQueryBlock), z(kQueryBlock);
         KeptProbabilities<T> kept{probs.data ? static_cast<T*>(probs.data) + bh * s.Tq * s.Tk : nullptr, {}};
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
             for (int64_t r = 0; r < rows; ++r) std::fill_n(o.at + (i0 + r) * o.ld, D, T(0));
             std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
             std::fill(z.begin(), z.end(), T(0));
             for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
-                tile_scores(s, h, i0, rows, k0, n, S.data());
+                tile_scores(s, h, i0, rows, k0, n, S);
                 for (int64_t r = 0; r < rows; ++r) {
-                    T* row = S.data() + r * n;
+                    T* row = S + r * n;
                     const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
                     const T m_new = begin < end ? std::max(m[r], vec::max_value(row + begin, end - begin)) : m[r];
                     // No key of this row in this tile, nor before it.
@@ -227,9 +239,8 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                     m[r] = m_new;
                     for (int64_t d = 0; d < D; ++d) o.at[(i0 + r) * o.ld + d] *= rescale;
                 }
-                gemm<T>(false, false, rows, D, n, T(1), S.data(), n, h.v.at + k0 * h.v.ld, h.v.ld, T(1), o.at + i0 * o.ld,
-                        o.ld);
-                if (kept.p) kept.store(s, i0, rows, k0, n, S.data(), m.data());
+                gemm<T>(false, false, rows, D, n, T(1), S, n, h.v.at + k0 * h.v.ld, h.v.ld, T(1), o.at + i0 * o.ld, o.ld);
+                if (kept.p) kept.store(s, i0, rows, k0, n, S, m.data());
             });
             for (int64_t r = 0; r < rows; ++r) {
                 for (int64_t d = 0; d < D; ++d) o.at[(i0 + r) * o.ld + d] /= z[r];
@@ -256,7 +267,9 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
         // dK, dV are accumulated by every query head of the group: the first one clears them.
         if (bh % s.H % (s.H / s.Hkv) == 0)
             for (int64_t j = 0; j < s.Tk; ++j) std::fill_n(gk.at + j * gk.ld, D, T(0)), std::fill_n(gv.at + j * gv.ld, D, T(0));
-        std::vector<T> recomputed(kept ? 0 : kQueryBlock * kKeyTile), dS(kQueryBlock * kKeyTile), delta(kQueryBlock);
+        // (kQueryBlock, kKeyTile) each: the recomputed probabilities, dP then dS.
+        T *recomputed = tile_buffer<T>(0), *dS = tile_buffer<T>(1);
+        std::vector<T> delta(kQueryBlock);
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
             for (int64_t r = 0; r < rows; ++r) {
                 delta[r] = dot(go.at + (i0 + r) * go.ld, o.at + (i0 + r) * o.ld, D);
@@ -264,19 +277,19 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
             }
             for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
                 // The tile's probabilities P (rows, n), row r at P + r · ldp.
-                const T* P = kept ? kept + i0 * s.Tk + k0 : recomputed.data();
+                const T* P = kept ? kept + i0 * s.Tk + k0 : recomputed;
                 const int64_t ldp = kept ? s.Tk : n;
-                if (!kept) tile_probabilities(s, h, i0, rows, k0, n, l, recomputed.data());
+                if (!kept) tile_probabilities(s, h, i0, rows, k0, n, l, recomputed);
                 gemm<T>(true, false, n, D, rows, T(1), P, ldp, go.at + i0 * go.ld, go.ld, T(1), gv.at + k0 * gv.ld, gv.ld);
-                gemm<T>(false, true, rows, n, D, T(1), go.at + i0 * go.ld, go.ld, h.v.at + k0 * h.v.ld, h.v.ld, T(0),
-                        dS.data(), n);  // dP
+                gemm<T>(false, true, rows, n, D, T(1), go.at + i0 * go.ld, go.ld, h.v.at + k0 * h.v.ld, h.v.ld, T(0), dS,
+                        n);  // dP
                 for (int64_t r = 0; r < rows; ++r)
                     for (int64_t j = 0; j < n; ++j)
                         dS[r * n + j] = P[r * ldp + j] * (dS[r * n + j] - delta[r]) * T(s.scale);
-                gemm<T>(false, false, rows, D, n, T(1), dS.data(), n, h.k.at + k0 * h.k.ld, h.k.ld, T(1),
-                        gq.at + i0 * gq.ld, gq.ld);
-                gemm<T>(true, false, n, D, rows, T(1), dS.data(), n, h.q.at + i0 * h.q.ld, h.q.ld, T(1),
-                        gk.at + k0 * gk.ld, gk.ld);
+                gemm<T>(false, false, rows, D, n, T(1), dS, n, h.k.at + k0 * h.k.ld, h.k.ld, T(1), gq.at + i0 * gq.ld,
+                        gq.ld);
+                gemm<T>(true, false, n, D, rows, T(1), dS, n, h.q.at + i0 * h.q.ld, h.q.ld, T(1), gk.at + k0 * gk.ld,
+                        gk.ld);
             });
         });
     });
