@@ -274,7 +274,8 @@ void bench_attention() {
         const AttentionShape s{B, H, H, T, T, D, true, 0, scale};
         const View none{};
         const auto fused_forward = [&] {
-            table.attention_forward(s, O.view_desc(), lse.view_desc(), none, Q.view_desc(), K.view_desc(), V.view_desc());
+            table.attention_forward(s, O.view_desc(), lse.view_desc(), none, Q.view_desc(), K.view_desc(), V.view_desc(),
+                                    none);
         };
         const auto fused_backward = [&] {
             table.attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(), dO.view_desc(), Q.view_desc(),
@@ -358,7 +359,7 @@ void bench_attention() {
         const Tensor Oh = zeros_like(Qh), dQh = zeros_like(Qh), dKh = zeros_like(Kh), dVh = zeros_like(Vh);
         const auto bf16_forward = [&] {
             table.attention_forward(s, Oh.view_desc(), lse.view_desc(), none, Qh.view_desc(), Kh.view_desc(),
-                                    Vh.view_desc());
+                                    Vh.view_desc(), none);
         };
         const auto bf16_backward = [&] {
             table.attention_backward(s, dQh.view_desc(), dKh.view_desc(), dVh.view_desc(), dOh.view_desc(),

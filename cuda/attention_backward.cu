@@ -220,6 +220,8 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
 void attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
                         const View& Q, const View& K, const View& V, const View& O, const View& lse, const View&) {
     attention::check_lse_dtype("attention_backward", Q.dtype, lse);
+    if (s.score_fn != ScoreFunction::softmax)
+        throw std::invalid_argument("attention_backward: the CUDA kernels compute softmax attention only");
     if (attention::mma::mma_fits(Q.dtype, s.D, {dQ, dK, dV, dO, Q, K, V, O}))
         return attention_backward_mma(s, dQ, dK, dV, dO, Q, K, V, O, lse);
     attention::dispatch("attention_backward", Q.dtype, s.D,

@@ -166,8 +166,10 @@ void write_probs(const AttentionShape& s, const View& probs, const View& Q, cons
 }  // namespace
 
 void attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
-                       const View& K, const View& V) {
+                       const View& K, const View& V, const View&) {
     attention::check_lse_dtype("attention_forward", Q.dtype, lse);
+    if (s.score_fn != ScoreFunction::softmax)
+        throw std::invalid_argument("attention_forward: the CUDA kernels compute softmax attention only");
     if (attention::mma::mma_fits(Q.dtype, s.D, {O, Q, K, V})) {
         attention_forward_mma(s, O, lse, Q, K, V);
         return write_probs<bfloat16>(s, probs, Q, K, lse);

@@ -71,7 +71,7 @@ void sgd_step(const SGDStep& s, const View& param, const View& grad, const View&
 void scale_list(double factor, std::span<const View> xs);
 
 void attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
-                       const View& K, const View& V);
+                       const View& K, const View& V, const View& sink);
 // Recomputes the probabilities whether or not probs holds them (tensor/backend.h).
 void attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
                         const View& Q, const View& K, const View& V, const View& O, const View& lse,

@@ -42,24 +42,39 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                                     shape_str(k.shape()) + ", v " + shape_str(v.shape()) +
                                     ": need q (B, H, Tq, dk), k = v (B, Hkv, Tk, dk) with Hkv dividing H, Tq ≤ Tk, "
                                     "one floating dtype and one device");
+    const bool with_sink = options.score_fn == ScoreFunction::sink;
+    if (with_sink != options.sink.defined() ||
+        (with_sink && (options.sink.shape() != Shape{q.size(1)} || !is_floating(options.sink.dtype()) ||
+                       options.sink.device() != q.device())))
+        throw std::invalid_argument("scaled_dot_product_attention: score function " +
+                                    score_function_name(options.score_fn) + " with sink " +
+                                    (options.sink.defined() ? shape_str(options.sink.shape()) : "undefined") +
+                                    ": sink (one logit per query head, " + std::to_string(q.size(1)) +
+                                    ", floating, on q's device) is given with the sink score function and only then");
     if (options.exclude_self && (!options.causal || options.window == 1))
         throw std::invalid_argument("scaled_dot_product_attention: exclude_self needs a causal mask and a window of "
                                     "0 or at least 2 (causal " + std::to_string(options.causal) + ", window " +
                                     std::to_string(options.window) + "): otherwise a query may see no key at all");
     const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Hkv = k.size(1), Tk = k.size(2);
     const AttentionShape s{B, H, Hkv, Tq, Tk, D, options.causal, options.window,
-                           options.scale > 0 ? options.scale : 1.0 / std::sqrt(double(D)), options.exclude_self};
+                           options.scale > 0 ? options.scale : 1.0 / std::sqrt(double(D)), options.exclude_self,
+                           options.score_fn};
     const Tensor Q = rows_contiguous(q.detach()), K = rows_contiguous(k.detach()), V = rows_contiguous(v.detach());
     const Device dev = q.device();
     Tensor O = empty_token_major(B, H, Tq, D, q.dtype(), dev);
     // The log-sum-exp backward recomputes the probabilities from stays float32 for bfloat16
     // operands: rounded to 8 bits, e^(s − lse) would be off by up to 0.4% for lse ≈ 1.
     Tensor lse = Tensor::empty({B, H, Tq}, q.dtype() == DType::bf16 ? DType::f32 : q.dtype(), dev);
+    const Tensor sink = with_sink ? options.sink.detach().to(lse.dtype()).contiguous() : Tensor();  // (H)
     // The probabilities, when the caller asks for them or backward will read them: a graph
     // is being recorded and they fit the backend's budget (float32 and float64 only: bfloat16
-    // ones would be too coarse). The node holds them until backward has run.
-    const bool for_backward = grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-    const bool keep = for_backward && q.dtype() != DType::bf16 &&
+    // ones would be too coarse; softpick's backward reads the scores' signs instead). The node
+    // holds them until backward has run.
+    std::vector<Tensor> inputs{q, k, v};
+    if (with_sink) inputs.push_back(options.sink);
+    const bool for_backward =
+        grad_enabled() && std::ranges::any_of(inputs, [](const Tensor& t) { return t.requires_grad(); });
+    const bool keep = for_backward && q.dtype() != DType::bf16 && options.score_fn != ScoreFunction::softpick &&
                       (probs || B * H * Tq * Tk * int64_t(dtype_size(q.dtype())) <= backend(dev).attention_keep_bytes);
     const Tensor P = probs || keep ? Tensor::empty({B, H, Tq, Tk}, q.dtype(), dev) : Tensor();  // (B, H, Tq, Tk)
     const Tensor kept = keep ? P.detach() : Tensor();
@@ -68,18 +83,24 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     };
     if (probs) *probs = P;
     backend(dev).attention_forward(s, O.view_desc(), lse.view_desc(), view_or_none(P), Q.view_desc(), K.view_desc(),
-                                   V.view_desc());
+                                   V.view_desc(), view_or_none(sink));
     const Tensor O_saved = O.detach();
     if (lse_out) *lse_out = lse.detach();
-    return record("scaled_dot_product_attention", O, {q, k, v}, [=](const Tensor& g) {
+    const DType sink_dtype = with_sink ? options.sink.dtype() : DType::f32;
+    return record("scaled_dot_product_attention", O, inputs, [=](const Tensor& g) {
         const Tensor dQ = empty_token_major(B, H, Tq, D, Q.dtype(), dev),
                      dK = empty_token_major(B, Hkv, Tk, D, K.dtype(), dev),
                      dV = empty_token_major(B, Hkv, Tk, D, V.dtype(), dev);
         backend(dev).attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(),
                                         rows_contiguous(g).view_desc(), Q.view_desc(), K.view_desc(), V.view_desc(),
                                         O_saved.view_desc(), lse.view_desc(), view_or_none(kept));
-        return std::vector<Tensor>{dQ, dK, dV};
-    }, {Q, K, V, O_saved, lse, kept});
+        if (!with_sink) return std::vector<Tensor>{dQ, dK, dV};
+        // The slot's logit (tensor/score_functions.h): ∂L/∂b_h = −Σ_{b,i} p_slot · δ, with
+        // p_slot = e^{b_h − lse} and δ = dO · O, summed in lse's dtype.
+        const Tensor delta = sum(g.to(lse.dtype()) * O_saved.to(lse.dtype()), {-1});  // (B, H, Tq)
+        const Tensor p_slot = exp(sink.view({1, H, 1}) - lse);                         // (B, H, Tq)
+        return std::vector<Tensor>{dQ, dK, dV, (-sum(p_slot * delta, {0, 2})).to(sink_dtype)};
+    }, {Q, K, V, O_saved, lse, kept, sink});
 }
 
 // ---------------------------------------------------------------- option names
@@ -124,6 +145,11 @@ const std::pair<const char*, GateSharing> kSharings[] = {
     {"elementwise", GateSharing::elementwise}, {"headwise", GateSharing::headwise}, {"shared", GateSharing::shared}};
 const std::pair<const char*, GateInit> kInits[] = {
     {"zero", GateInit::zero}, {"normal", GateInit::normal}, {"kaiming", GateInit::kaiming}, {"xavier", GateInit::xavier}};
+const std::pair<const char*, ScoreFunction> kScoreFunctions[] = {{"softmax", ScoreFunction::softmax},
+                                                                {"softmax1", ScoreFunction::softmax1},
+                                                                {"sink", ScoreFunction::sink},
+                                                                {"sigmoid", ScoreFunction::sigmoid},
+                                                                {"softpick", ScoreFunction::softpick}};
 }  // namespace
 
 GatePosition parse_gate_position(const std::string& n) { return parse_name(n, kPositions, "gate position"); }
@@ -134,6 +160,8 @@ GateSharing parse_gate_sharing(const std::string& n) { return parse_name(n, kSha
 std::string gate_sharing_name(GateSharing s) { return name_of(s, kSharings); }
 GateInit parse_gate_init(const std::string& n) { return parse_name(n, kInits, "gate init"); }
 std::string gate_init_name(GateInit i) { return name_of(i, kInits); }
+ScoreFunction parse_score_function(const std::string& n) { return parse_name(n, kScoreFunctions, "score function"); }
+std::string score_function_name(ScoreFunction f) { return name_of(f, kScoreFunctions); }
 
 // ---------------------------------------------------------------- GatedAttention
 
@@ -195,6 +223,10 @@ GatedAttention::GatedAttention(const AttentionOptions& options) : options_(optio
         k_norm = register_module("k_norm", std::make_shared<RMSNorm>(dk, options.qk_norm_eps));
     }
     if (options.rope) rope_.emplace(dk, options.rope_options);
+    if (options.score_fn == ScoreFunction::sink) {
+        sink = zeros({H});  // e^0 = 1: at the start the slot weighs as much as one key of score 0
+        register_parameter("sink", sink);
+    }
     if (!options.gated()) return;
     if (options.gate == GatePosition::scores_from_query) {
         w_g_query = init_gate_weight(options, {H, dk}, dk, 1);
@@ -264,8 +296,9 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
         q = q * (gate = apply_gate_fn(sum(q * w_g_query.view({1, H, 1, dk}), {-1}, true)));  // σ(Q_i w_i)
 
     Tensor probs, lse;
-    Tensor heads = scaled_dot_product_attention(q, k, v, {o.causal, o.window, 0, o.exclude_self},
-                                                 capture ? &probs : nullptr, capture ? &lse : nullptr);
+    const SdpaOptions sdpa{.causal = o.causal, .window = o.window, .exclude_self = o.exclude_self,
+                           .score_fn = o.score_fn, .sink = sink};
+    Tensor heads = scaled_dot_product_attention(q, k, v, sdpa, capture ? &probs : nullptr, capture ? &lse : nullptr);
     // G1. The element-wise σ gate is one fused op (sigmoid_gate: one pass each way) applied
     // after the heads merge, where the gate logits x W_g already lie in their (B, T, H·dk)
     // order: an element-wise product is the same whichever layout it runs in. Other gate
@@ -289,7 +322,13 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
         y = (to_heads(y, H) * gate).transpose(1, 2).reshape({B, T, o.d_model});
         if (residual.defined()) y = residual + y;
     }
-    if (capture) *capture = {probs.detach(), lse, gate.defined() ? gate.detach() : Tensor()};
+    if (capture) {
+        // The slot's weight e^{c − lse}, c its logit: 0 for softmax1, b_h for sink.
+        Tensor slot;
+        if (o.score_fn == ScoreFunction::softmax1) slot = exp(-lse);
+        if (o.score_fn == ScoreFunction::sink) slot = exp(sink.detach().to(lse.dtype()).view({1, H, 1}) - lse);
+        *capture = {probs.detach(), lse, slot, gate.defined() ? gate.detach() : Tensor()};
+    }
     return y;
 }
 

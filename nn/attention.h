@@ -11,6 +11,9 @@
 //   paper's value / key / query gates: V ← V ⊙ σ(x W_g) (likewise K, Q)
 // A gate on the logits scales a whole query row, so it is applied to the query vector:
 // (g q)·k = g (q·k) — the same numbers, and the fused attention kernel stays unchanged.
+// Orthogonal to the gate, the score function (ScoreFunction, tensor/score_functions.h) says
+// how a row of scores becomes weights: softmax, or one of the field's other answers to the
+// attention sink — softmax1, a learnable sink logit per head, sigmoid, softpick.
 #pragma once
 #include <memory>
 #include <optional>
@@ -28,15 +31,22 @@ struct SdpaOptions {
     // Causal only: query t sees keys 0 … t−1, not itself (query 0 sees key 0, its only one).
     // An experiment's switch (tutorial 06): it takes away a head's cheapest way to do nothing.
     bool exclude_self = false;
+    ScoreFunction score_fn = ScoreFunction::softmax;
+    // ScoreFunction::sink only: the slot's logit b_h of each query head (H), a parameter that
+    // gets its gradient through the op.
+    Tensor sink = Tensor();
 };
 
 // q (B, H, Tq, dk), k and v (B, Hkv, Tk, dk) → (B, H, Tq, dk); H a multiple of Hkv.
 // The queries are the last Tq positions of the Tk keys (Tq < Tk when a KV cache holds the
-// rest). When `probs` is given it receives the (B, H, Tq, Tk) attention probabilities;
-// when `lse` is given, the (B, H, Tq) log Σ_j exp(z_ij) of each softmax row, z = q·k·scale
-// over the keys the mask lets the query see (so z_ij = lse_i + log p_ij for those keys).
-// While a graph is recorded, backward reads the probabilities instead of recomputing them
-// when they fit the device's Backend::attention_keep_bytes or were asked for (not bfloat16).
+// rest). When `probs` is given it receives the (B, H, Tq, Tk) attention weights the output
+// was made with (probabilities for softmax; rows summing to less than 1 for softmax1 and sink,
+// to anything for sigmoid and softpick); when `lse` is given, the (B, H, Tq) row statistic
+// (Backend::attention_forward): for softmax log Σ_j exp(z_ij), z = q·k·scale over the keys the
+// mask lets the query see, so that z_ij = lse_i + log p_ij for those keys, which softmax1 and
+// sink keep by counting their slot's e^c in the sum.
+// While a graph is recorded, backward reads the weights instead of recomputing them when they
+// fit the device's Backend::attention_keep_bytes or were asked for (not bfloat16, not softpick).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const SdpaOptions& options = {}, Tensor* probs = nullptr, Tensor* lse = nullptr);
 
@@ -57,6 +67,8 @@ GateSharing parse_gate_sharing(const std::string& name);    // elementwise, head
 std::string gate_sharing_name(GateSharing s);
 GateInit parse_gate_init(const std::string& name);          // zero, normal, kaiming, xavier
 std::string gate_init_name(GateInit i);
+ScoreFunction parse_score_function(const std::string& name);  // softmax, softmax1, sink, sigmoid, softpick
+std::string score_function_name(ScoreFunction f);
 
 struct AttentionOptions {
     int64_t d_model = 64;
@@ -78,6 +90,8 @@ struct AttentionOptions {
     bool causal = true;
     int64_t window = 0;    // sliding window, 0 = none
     bool exclude_self = false;  // hide each query's own key (SdpaOptions::exclude_self)
+    // How scores become weights; ScoreFunction::sink adds the parameter `sink` (n_heads), init 0.
+    ScoreFunction score_fn = ScoreFunction::softmax;
 
     int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
     int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_heads; }
@@ -116,9 +130,17 @@ private:
 // it and passes it to forward(), which fills it in. Without one, nothing is kept for the
 // caller, so analysis costs memory only when asked for (a training forward may still keep
 // short sequences' probabilities until backward: Backend::attention_keep_bytes).
+// probs are the weights each value was multiplied by, whatever the score function: a row sums
+// to 1 for softmax, to 1 − slot for softmax1 and sink, to anything for sigmoid and softpick.
+// A metric that counts only the keys misses what the slot took (a sink model parks its idle
+// heads there), hence slot.
 struct AttentionCapture {
-    Tensor probs;  // (B, H, Tq, Tk) attention probabilities
-    Tensor lse;    // (B, H, Tq) log-sum-exp of each row's logits (stability.h reads the logits from it)
+    Tensor probs;  // (B, H, Tq, Tk) the attention weights
+    // (B, H, Tq) the row statistic (Backend::attention_forward): for softmax, softmax1 and sink
+    // the log-sum-exp of the row's logits (the slot's e^c included), so the largest logit is
+    // lse + log max_j p_ij (stability.h); softpick's log denominator; sigmoid's bias b_i.
+    Tensor lse;
+    Tensor slot;   // (B, H, Tq) the weight the slot took, 1 − Σ_j p_ij (softmax1, sink); undefined otherwise
     Tensor gate;   // the gate values, in the shape the gate is applied in; undefined without a gate
 };
 
@@ -138,6 +160,7 @@ public:
     std::shared_ptr<Linear> w_q, w_k, w_v, w_o, w_g;
     std::shared_ptr<RMSNorm> q_norm, k_norm;
     Tensor w_g_query;  // G3's per-head vectors (h, dk)
+    Tensor sink;       // ScoreFunction::sink: each head's slot logit b_h (h), init 0
 
 private:
     Tensor gate_values(const Tensor& logits) const;  // σ(source W_g) from its logits, in the gate layout

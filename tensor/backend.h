@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tensor/dtype.h"
+#include "tensor/score_functions.h"
 
 namespace gg {
 
@@ -51,13 +52,15 @@ enum class ReduceOp { sum, max, min };
 // H a multiple of Hkv (grouped-query attention: query head h reads kv head h / (H/Hkv)).
 // Query i sits at absolute position Tk − Tq + i, so a KV cache of earlier keys just
 // makes Tk longer. causal: key j is visible when j ≤ pos(i); window > 0 also needs
-// pos(i) − j < window (sliding-window attention).
+// pos(i) − j < window (sliding-window attention). score_fn: how a row of scores becomes
+// weights (tensor/score_functions.h).
 struct AttentionShape {
     int64_t B, H, Hkv, Tq, Tk, D;
     bool causal;
     int64_t window;
     double scale;
     bool exclude_self = false;  // query t sees keys < t (the query at key 0 still sees key 0)
+    ScoreFunction score_fn = ScoreFunction::softmax;
 };
 
 // One AdamW step for parameters of step count t, the scalars computed on the host in double:
@@ -128,15 +131,22 @@ struct Backend {
     void (*cross_entropy)(const View& loss, const View& dlogits, const View& logits, const View& targets,
                           const View& row_scale, int64_t ignore_index);
 
-    // Fused attention: O = softmax(Q Kᵀ · scale + mask) V and the row log-sum-exp lse (B, H, Tq)
-    // that backward needs to recompute the probabilities. Q, K, V, O, dO, dQ, dK, dV may have any
-    // strides whose last is 1 and whose row stride (dim 2) is at least D: the heads split from a
-    // (B, T, heads·D) projection are read and written where they lie. lse is contiguous, and so
-    // is probs (B, H, Tq, Tk), filled only when its data pointer is not null.
+    // Fused attention: O = W V with W the weights of the scores Q Kᵀ · scale under the mask, by
+    // s.score_fn (softmax(Q Kᵀ · scale + mask) by default), and the row statistic lse (B, H, Tq)
+    // that backward recomputes them from: for softmax, softmax1 and sink the log-sum-exp of the
+    // row, the slot's e^c included; for softpick the log of its denominator; for sigmoid the
+    // bias b_i (tensor/score_functions.h). Q, K, V, O, dO, dQ, dK, dV may have any strides whose
+    // last is 1 and whose row stride (dim 2) is at least D: the heads split from a (B, T, heads·D)
+    // projection are read and written where they lie. lse is contiguous, and so is probs
+    // (B, H, Tq, Tk), the weights W, filled only when its data pointer is not null. sink (H)
+    // holds each query head's slot logit b_h for ScoreFunction::sink, in lse's dtype, and is
+    // read for nothing else.
     void (*attention_forward)(const AttentionShape& s, const View& O, const View& lse, const View& probs,
-                              const View& Q, const View& K, const View& V);
-    // When probs' data pointer is not null it holds forward's probabilities, and backward may
-    // read them instead of recomputing Q Kᵀ and the softmax from lse.
+                              const View& Q, const View& K, const View& V, const View& sink);
+    // When probs' data pointer is not null it holds forward's weights, and backward may read them
+    // instead of recomputing Q Kᵀ and the weights from lse (not for softpick, whose gradient needs
+    // the scores' signs). The slot logit's own gradient, −Σ_i p_slot,i δ_i, is the caller's to
+    // take from lse and δ = dO · O (nn/attention.cpp).
     void (*attention_backward)(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
                                const View& dO, const View& Q, const View& K, const View& V, const View& O,
                                const View& lse, const View& probs);

@@ -9,10 +9,21 @@
 // recompute the probabilities P = e^{S − lse} of each tile instead of storing them:
 //   dV += Pᵀ dO,   dP = dO Vᵀ,   dS = P ⊙ (dP − δ) · scale with δ_i = dO_i · O_i (= Σ_j P_ij dP_ij),
 //   dQ += dS K,    dK += dSᵀ Q.
+// The other score functions (tensor/score_functions.h has their formulas, stable forms and
+// gradients) run in the same loop; only what a tile's scores become differs:
+//   softmax1, sink  the slot enters as the row's first term: m starts at its logit c (0, b_h) and
+//                   z at 1; then exactly the loop above, lse = m + log z counting the slot.
+//   softpick        m starts at 0 and z at 0; a tile's shifted terms are e^{S − m'} − e^{−m'}, z adds
+//                   their absolute values and O their ReLU; O /= z + ε e^{−m}, lse = m + log(z + ε e^{−m}).
+//   sigmoid         no max and no sum: a tile's weights are σ(S + b_i) and O += σ(S + b) V; lse holds b_i.
+// Backward recomputes each tile's weights from lse the same way and takes each function's dS:
+// P (1 − P) dP for sigmoid, and for softpick e^{S − lse} (1[S > 0] dP − sign(S) δ), from the
+// scores' signs, which it keeps beside the weights.
 // Short sequences can afford to store P (B, H, Tq, Tk): when the caller passes a buffer,
 // forward keeps each tile's e^{S − m} as it goes and rescales it by e^{m − lse} at the end of
 // the query block, and backward reads P there, skipping one of its five GEMMs and the
-// exponentials (Backend::attention_keep_bytes says how much the CPU keeps).
+// exponentials (Backend::attention_keep_bytes says how much the CPU keeps). Softpick's
+// backward needs the scores' signs, which its weights do not hold: it always recomputes.
 // Work is split over (batch, kv head) so that the query heads sharing a kv head (GQA) run
 // on one thread and their dK/dV sums never race; OpenBLAS stays on the calling thread
 // (tensor/cpu_backend.cpp), so the tiles' GEMMs do too.
@@ -27,6 +38,7 @@
 #include "tensor/backend.h"
 #include "tensor/cpu_float32.h"
 #include "tensor/parallel.h"
+#include "tensor/score_functions.h"
 #include "tensor/vector_math.h"
 
 namespace gg {
@@ -112,19 +124,67 @@ void tile_scores(const AttentionShape& s, const Head<T>& h, int64_t i0, int64_t 
     }
 }
 
-// P (rows, n) = e^{S − lse}: the tile's softmax probabilities, given each row's lse. The
-// exponentials are taken over the visible columns only: on a causal tile that straddles
+// The slot's logit b_h of head bh for sink (sink (H) in Q's compute type); unused otherwise.
+template <class T>
+T sink_logit(const AttentionShape& s, const View& sink, int64_t bh) {
+    return s.score_fn == ScoreFunction::sink ? static_cast<const T*>(sink.data)[bh % s.H * sink.strides[0]] : T(0);
+}
+
+// How many keys query i sees: sigmoid's n_i (tensor/score_functions.h).
+int64_t keys_seen(const AttentionShape& s, int64_t i) {
+    const auto [first, last] = visible_keys(s, i);
+    return std::max<int64_t>(last - first + 1, 0);
+}
+
+// row[begin, end) ← σ(row + b): sigmoid's weights, b the row's bias.
+template <class T>
+void sigmoid_weights(T* row, int64_t begin, int64_t end, T bias) {
+    for (int64_t j = begin; j < end; ++j) row[j] += bias;
+    vec::sigmoid(row + begin, row + begin, std::max<int64_t>(end - begin, 0));
+}
+
+// Softpick's terms from row[begin, end) = e^{S − m}: ReLU(e^{S − m} − e^{−m}) in place, with
+// floor = e^{−m}; returns their sum before the ReLU in absolute value, Σ |e^{S − m} − e^{−m}|.
+template <class T>
+T softpick_terms(T* row, int64_t begin, int64_t end, T floor) {
+    T sum = 0;
+    for (int64_t j = begin; j < end; ++j) {
+        const T shifted = row[j] - floor;  // (e^{S_j} − 1) e^{−m}
+        sum += std::abs(shifted);
+        row[j] = std::max(shifted, T(0));
+    }
+    return sum;
+}
+
+// P (rows, n): the tile's weights, given each row's statistic r (lse, tensor/score_functions.h),
+// 0 at hidden keys; for softpick also G (rows, n) = sign(S) e^{S − r}, what its gradient reads.
+// The exponentials are taken over the visible columns only: on a causal tile that straddles
 // the diagonal, half of them.
 template <class T>
-void tile_probabilities(const AttentionShape& s, const Head<T>& h, int64_t i0, int64_t rows, int64_t k0, int64_t n,
-                        const T* lse, T* P) {
+void tile_weights(const AttentionShape& s, const Head<T>& h, int64_t i0, int64_t rows, int64_t k0, int64_t n,
+                  const T* r, T* P, T* G) {
     tile_scores(s, h, i0, rows, k0, n, P);
-    for (int64_t r = 0; r < rows; ++r) {
-        const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
-        T* row = P + r * n;
-        vec::exp_shifted(row + begin, row + begin, lse[i0 + r], end - begin);
+    for (int64_t row_index = 0; row_index < rows; ++row_index) {
+        const auto [begin, end] = visible_in_tile(s, i0 + row_index, k0, n);
+        const int64_t len = std::max<int64_t>(end - begin, 0);
+        const T stat = r[i0 + row_index];
+        T* row = P + row_index * n;
+        if (s.score_fn == ScoreFunction::sigmoid) {
+            sigmoid_weights(row, begin, end, stat);
+        } else if (s.score_fn == ScoreFunction::softpick) {
+            T* g = G + row_index * n;
+            std::copy(row, row + n, g);  // the scores, for their signs
+            vec::exp_shifted(row + begin, row + begin, stat, len);
+            // sign(S) as a difference, not a branch: the signs come in no order a predictor could learn.
+            for (int64_t j = begin; j < end; ++j) g[j] = (T(g[j] > 0) - T(g[j] < 0)) * row[j];
+            softpick_terms(row, begin, end, std::exp(-stat));
+            std::fill(g, g + begin, T(0));
+            std::fill(g + std::max(begin, end), g + n, T(0));
+        } else {
+            vec::exp_shifted(row + begin, row + begin, stat, len);
+        }
         std::fill(row, row + begin, T(0));
-        std::fill(row + end, row + n, T(0));
+        std::fill(row + std::max(begin, end), row + n, T(0));
     }
 }
 
@@ -134,7 +194,7 @@ void tile_probabilities(const AttentionShape& s, const Head<T>& h, int64_t i0, i
 // time, and a quarter of a tiny one's.
 template <class T>
 T* tile_buffer(int slot) {
-    thread_local std::vector<T> buffers[2];
+    thread_local std::vector<T> buffers[3];
     buffers[slot].resize(kQueryBlock * kKeyTile);
     return buffers[slot].data();
 }
@@ -171,7 +231,8 @@ Head<T> head(const AttentionShape& s, const View& Q, const View& K, const View& 
 
 // One head's probabilities (Tq, Tk) as forward fills them in: each tile's e^{S − m} as the
 // online softmax meets it, m being each row's running max at the time, then once lse is
-// known P = e^{S − m} · e^{m − lse}. O is computed as it is without them.
+// known P = e^{S − m} · e^{m − lse} (softpick's shifted terms take the same rescale; sigmoid's
+// weights are final as they come). O is computed as it is without them.
 template <class T>
 struct KeptProbabilities {
     T* p;                  // (Tq, Tk)
@@ -192,69 +253,115 @@ struct KeptProbabilities {
             std::fill(row + last + 1, row + s.Tk, T(0));
         }
         int64_t tile = 0;
-        for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
-            for (int64_t r = 0; r < rows; ++r) {
-                const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
-                const T rescale = std::exp(shift[tile * kQueryBlock + r] - lse[i0 + r]);
-                T* row = p + (i0 + r) * s.Tk + k0;
-                for (int64_t j = begin; j < end; ++j) row[j] *= rescale;
-            }
-            ++tile;
-        });
+        if (s.score_fn != ScoreFunction::sigmoid)
+            for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
+                for (int64_t r = 0; r < rows; ++r) {
+                    const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
+                    const T rescale = std::exp(shift[tile * kQueryBlock + r] - lse[i0 + r]);
+                    T* row = p + (i0 + r) * s.Tk + k0;
+                    for (int64_t j = begin; j < end; ++j) row[j] *= rescale;
+                }
+                ++tile;
+            });
         shift.clear();
     }
 };
 
+// One row of a tile's scores, visible in [begin, end) of its n columns, becomes its weights in
+// place (0 at hidden keys) for the score function's online form (top of file), moving the row's
+// shift m and sum z on; bias is sigmoid's b_i. Returns the factor by which the row's output so
+// far must be rescaled.
+template <class T>
+T weigh_row(ScoreFunction f, T* row, int64_t begin, int64_t end, int64_t n, T& m, T& z, T bias) {
+    const int64_t len = std::max<int64_t>(end - begin, 0);
+    T rescale = 1;
+    if (f == ScoreFunction::sigmoid) {
+        sigmoid_weights(row, begin, end, bias);
+    } else {
+        const T m_new = len > 0 ? std::max(m, vec::max_value(row + begin, len)) : m;
+        // softmax only: no key of this row in this tile, nor before it.
+        if (m_new == -std::numeric_limits<T>::infinity()) {
+            std::fill(row, row + n, T(0));
+            return 1;
+        }
+        rescale = std::exp(m - m_new);
+        const T sum = vec::exp_shifted(row + begin, row + begin, m_new, len);
+        z = z * rescale + (f == ScoreFunction::softpick ? softpick_terms(row, begin, end, std::exp(-m_new)) : sum);
+        m = m_new;
+    }
+    std::fill(row, row + begin, T(0));  // hidden keys weigh nothing
+    std::fill(row + std::max(begin, end), row + n, T(0));
+    return rescale;
+}
+
 template <class T>
 void forward(const AttentionShape& s, const View& O, const View& lse, const View& probs, const View& Q,
-             const View& K, const View& V) {
+             const View& K, const View& V, const View& sink) {
     const int64_t D = s.D;
     for_each_kv_head(s, [&](int64_t bh, int64_t bhk) {
         const Head<T> h = head<T>(s, Q, K, V, bh, bhk);
         const auto o = rows_of<T>(O, bh, s.H);  // (Tq, D)
         T* l = static_cast<T*>(lse.data) + bh * s.Tq;   // (Tq)
+        const RowStart<T> start = row_start(s.score_fn, sink_logit<T>(s, sink, bh));
         T* S = tile_buffer<T>(0);  // (kQueryBlock, kKeyTile)
-        std::vector<T> m(kQueryBlock), z(kQueryBlock);
+        std::vector<T> m(kQueryBlock), z(kQueryBlock), bias(kQueryBlock);
         KeptProbabilities<T> kept{probs.data ? static_cast<T*>(probs.data) + bh * s.Tq * s.Tk : nullptr, {}};
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
-            for (int64_t r = 0; r < rows; ++r) std::fill_n(o.at + (i0 + r) * o.ld, D, T(0));
-            std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
-            std::fill(z.begin(), z.end(), T(0));
+            for (int64_t r = 0; r < rows; ++r) {
+                std::fill_n(o.at + (i0 + r) * o.ld, D, T(0));
+                bias[r] = sigmoid_bias<T>(keys_seen(s, i0 + r));
+            }
+            std::fill(m.begin(), m.end(), start.m);
+            std::fill(z.begin(), z.end(), start.z);
             for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
                 tile_scores(s, h, i0, rows, k0, n, S);
                 for (int64_t r = 0; r < rows; ++r) {
-                    T* row = S + r * n;
                     const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
-                    const T m_new = begin < end ? std::max(m[r], vec::max_value(row + begin, end - begin)) : m[r];
-                    // No key of this row in this tile, nor before it.
-                    if (m_new == -std::numeric_limits<T>::infinity()) {
-                        std::fill(row, row + n, T(0));
-                        continue;
-                    }
-                    const T rescale = std::exp(m[r] - m_new);
-                    const T sum = vec::exp_shifted(row + begin, row + begin, m_new, end - begin);
-                    std::fill(row, row + begin, T(0));  // hidden keys weigh nothing
-                    std::fill(row + end, row + n, T(0));
-                    z[r] = z[r] * rescale + sum;
-                    m[r] = m_new;
-                    for (int64_t d = 0; d < D; ++d) o.at[(i0 + r) * o.ld + d] *= rescale;
+                    const T rescale = weigh_row(s.score_fn, S + r * n, begin, end, n, m[r], z[r], bias[r]);
+                    if (rescale != T(1))
+                        for (int64_t d = 0; d < D; ++d) o.at[(i0 + r) * o.ld + d] *= rescale;
                 }
                 gemm<T>(false, false, rows, D, n, T(1), S, n, h.v.at + k0 * h.v.ld, h.v.ld, T(1), o.at + i0 * o.ld, o.ld);
                 if (kept.p) kept.store(s, i0, rows, k0, n, S, m.data());
             });
             for (int64_t r = 0; r < rows; ++r) {
-                for (int64_t d = 0; d < D; ++d) o.at[(i0 + r) * o.ld + d] /= z[r];
-                l[i0 + r] = m[r] + std::log(z[r]);
+                const T divisor = row_divisor(s.score_fn, m[r], z[r]);
+                if (divisor != T(1))
+                    for (int64_t d = 0; d < D; ++d) o.at[(i0 + r) * o.ld + d] /= divisor;
+                l[i0 + r] = row_statistic(s.score_fn, m[r], divisor, keys_seen(s, i0 + r));
             }
             if (kept.p) kept.finish(s, i0, rows, l);
         });
     });
 }
 
+// dS (rows, n) = ∂L/∂S · scale of a tile from its weights P (row r at P + r · ldp), dS holding dP on
+// entry; G is softpick's sign(S) e^{S − lse} (tile_weights), δ each row's dO · O. Softpick's
+// e^{S − lse} (1[S > 0] dP − sign(S) δ) is max(G, 0) dP − G δ: no branch on the signs, which
+// come in no order a branch predictor could learn.
+template <class T>
+void score_gradients(const AttentionShape& s, int64_t rows, int64_t n, const T* P, int64_t ldp, const T* G,
+                     const T* delta, T* dS) {
+    const T scale = T(s.scale);
+    for (int64_t r = 0; r < rows; ++r) {
+        const T* p = P + r * ldp;
+        T* ds = dS + r * n;
+        if (s.score_fn == ScoreFunction::sigmoid) {
+            for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (1 - p[j]) * ds[j] * scale;
+        } else if (s.score_fn == ScoreFunction::softpick) {
+            const T* g = G + r * n;
+            for (int64_t j = 0; j < n; ++j) ds[j] = (std::max(g[j], T(0)) * ds[j] - g[j] * delta[r]) * scale;
+        } else {
+            for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta[r]) * scale;
+        }
+    }
+}
+
 template <class T>
 void backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
               const View& Q, const View& K, const View& V, const View& O, const View& lse, const View& probs) {
     const int64_t D = s.D;
+    const bool softpick = s.score_fn == ScoreFunction::softpick;
     for_each_kv_head(s, [&](int64_t bh, int64_t bhk) {
         const Head<T> h = head<T>(s, Q, K, V, bh, bhk);
         const auto o = rows_of<const T>(O, bh, s.H);     // (Tq, D)
@@ -263,12 +370,13 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
         const auto gq = rows_of<T>(dQ, bh, s.H);        // (Tq, D)
         const auto gk = rows_of<T>(dK, bhk, s.Hkv);     // (Tk, D)
         const auto gv = rows_of<T>(dV, bhk, s.Hkv);     // (Tk, D)
-        const T* kept = probs.data ? static_cast<const T*>(probs.data) + bh * s.Tq * s.Tk : nullptr;  // (Tq, Tk)
+        const T* kept =
+            probs.data && !softpick ? static_cast<const T*>(probs.data) + bh * s.Tq * s.Tk : nullptr;  // (Tq, Tk)
         // dK, dV are accumulated by every query head of the group: the first one clears them.
         if (bh % s.H % (s.H / s.Hkv) == 0)
             for (int64_t j = 0; j < s.Tk; ++j) std::fill_n(gk.at + j * gk.ld, D, T(0)), std::fill_n(gv.at + j * gv.ld, D, T(0));
-        // (kQueryBlock, kKeyTile) each: the recomputed probabilities, dP then dS.
-        T *recomputed = tile_buffer<T>(0), *dS = tile_buffer<T>(1);
+        // (kQueryBlock, kKeyTile) each: the recomputed weights, softpick's signed e^{S − lse}, dP then dS.
+        T *recomputed = tile_buffer<T>(0), *signs = tile_buffer<T>(1), *dS = tile_buffer<T>(2);
         std::vector<T> delta(kQueryBlock);
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
             for (int64_t r = 0; r < rows; ++r) {
@@ -276,16 +384,14 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
                 std::fill_n(gq.at + (i0 + r) * gq.ld, D, T(0));
             }
             for_each_key_tile(s, i0, rows, [&](int64_t k0, int64_t n) {
-                // The tile's probabilities P (rows, n), row r at P + r · ldp.
+                // The tile's weights P (rows, n), row r at P + r · ldp.
                 const T* P = kept ? kept + i0 * s.Tk + k0 : recomputed;
                 const int64_t ldp = kept ? s.Tk : n;
-                if (!kept) tile_probabilities(s, h, i0, rows, k0, n, l, recomputed);
+                if (!kept) tile_weights(s, h, i0, rows, k0, n, l, recomputed, signs);
                 gemm<T>(true, false, n, D, rows, T(1), P, ldp, go.at + i0 * go.ld, go.ld, T(1), gv.at + k0 * gv.ld, gv.ld);
                 gemm<T>(false, true, rows, n, D, T(1), go.at + i0 * go.ld, go.ld, h.v.at + k0 * h.v.ld, h.v.ld, T(0), dS,
                         n);  // dP
-                for (int64_t r = 0; r < rows; ++r)
-                    for (int64_t j = 0; j < n; ++j)
-                        dS[r * n + j] = P[r * ldp + j] * (dS[r * n + j] - delta[r]) * T(s.scale);
+                score_gradients(s, rows, n, P, ldp, signs, delta.data(), dS);
                 gemm<T>(false, false, rows, D, n, T(1), dS, n, h.k.at + k0 * h.k.ld, h.k.ld, T(1), gq.at + i0 * gq.ld,
                         gq.ld);
                 gemm<T>(true, false, n, D, rows, T(1), dS, n, h.q.at + i0 * h.q.ld, h.q.ld, T(1), gk.at + k0 * gk.ld,
@@ -298,13 +404,13 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
 }  // namespace
 
 void cpu_attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs,
-                           const View& Q, const View& K, const View& V) {
+                           const View& Q, const View& K, const View& V, const View& sink) {
     if (any_bf16({O, lse, probs, Q, K, V}))
         return via_float32<3, 3>({Q, K, V}, {O, lse, probs}, [&](auto& i, auto& o) {
-            cpu_attention_forward(s, o[0], o[1], o[2], i[0], i[1], i[2]);
+            cpu_attention_forward(s, o[0], o[1], o[2], i[0], i[1], i[2], sink);
         });
-    if (Q.dtype == DType::f32) forward<float>(s, O, lse, probs, Q, K, V);
-    else forward<double>(s, O, lse, probs, Q, K, V);
+    if (Q.dtype == DType::f32) forward<float>(s, O, lse, probs, Q, K, V, sink);
+    else forward<double>(s, O, lse, probs, Q, K, V, sink);
 }
 
 void cpu_attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,

@@ -32,7 +32,7 @@ namespace gg {
 
 // tensor/cpu_attention.cpp
 void cpu_attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs,
-                           const View& Q, const View& K, const View& V);
+                           const View& Q, const View& K, const View& V, const View& sink);
 void cpu_attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
                             const View& dO, const View& Q, const View& K, const View& V, const View& O,
                             const View& lse, const View& probs);

@@ -141,6 +141,34 @@ inline Tensor split_heads(const Tensor& t, int64_t n) {
 }
 inline Tensor merge_heads(const Tensor& t) { return t.permute({0, 2, 1, 3}).reshape({t.size(0), t.size(2), -1}); }
 
+// The weights of the score functions (tensor/score_functions.h) from logits (B, H, Tq, Tk), the
+// formulas written out in ops rather than their stable forms: hidden (Tq, Tk) is 1 where the mask
+// hides a key, sink (H) the sink function's slot logits.
+inline Tensor spec_score_weights(ScoreFunction f, const Tensor& logits, const Tensor& hidden,
+                                 const Tensor& sink = Tensor()) {
+    const int64_t B = logits.size(0), H = logits.size(1), Tq = logits.size(2), Tk = logits.size(3);
+    const Tensor visible = 1.0 - hidden.to(logits.dtype());  // (Tq, Tk)
+    const Tensor masked = masked_fill(logits, hidden, -INFINITY);
+    switch (f) {
+        case ScoreFunction::softmax: return softmax(masked, -1);
+        case ScoreFunction::softmax1:
+        case ScoreFunction::sink: {  // a softmax over one more column, the slot of logit c; its weight dropped
+            const Tensor c = f == ScoreFunction::sink ? sink.view({1, H, 1, 1}).expand({B, H, Tq, 1})
+                                                      : zeros({B, H, Tq, 1}, logits.dtype());
+            return softmax(cat({masked, c}, -1), -1).narrow(3, 0, Tk);
+        }
+        case ScoreFunction::sigmoid: {  // σ(z − log n_i), n_i the keys query i sees
+            const Tensor bias = -log(sum(visible, {-1}, true));  // (Tq, 1)
+            return visible / (1.0 + exp(-(logits + bias)));
+        }
+        case ScoreFunction::softpick: {
+            const Tensor u = (exp(logits) - 1.0) * visible;
+            return relu(u) / (sum(abs(u), {-1}, true) + kSoftpickEpsilon);
+        }
+    }
+    return Tensor();
+}
+
 inline Tensor spec_rms_norm(const Tensor& x, const Tensor& weight, double eps) {
     return x / sqrt(mean(x * x, {-1}, true) + eps) * weight;
 }
@@ -184,8 +212,11 @@ inline Expected reference_attention(GatedAttention& m, const Tensor& x, const Te
     std::vector<double> hidden(T * T, 0.0);
     for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j < T; ++j)
-            hidden[i * T + j] = (o.causal && j > i) || (o.window > 0 && i - j >= o.window) ? 1 : 0;
-    e.probs = softmax(masked_fill(logits, from_vector(hidden, {T, T}), -INFINITY), -1);
+            hidden[i * T + j] = (o.causal && j > i) || (o.window > 0 && i - j >= o.window) ||
+                                        (o.exclude_self && i == j && i > 0)
+                                    ? 1
+                                    : 0;
+    e.probs = spec_score_weights(o.score_fn, logits, from_vector(hidden, {T, T}), m.sink);
     Tensor heads = matmul(e.probs, vv);  // (B, H, T, dk)
     if (gated && o.gate == GatePosition::sdpa_output) heads = heads * (e.gate = gate_from(x));
     e.y = matmul(merge_heads(heads), m.w_o->weight.t());  // (B, T, d)
@@ -200,7 +231,8 @@ inline std::string describe(const AttentionOptions& o) {
     return gate_position_name(o.gate) + "/" + gate_function_name(o.gate_fn) + "/" + gate_sharing_name(o.sharing) +
            " H=" + std::to_string(o.n_heads) + " Hkv=" + std::to_string(o.kv_heads()) + (o.rope ? " rope" : "") +
            (o.qk_norm ? " qk_norm" : "") + (o.window ? " window=" + std::to_string(o.window) : "") +
-           (o.exclude_self ? " exclude_self" : "") + (o.causal ? "" : " non-causal");
+           (o.exclude_self ? " exclude_self" : "") + (o.causal ? "" : " non-causal") + " " +
+           score_function_name(o.score_fn);
 }
 
 // A float64 GatedAttention with every parameter random.
@@ -217,6 +249,8 @@ const GatePosition kAllPositions[] = {GatePosition::none,        GatePosition::s
 const GateFunction kAllFunctions[] = {GateFunction::sigmoid, GateFunction::tanh_half, GateFunction::relu,
                                       GateFunction::silu, GateFunction::none};
 const GateSharing kAllSharings[] = {GateSharing::elementwise, GateSharing::headwise, GateSharing::shared};
+const ScoreFunction kAllScoreFunctions[] = {ScoreFunction::softmax, ScoreFunction::softmax1, ScoreFunction::sink,
+                                            ScoreFunction::sigmoid, ScoreFunction::softpick};
 
 inline AttentionOptions attention_options(GatePosition gate, GateFunction fn = GateFunction::sigmoid,
                                    GateSharing sharing = GateSharing::elementwise) {

@@ -582,7 +582,7 @@ TEST_CASE("table: attention forward and backward (causal, window, exclude_self, 
                          probs = zeros({c.B, c.H, c.Tq, c.Tk}, dt);
             compare("attention_forward", {O, lse, probs, Q, K, V}, {0, 1, 2},
                     [&](const Backend& be, const std::vector<View>& v) {
-                        be.attention_forward(s, v[0], v[1], v[2], v[3], v[4], v[5]);
+                        be.attention_forward(s, v[0], v[1], v[2], v[3], v[4], v[5], View{});
                     },
                     tolerance(dt));
             // The backward from the CPU's own forward results, recomputing the probabilities and
@@ -590,7 +590,7 @@ TEST_CASE("table: attention forward and backward (causal, window, exclude_self, 
             const Tensor O_cpu = zeros({c.B, c.H, c.Tq, c.D}, dt), lse_cpu = zeros({c.B, c.H, c.Tq}, dt),
                          probs_cpu = zeros({c.B, c.H, c.Tq, c.Tk}, dt);
             backend(Device::CPU).attention_forward(s, O_cpu.view_desc(), lse_cpu.view_desc(), probs_cpu.view_desc(),
-                                                   Q.view_desc(), K.view_desc(), V.view_desc());
+                                                   Q.view_desc(), K.view_desc(), V.view_desc(), View{});
             const Tensor dO = random(O.shape(), dt, gen);
             for (bool kept : {false, true})
                 compare(
@@ -991,7 +991,7 @@ TEST_CASE("table bf16: attention forward and backward (bf16 Q, K, V, O; lse in f
                      {zeros({c.B, c.H, c.Tq, c.D}, f32), zeros({c.B, c.H, c.Tq}, f32),
                       zeros({c.B, c.H, c.Tq, c.Tk}, f32), Q, K, V},
                      {0, 2, 3, 4, 5}, {0, 1, 2}, [&](const Backend& be, const std::vector<View>& v) {
-                         be.attention_forward(s, v[0], v[1], v[2], v[3], v[4], v[5]);
+                         be.attention_forward(s, v[0], v[1], v[2], v[3], v[4], v[5], View{});
                      },
                      term_ulps);
         // The backward from the CPU's forward on the same (rounded) inputs; O rounded too.
@@ -1006,7 +1006,7 @@ TEST_CASE("table bf16: attention forward and backward (bf16 Q, K, V, O; lse in f
         }
         backend(Device::CPU).attention_forward(s, O_cpu.view_desc(), lse_cpu.view_desc(), View{},
                                                bf16_inputs[0].view_desc(), bf16_inputs[1].view_desc(),
-                                               bf16_inputs[2].view_desc());
+                                               bf16_inputs[2].view_desc(), View{});
         compare_bf16("attention_backward",
                      {zeros(Q.shape(), f32), zeros(K.shape(), f32), zeros(V.shape(), f32), random(Q.shape(), f32, gen),
                       Q, K, V, O_cpu, lse_cpu},
@@ -1021,7 +1021,7 @@ TEST_CASE("table bf16: attention forward and backward (bf16 Q, K, V, O; lse in f
     DeviceBuffer buffer(be, 256);
     View x = zeros({1, 1, 2, 4}, f32).view_desc(), lse = zeros({1, 1, 2}, f32).view_desc();
     x.data = lse.data = buffer.data, x.dtype = lse.dtype = DType::bf16;
-    CHECK_THROWS_WITH_AS(be.attention_forward(s, x, lse, View{}, x, x, x),
+    CHECK_THROWS_WITH_AS(be.attention_forward(s, x, lse, View{}, x, x, x, View{}),
                          "attention_forward: lse is bfloat16; with bfloat16 Q, K, V it must be float32",
                          std::invalid_argument);
 }

@@ -313,7 +313,7 @@ TEST_CASE("bfloat16 fused CPU entries, forward and backward, equal their float32
                             {{B, H, Tq, Dh}, {B, H, Tq}, {B, H, Tq, Tq}}, [&](Views i, Views o) {
                                 // lse stays float32 (nn/attention.cpp): widen the bf16 call's back.
                                 const Tensor lse = Tensor::empty({B, H, Tq});
-                                be.attention_forward(s, o[0], lse.view_desc(), o[2], i[0], i[1], i[2]);
+                                be.attention_forward(s, o[0], lse.view_desc(), o[2], i[0], i[1], i[2], View{});
                                 be.copy(o[1], lse.view_desc());
                             });
         Tensor lse;

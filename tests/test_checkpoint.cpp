@@ -130,6 +130,24 @@ TEST_CASE("checkpoint: round trip of a module, in place, with metadata") {
     }
 }
 
+TEST_CASE("checkpoint: the sink score function's logits are saved and loaded with the model") {
+    TempDir dir;
+    const std::string path = dir.file("sink.safetensors");
+    nn::LMConfig config;
+    config.vocab_size = 11, config.max_len = 8, config.d_model = 8, config.n_layers = 2, config.attn.n_heads = 2;
+    config.attn.score_fn = ScoreFunction::sink;
+    nn::GatedTransformerLM saved(config), loaded(config);
+    const NoGradGuard no_grad;
+    for (const auto& [name, p] : saved.named_parameters())
+        if (name.ends_with("attn.sink")) p.copy_(randn(p.shape(), default_generator()));
+    nn::save(saved, path);
+    nn::load(loaded, path);
+    for (const auto& [name, p] : loaded.named_parameters())
+        if (name.ends_with("attn.sink")) CHECK(amax(abs(p)).item() > 0);
+    const Tensor ids = from_vector(std::vector<int64_t>{1, 4, 9, 0, 3, 3}, {2, 3});
+    CHECK(loaded.forward(ids).logits.to_vector<float>() == saved.forward(ids).logits.to_vector<float>());
+}
+
 TEST_CASE("checkpoint: a bad file is an error that leaves the module untouched") {
     TempDir dir;
     const std::string path = dir.file("bad.safetensors");

@@ -71,7 +71,7 @@ Forward run_forward(const CudaTarget& t, const Inputs& in, bool with_probs) {
         probs = f.probs.view_desc();
     }
     t.table->attention_forward(s, f.O.view_desc(), f.lse.view_desc(), probs, t.put(in.Q).view_desc(),
-                               t.put(in.K).view_desc(), t.put(in.V).view_desc());
+                               t.put(in.K).view_desc(), t.put(in.V).view_desc(), View{});
     return f;
 }
 
@@ -233,7 +233,7 @@ void check_split_heads(const Case& c, DType dtype, const CudaTarget& t) {
     const SplitHeads O = result_like(in.Q), dQ = result_like(in.Q), dK = result_like(in.K), dV = result_like(in.V);
     const Tensor lse = Tensor::empty({c.B, c.H, c.Tq}, dtype, t.device);
     t.table->attention_forward(in.shape, O.heads.view_desc(), lse.view_desc(), View{nullptr, dtype}, Q.heads.view_desc(),
-            K.heads.view_desc(), V.heads.view_desc());
+            K.heads.view_desc(), V.heads.view_desc(), View{});
     CHECK(mismatch(O.heads, want.O.to_vector<double>(), tol) == "");
     CHECK(mismatch(lse, want.lse.to_vector<double>(), tol) == "");
     t.table->attention_backward(in.shape, dQ.heads.view_desc(), dK.heads.view_desc(), dV.heads.view_desc(),
@@ -480,7 +480,7 @@ TEST_CASE("cuda attention bf16: other head sizes and misaligned views fall back 
                           Backward{empty(in.Q.shape(), DType::bf16), empty(in.K.shape(), DType::bf16),
                                    empty(in.V.shape(), DType::bf16)}};
         t.table->attention_forward(s, got.f.O.view_desc(), got.f.lse.view_desc(), View{nullptr, DType::bf16},
-                                   Q.view_desc(), K.view_desc(), V.view_desc());
+                                   Q.view_desc(), K.view_desc(), V.view_desc(), View{});
         // The backward from the SIMT reference's O and lse, so that both read the same.
         t.table->attention_backward(s, got.g.dQ.view_desc(), got.g.dK.view_desc(), got.g.dV.view_desc(),
                                     dO.view_desc(), Q.view_desc(), K.view_desc(), V.view_desc(),
@@ -529,7 +529,7 @@ Results run_strided(const CudaTarget& t, const Inputs& in, int64_t pad, const Fo
     const Tensor lse = Tensor::empty({s.B, s.H, s.Tq}, DType::f32, t.device);
     const Tensor given_lse = t.put(given.lse);
     t.table->attention_forward(s, O.heads.view_desc(), lse.view_desc(), View{nullptr, DType::bf16},
-                               qkv.Q.view_desc(), qkv.K.view_desc(), qkv.V.view_desc());
+                               qkv.Q.view_desc(), qkv.K.view_desc(), qkv.V.view_desc(), View{});
     t.table->attention_backward(s, dQ.heads.view_desc(), dK.heads.view_desc(), dV.heads.view_desc(),
                                 dO.heads.view_desc(), qkv.Q.view_desc(), qkv.K.view_desc(), qkv.V.view_desc(),
                                 O_given.heads.view_desc(), given_lse.view_desc(), View{});

@@ -416,12 +416,12 @@ TEST_CASE("kernel_launches counts one per launch: an addition is one, attention 
     const gg::View none{nullptr, gg::DType::f32, 0, {}, {}};
     CHECK(launches_of([&] {
               table.attention_forward(s, o.view_desc(), lse.view_desc(), none, q.view_desc(), q.view_desc(),
-                                      q.view_desc());
+                                      q.view_desc(), none);
           }) == 1);
     // The probabilities, when asked for, are a second kernel.
     CHECK(launches_of([&] {
               table.attention_forward(s, o.view_desc(), lse.view_desc(), probs.view_desc(), q.view_desc(),
-                                      q.view_desc(), q.view_desc());
+                                      q.view_desc(), q.view_desc(), none);
           }) == 2);
     CHECK(launches_of([&] {
               table.attention_backward(s, dq.view_desc(), dk.view_desc(), dv.view_desc(), q.view_desc(),

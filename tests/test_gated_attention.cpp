@@ -95,6 +95,23 @@ TEST_CASE("nn: GatedAttention matches its formulas for every position × gate fu
             }
 }
 
+namespace {
+
+// A random GatedAttention(o) on random x (2, 6, 16) and gate source against reference_attention:
+// its output, its probabilities and its gate values. Returns what forward captured, and the reference.
+std::pair<AttentionCapture, Expected> check_formulas(const AttentionOptions& o, Generator& gen) {
+    const auto m = random_attention(o, gen);
+    const Tensor x = randn({2, 6, 16}, gen, DType::f64), src = randn({2, 6, 16}, gen, DType::f64);
+    const Expected e = reference_attention(*m, x, src);
+    AttentionCapture seen;
+    CHECK(max_abs_diff(m->forward(x, nullptr, src, &seen), e.y) < 1e-10);
+    CHECK(max_abs_diff(seen.probs, e.probs) < 1e-10);
+    if (o.gated()) CHECK(max_abs_diff(seen.gate, e.gate) < 1e-10);
+    return {seen, e};
+}
+
+}  // namespace
+
 TEST_CASE("nn: GatedAttention matches its formulas with GQA, RoPE, QK-norm, sliding window, no causal mask") {
     Generator gen(9);
     struct Extra {
@@ -117,13 +134,7 @@ TEST_CASE("nn: GatedAttention matches its formulas with GQA, RoPE, QK-norm, slid
                 o.window = ex.window;
                 o.causal = ex.causal;
                 CAPTURE(describe(o));
-                const auto m = random_attention(o, gen);
-                const Tensor x = randn({2, 6, 16}, gen, DType::f64), src = randn({2, 6, 16}, gen, DType::f64);
-                const Expected e = reference_attention(*m, x, src);
-                AttentionCapture seen;
-                CHECK(max_abs_diff(m->forward(x, nullptr, src, &seen), e.y) < 1e-10);
-                CHECK(max_abs_diff(seen.probs, e.probs) < 1e-10);
-                if (o.gated()) CHECK(max_abs_diff(seen.gate, e.gate) < 1e-10);
+                check_formulas(o, gen);
             }
 }
 
@@ -338,4 +349,91 @@ TEST_CASE("nn: a KV cache that keeps the last K positions is sliding-window atte
             // Without the window, the same cache would have seen more: the test can tell.
             CHECK(max_abs_diff(cat(parts, 1), cached->forward(x)) > 1e-3);
         }
+}
+
+// ================================================================ score functions
+
+TEST_CASE("nn: every score function matches its formulas with every gate, QK-norm, GQA, a window, exclude_self") {
+    Generator gen(18);
+    for (ScoreFunction f : kAllScoreFunctions)
+        for (GatePosition pos : kAllPositions)
+            for (bool extras : {false, true}) {
+                AttentionOptions o = attention_options(pos);
+                o.score_fn = f;
+                if (extras) o.n_kv_heads = 2, o.qk_norm = true, o.window = 3, o.exclude_self = true;
+                CAPTURE(describe(o));
+                const auto checked = check_formulas(o, gen);
+                const AttentionCapture& seen = checked.first;
+                const Expected& e = checked.second;
+                // The slot's weight is what the keys' weights leave out of 1 (softmax1, sink), and
+                // nothing else has a slot.
+                if (f == ScoreFunction::softmax1 || f == ScoreFunction::sink) {
+                    REQUIRE(seen.slot.shape() == Shape{2, 4, 6});
+                    CHECK(max_abs_diff(seen.slot, 1.0 - sum(e.probs, {-1})) < 1e-10);
+                } else {
+                    CHECK(!seen.slot.defined());
+                }
+            }
+}
+
+TEST_CASE("nn: the sink logit is a parameter (h), init 0, in the state_dict") {
+    AttentionOptions o = attention_options(GatePosition::sdpa_output);
+    o.score_fn = ScoreFunction::sink;
+    GatedAttention m(o);
+    REQUIRE(contains(names_of(m), "sink"));
+    CHECK(m.sink.shape() == Shape{4});
+    CHECK(m.sink.requires_grad());
+    CHECK(amax(abs(m.sink)).item() == 0);
+    for (ScoreFunction f : {ScoreFunction::softmax, ScoreFunction::softmax1, ScoreFunction::sigmoid,
+                            ScoreFunction::softpick}) {
+        o.score_fn = f;
+        CHECK_FALSE(contains(names_of(GatedAttention(o)), "sink"));
+    }
+    // An LM's state_dict holds each block's sink logit (test_checkpoint.cpp saves and loads it).
+    LMConfig config = small_lm();
+    config.attn.score_fn = ScoreFunction::sink;
+    const auto names = names_of(GatedTransformerLM(config));
+    CHECK(std::ranges::count_if(names, [](const std::string& n) { return n.ends_with("attn.sink"); }) ==
+          config.n_layers);
+}
+
+TEST_CASE("nn: GatedAttention gradcheck for every score function with every gate (the sink logit included)") {
+    Generator gen(20);
+    for (ScoreFunction f : {ScoreFunction::softmax1, ScoreFunction::sink, ScoreFunction::sigmoid,
+                            ScoreFunction::softpick})
+        for (GatePosition pos : kAllPositions) {
+            AttentionOptions o = attention_options(pos);
+            o.score_fn = f;
+            o.qk_norm = true;
+            o.n_kv_heads = 2;
+            if (pos == GatePosition::sdpa_output) o.window = 3, o.exclude_self = true, o.rope = true;
+            CAPTURE(describe(o));
+            const auto m = random_attention(o, gen);
+            const Tensor x = randn({1, 4, 16}, gen, DType::f64).requires_grad_();
+            std::vector<Tensor> inputs{x};
+            if (pos == GatePosition::residual) inputs.push_back(randn({1, 4, 16}, gen, DType::f64).requires_grad_());
+            const int n = check_gradients(*m, inputs, [&](const std::vector<Tensor>& in) {
+                return m->forward(in[0], nullptr, in.size() > 1 ? in[1] : Tensor());
+            });
+            CHECK(n == int(m->named_parameters().size()));
+        }
+}
+
+TEST_CASE("nn: decoding token by token with a KV cache equals the full pass, every score function") {
+    Generator gen(22);
+    for (ScoreFunction f : kAllScoreFunctions)
+        for (GatePosition pos : {GatePosition::none, GatePosition::sdpa_output, GatePosition::scores_from_query})
+            for (bool extras : {false, true}) {
+                AttentionOptions o = attention_options(pos);
+                o.score_fn = f;
+                if (extras) o.n_kv_heads = 2, o.rope = true, o.qk_norm = true, o.window = 3, o.exclude_self = true;
+                CAPTURE(describe(o));
+                const auto m = random_attention(o, gen, DType::f32);
+                const Tensor x = randn({2, 7, 16}, gen);
+                const Tensor full = m->forward(x);
+                KVCache cache;
+                std::vector<Tensor> parts;
+                for (int64_t t = 0; t < 7; ++t) parts.push_back(m->forward(x.narrow(1, t, 1), &cache));
+                CHECK(max_abs_diff(cat(parts, 1), full) < 1e-5);
+            }
 }

@@ -138,3 +138,24 @@ TEST_CASE("stability: a collapsed head reads entropy 0 and a huge logit; bad ids
     CHECK_THROWS_WITH_AS(measure_stability(model, randint(0, 256, {8}, gen)), doctest::Contains("(8)"),
                          std::invalid_argument);
 }
+
+TEST_CASE("stability: softmax1 and sink read the largest logit through their lse; sigmoid and softpick are refused") {
+    // One block, so that its attention sees the same input whatever the score function: the same
+    // seed gives the same weights (sink's logits start at 0), hence the same logits.
+    const auto largest_logit = [](ScoreFunction f) {
+        LMConfig c;
+        c.d_model = 16, c.n_layers = 1, c.attn.n_heads = 2, c.max_len = 8, c.attn.score_fn = f;
+        manual_seed(3);
+        GatedTransformerLM model(c);
+        model.to(DType::f64);
+        Generator gen(4);
+        return measure_stability(model, randint(0, 256, {2, 8}, gen)).max_attn_logit.at(0);
+    };
+    const double softmax = largest_logit(ScoreFunction::softmax);
+    CHECK(largest_logit(ScoreFunction::softmax1) == doctest::Approx(softmax).epsilon(1e-12));
+    CHECK(largest_logit(ScoreFunction::sink) == doctest::Approx(softmax).epsilon(1e-12));
+    CHECK_THROWS_WITH_AS(largest_logit(ScoreFunction::sigmoid), doctest::Contains("score function sigmoid"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(largest_logit(ScoreFunction::softpick), doctest::Contains("score function softpick"),
+                         std::invalid_argument);
+}

@@ -29,6 +29,11 @@ std::string StabilityStats::to_json() const {
 StabilityStats measure_stability(const GatedTransformerLM& model, const Tensor& ids) {
     if (ids.dim() != 2 || ids.size(1) < 2)
         throw std::invalid_argument("measure_stability: need ids (B, T) with T ≥ 2, got " + shape_str(ids.shape()));
+    // lse + log max_j p_ij is the largest logit only where p = e^{z − lse} (nn/attention.h: AttentionCapture).
+    if (!is_softmax(model.config().attn.score_fn))
+        throw std::invalid_argument("measure_stability: the largest attention logit is read from the softmax's "
+                                    "log-sum-exp, which score function " +
+                                    score_function_name(model.config().attn.score_fn) + " does not have");
     NoGradGuard no_grad;
     LMCapture capture;
     const LMOutput out = model.forward(ids, Tensor(), nullptr, &capture);

@@ -8,7 +8,9 @@
 //   2023, arXiv 2306.12929). Once |z| is large the softmax is one-hot and its gradient vanishes.
 //   We read z from what the attention kernel already returns: p_ij = exp(z_ij − lse_i), so
 //   the largest logit of row i is lse_i + log max_j p_ij, exact for any row (its largest p is
-//   at least 1/Tk, so it never underflows) without materialising z.
+//   at least 1/Tk, so it never underflows) without materialising z. That holds for the score
+//   functions softmax, softmax1 and sink (their lse counts the slot); measure_stability refuses
+//   sigmoid and softpick, whose weights are not e^{z − lse}.
 // Attention-entropy collapse. H = −Σ_j p_ij log p_ij of each row, averaged over the queries
 //   of a head; a head whose mean H falls to 0 looks at one key only. We take the smallest head.
 // Output-logit divergence. log Z = log Σ_v exp(y_v) of the output softmax; the loss does not

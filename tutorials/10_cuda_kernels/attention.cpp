@@ -76,7 +76,7 @@ bool part_attention() {
     const gg::AttentionShape s{B, H, H, T, T, D, /*causal=*/true, /*window=*/0, scale};
     const Tensor O = Tensor::empty({B, H, T, D}), lse = Tensor::empty({B, H, T});  // lse: log Σ_j exp(s_ij) per row
     gg::cuda::emulated::attention_forward(s, O.view_desc(), lse.view_desc(), gg::View{}, q.view_desc(), k.view_desc(),
-                                          v.view_desc());
+                                          v.view_desc(), gg::View{});
     const Tensor dQ = Tensor::empty({B, H, T, D}), dK = Tensor::empty({B, H, T, D}), dV = Tensor::empty({B, H, T, D});
     gg::cuda::emulated::attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(), dO.view_desc(),
                                            q.view_desc(), k.view_desc(), v.view_desc(), O.view_desc(),
