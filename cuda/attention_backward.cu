@@ -25,6 +25,13 @@
 //            dP = dO Vᵀ (parked in the warp's buffer) → S = Q Kᵀ → dS → dQ += dS K.
 // Parking P or dP in the weight buffer while the next product runs keeps one 4 × 8 micro-tile
 // in registers instead of two: the f64 kernels need that room.
+// Other score functions (tensor/score_functions.h): P is score_weight(s, lse) (σ(s + b) for
+// sigmoid, whose lse holds b), dS is score_gradient: P (1 − P) dP for sigmoid, and for softpick
+// e^{s − lse} (1[s > 0] dP − sign(s) Δ), which reads the score itself: the dK/dV kernel, which
+// has let S go by then, computes Sᵀ = K Qᵀ once more for it (one product more per pair of
+// tiles, softpick only). The function is a template parameter (kF: softmax, whose backward
+// softmax1 and sink share, sigmoid or softpick), so that each kernel holds the registers of its
+// own function only: one kernel for all three spilled, where the softmax one does not.
 // bf16 tensors with D = 16, 32, 64 or 128 whose rows all start on 16 bytes go to the tensor-core
 // kernels of attention_backward_mma.cu instead, the same two kernels in five mma products per
 // pair of tiles; the choice is made here, on the host (attention_mma.cuh).
@@ -42,7 +49,7 @@ using namespace attention;
 
 // dK, dV (B, Hkv, Tk, D) ← dO, Q, O (B, H, Tq, D), K, V (B, Hkv, Tk, D), lse (B, H, Tq).
 // grid (B·Hkv, ⌈Tk / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(4, 3 · 64).
-template <class S, int kD>
+template <class S, int kD, ScoreFunction kF>
 __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks(4, 3 * kTile))
     attention_dkdv_kernel(AttentionShape s, bool vector, Operand<S> dK, Operand<S> dV, Operand<const S> dO,
                           Operand<const S> Q, Operand<const S> K, Operand<const S> V, Operand<const S> O,
@@ -83,30 +90,40 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
 
             LaneScores<T> p;  // Pᵀ: the lane's 4 keys × 8 queries
             tile_scores<T, kD>(p, Ks, Qs, lane);
-            const auto probabilities = [&](uint32_t visible) {
+            const auto weights = [&](uint32_t visible) {
                 GG_UNROLL
                 for (int k = 0; k < kLaneCols; ++k) {
                     const T lse_i = lse_s[lane.col(k)];
                     GG_UNROLL
                     for (int r = 0; r < kLaneRows; ++r)
-                        p[r][k] = pair_visible(visible, r, k) ? std::exp(p[r][k] * T(s.scale) - lse_i) : T(0);
+                        p[r][k] = pair_visible(visible, r, k) ? score_weight(kF, p[r][k] * T(s.scale), lse_i) : T(0);
                 }
             };
-            if (mask == TileMask::full) probabilities(kAllPairs);
-            else probabilities(visible_pairs(s, lane, j0, i0, false));
+            if (mask == TileMask::full) weights(kAllPairs);
+            else weights(visible_pairs(s, lane, j0, i0, false));
             store_weights<T, kD>(W, p, lane);
             __syncwarp();
             tile_accumulate<T, kD>(dv, W, dOs, lane);
 
             LaneScores<T> ds;  // dPᵀ, then dSᵀ (0 where P is)
             tile_scores<T, kD>(ds, Vs, dOs, lane);
-            load_weights<T, kD>(p, W, lane);
-            GG_UNROLL
-            for (int k = 0; k < kLaneCols; ++k) {
-                const T delta_i = delta[lane.col(k)][0] + delta[lane.col(k)][1];
+            // p: Pᵀ again, or softpick's scores Sᵀ: score_gradient reads the weight, or the score.
+            if constexpr (kF == ScoreFunction::softpick) tile_scores<T, kD>(p, Ks, Qs, lane);
+            else load_weights<T, kD>(p, W, lane);
+            const auto gradients = [&](uint32_t visible) {
                 GG_UNROLL
-                for (int r = 0; r < kLaneRows; ++r) ds[r][k] = p[r][k] * (ds[r][k] - delta_i);
-            }
+                for (int k = 0; k < kLaneCols; ++k) {
+                    const T delta_i = delta[lane.col(k)][0] + delta[lane.col(k)][1], lse_i = lse_s[lane.col(k)];
+                    GG_UNROLL
+                    for (int r = 0; r < kLaneRows; ++r)
+                        ds[r][k] = pair_visible(visible, r, k)
+                                       ? score_gradient(kF, p[r][k] * T(s.scale), p[r][k], lse_i, ds[r][k], delta_i)
+                                       : T(0);
+                }
+            };
+            // A hidden pair's weight is 0, and so is its gradient, except from softpick's scores.
+            if (kF != ScoreFunction::softpick || mask == TileMask::full) gradients(kAllPairs);
+            else gradients(visible_pairs(s, lane, j0, i0, false));
             __syncwarp();  // every lane has read Pᵀ before dSᵀ replaces it
             store_weights<T, kD>(W, ds, lane);
             __syncwarp();
@@ -125,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
 
 // dQ (B, H, Tq, D) ← dO, Q, O (B, H, Tq, D), K, V (B, Hkv, Tk, D), lse (B, H, Tq).
 // grid (B·H, ⌈Tq / 64⌉), block kThreads, Layout<T, kD>::shared_bytes(3, 3 · 64).
-template <class S, int kD>
+template <class S, int kD, ScoreFunction kF>
 __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks(3, 3 * kTile))
     attention_dq_kernel(AttentionShape s, bool vector, Operand<S> dQ, Operand<const S> dO, Operand<const S> Q,
                         Operand<const S> K, Operand<const S> V, Operand<const S> O, const compute_t<S>* lse) {
@@ -176,10 +193,12 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
             GG_UNROLL
             for (int r = 0; r < kLaneRows; ++r) {
                 GG_UNROLL
-                for (int c = 0; c < kLaneCols; ++c)
+                for (int c = 0; c < kLaneCols; ++c) {
+                    const T x = p[r][c] * T(s.scale);
                     ds[r][c] = pair_visible(visible, r, c)
-                                   ? std::exp(p[r][c] * T(s.scale) - lse_r[r]) * (ds[r][c] - delta_r[r])
+                                   ? score_gradient(kF, x, score_weight(kF, x, lse_r[r]), lse_r[r], ds[r][c], delta_r[r])
                                    : T(0);
+                }
             }
         };
         if (mask == TileMask::full) gradients(kAllPairs);
@@ -196,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, Layout<compute_t<S>, kD>::min_blocks
     }
 }
 
-template <class S, int kD>
+template <class S, int kD, ScoreFunction kF>
 void backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
               const View& Q, const View& K, const View& V, const View& O, const View& lse) {
     if (s.D == 0) return;  // every gradient is empty
@@ -204,15 +223,15 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
     using L = Layout<T, kD>;
     const bool vector = vectors_fit<T>(s.D, {dQ, dK, dV, dO, Q, K, V, O});
     if (s.B * s.Hkv * s.Tk > 0)
-        launch("attention_backward_dkdv", attention_dkdv_kernel<S, kD>,
+        launch("attention_backward_dkdv", attention_dkdv_kernel<S, kD, kF>,
                tile_grid("attention_backward", s.B * s.Hkv, s.Tk), dim3(kThreads), L::shared_bytes(4, 3 * kTile), s,
                vector, operand<S>(dK), operand<S>(dV), operand<const S>(dO), operand<const S>(Q), operand<const S>(K),
                operand<const S>(V), operand<const S>(O), static_cast<const T*>(lse.data));
     if (s.B * s.H * s.Tq > 0)
-        launch("attention_backward_dq", attention_dq_kernel<S, kD>, tile_grid("attention_backward", s.B * s.H, s.Tq),
-               dim3(kThreads), L::shared_bytes(3, 3 * kTile), s, vector, operand<S>(dQ), operand<const S>(dO),
-               operand<const S>(Q), operand<const S>(K), operand<const S>(V), operand<const S>(O),
-               static_cast<const T*>(lse.data));
+        launch("attention_backward_dq", attention_dq_kernel<S, kD, kF>,
+               tile_grid("attention_backward", s.B * s.H, s.Tq), dim3(kThreads), L::shared_bytes(3, 3 * kTile), s,
+               vector, operand<S>(dQ), operand<const S>(dO), operand<const S>(Q), operand<const S>(K),
+               operand<const S>(V), operand<const S>(O), static_cast<const T*>(lse.data));
 }
 
 }  // namespace
@@ -220,12 +239,16 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
 void attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
                         const View& Q, const View& K, const View& V, const View& O, const View& lse, const View&) {
     attention::check_lse_dtype("attention_backward", Q.dtype, lse);
-    if (s.score_fn != ScoreFunction::softmax)
-        throw std::invalid_argument("attention_backward: the CUDA kernels compute softmax attention only");
-    if (attention::mma::mma_fits(Q.dtype, s.D, {dQ, dK, dV, dO, Q, K, V, O}))
+    if (attention::mma::mma_fits(s, Q.dtype, {dQ, dK, dV, dO, Q, K, V, O}))
         return attention_backward_mma(s, dQ, dK, dV, dO, Q, K, V, O, lse);
-    attention::dispatch("attention_backward", Q.dtype, s.D,
-                        [&]<class S, int kD>() { backward<S, kD>(s, dQ, dK, dV, dO, Q, K, V, O, lse); });
+    attention::dispatch("attention_backward", Q.dtype, s.D, [&]<class S, int kD>() {
+        // softmax1 and sink differ from softmax in their lse only.
+        if (s.score_fn == ScoreFunction::sigmoid)
+            backward<S, kD, ScoreFunction::sigmoid>(s, dQ, dK, dV, dO, Q, K, V, O, lse);
+        else if (s.score_fn == ScoreFunction::softpick)
+            backward<S, kD, ScoreFunction::softpick>(s, dQ, dK, dV, dO, Q, K, V, O, lse);
+        else backward<S, kD, ScoreFunction::softmax>(s, dQ, dK, dV, dO, Q, K, V, O, lse);
+    });
 }
 
 }  // namespace gg::cuda::GG_CUDA_BUILD

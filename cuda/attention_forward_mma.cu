@@ -27,6 +27,10 @@
 // Why it should be fast. The SIMT f32 kernel does every multiply-add on the FP32 cores and
 // moves P through shared memory; here the two products, nearly all of the work, run on the
 // tensor cores, and P stays in registers. Speed not measured on a GPU.
+// softmax1 and sink: each row's maximum starts at the slot's logit c (0, or b_h) and its sum at 1,
+// in the row's lane q = 0 (the sum is split over the row's 4 lanes), so the slot is the first
+// term of the online softmax and lse counts it; the other score functions take the SIMT kernels
+// (mma_fits).
 // Numerics: the scores are exact products of bf16 inputs summed in f32, as in the f32 kernel
 // on the same values; P is rounded to bf16 for P V (at most 2⁻⁸ of each term; the sum l keeps
 // the f32 P), and O once more when it is stored.
@@ -84,7 +88,7 @@ __device__ void online_softmax(Scores<kScoreTiles>& s, float (&m)[2], float (&l)
 template <int kD>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     attention_forward_mma_kernel(AttentionShape s, Operand<bfloat16> O, float* lse, Operand<const bfloat16> Q,
-                                 Operand<const bfloat16> K, Operand<const bfloat16> V) {
+                                 Operand<const bfloat16> K, Operand<const bfloat16> V, const float* sink) {
     using L = Tiles<kD>;
     const int64_t bh = blockIdx.x, bhk = kv_head(s, bh);
     const int64_t i0 = heavy_first_tile() * kTile, i_end = ::min(i0 + kTile, s.Tq);
@@ -102,7 +106,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         load_fragment<kD>(q[step], Qs + lane.warp * kMmaRows * L::ld, kMmaK * step, lane);
 
     const float c = float(s.scale) * kLog2e;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // rows g, g + 8: running max, this lane's part of the sum
+    // Rows g, g + 8: running max (base 2), this lane's part of the sum; the slot's term first.
+    const RowStart<float> start = row_start(s.score_fn, s.score_fn == ScoreFunction::sink ? sink[bh % s.H] : 0.0f);
+    const float m0 = start.m * kLog2e, l0 = lane.q == 0 ? start.z : 0.0f;
+    float m[2] = {m0, m0}, l[2] = {l0, l0};
     Accumulator<kD> o;                                   // Σ_j 2^(s_ij·c − m_i) v_j of the same rows
     clear(o);
     run_stream(kv, first, [&](int64_t tile, int stage) {
@@ -142,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 namespace gg::cuda::GG_CUDA_BUILD {
 
 void attention_forward_mma(const AttentionShape& s, const View& O, const View& lse, const View& Q, const View& K,
-                           const View& V) {
+                           const View& V, const View& sink) {
     using namespace attention::mma;
     using attention::operand;
     if (s.B * s.H * s.Tq == 0) return;
@@ -150,7 +157,8 @@ void attention_forward_mma(const AttentionShape& s, const View& O, const View& l
         launch("attention_forward_mma", attention_forward_mma_kernel<kD>,
                attention::tile_grid("attention_forward", s.B * s.H, s.Tq), dim3(attention::kThreads),
                5 * Tiles<kD>::tile * sizeof(bfloat16), s, operand<bfloat16>(O), static_cast<float*>(lse.data),
-               operand<const bfloat16>(Q), operand<const bfloat16>(K), operand<const bfloat16>(V));
+               operand<const bfloat16>(Q), operand<const bfloat16>(K), operand<const bfloat16>(V),
+               static_cast<const float*>(sink.data));
     });
 }
 

@@ -321,13 +321,15 @@ __device__ void store_rows(const Operand<bfloat16>& out, int64_t bh, int64_t hea
 
 // ---- host side -------------------------------------------------------------------------------
 
-// Whether the tensor-core kernels take this call: bf16 tensors (B, heads, T, D), D one of the
-// head sizes they are built for, and in every tensor each row's D channels contiguous and every
-// row starting on 16 bytes: the pointer 16-byte aligned, the batch, head and row strides
-// multiples of 8 bf16 (see Limits). A dim of size 1 is never stepped over, so its stride counts
-// for nothing.
-inline bool mma_fits(DType dtype, int64_t D, std::initializer_list<View> tensors) {
-    bool fit = dtype == DType::bf16 && (D == 16 || D == 32 || D == 64 || D == 128);
+// Whether the tensor-core kernels take this call: a softmax-family score function (softmax,
+// softmax1, sink: sigmoid and softpick take the SIMT kernels, which compute every score function),
+// bf16 tensors (B, heads, T, D), D one of the head sizes they are built for, and in every tensor
+// each row's D channels contiguous and every row starting on 16 bytes: the pointer 16-byte
+// aligned, the batch, head and row strides multiples of 8 bf16 (see Limits). A dim of size 1 is
+// never stepped over, so its stride counts for nothing.
+inline bool mma_fits(const AttentionShape& s, DType dtype, std::initializer_list<View> tensors) {
+    const int64_t D = s.D;
+    bool fit = is_softmax(s.score_fn) && dtype == DType::bf16 && (D == 16 || D == 32 || D == 64 || D == 128);
     for (const View& x : tensors) {
         fit = fit && x.ndim == 4 && x.strides[3] == 1 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
         for (int d = 0; d + 1 < x.ndim; ++d) fit = fit && (x.shape[d] == 1 || x.strides[d] % kRowPack == 0);
@@ -351,7 +353,7 @@ namespace gg::cuda::GG_CUDA_BUILD {
 // The tensor-core forward and backward for the calls mma_fits accepts, with the entries'
 // arguments (cuda/kernels.h; probs aside, which the forward entry writes from lse).
 void attention_forward_mma(const AttentionShape& s, const View& O, const View& lse, const View& Q, const View& K,
-                           const View& V);
+                           const View& V, const View& sink);
 void attention_backward_mma(const AttentionShape& s, const View& dQ, const View& dK, const View& dV, const View& dO,
                             const View& Q, const View& K, const View& V, const View& O, const View& lse);
 

@@ -246,6 +246,12 @@ __device__ inline KeyRange visible_keys(const AttentionShape& s, int64_t i) {
     return {first, last};
 }
 
+// How many keys query i sees: sigmoid's n_i (tensor/score_functions.h).
+__device__ inline int64_t keys_seen(const AttentionShape& s, int64_t i) {
+    const KeyRange keys = visible_keys(s, i);
+    return ::max(keys.last - keys.first + 1, int64_t(0));
+}
+
 // What the band makes of the tile of queries [i0, i_end) and keys [j0, j_end).
 enum class TileMask { empty, partial, full };
 
@@ -482,6 +488,17 @@ inline void check_lse_dtype(const char* op, DType q, const View& lse) {
     if (lse.dtype != expected)
         throw std::invalid_argument(std::string(op) + ": lse is " + dtype_name(lse.dtype) + "; with " +
                                     dtype_name(q) + " Q, K, V it must be " + dtype_name(expected));
+}
+
+// ScoreFunction::sink reads its slot logits from sink (H), contiguous, in lse's dtype.
+inline void check_sink(const char* op, const AttentionShape& s, const View& lse, const View& sink) {
+    if (s.score_fn != ScoreFunction::sink) return;
+    if (sink.data == nullptr || sink.dtype != lse.dtype || sink.ndim != 1 || sink.shape[0] != s.H ||
+        (s.H > 1 && sink.strides[0] != 1))
+        throw std::invalid_argument(std::string(op) + ": the sink score function needs sink, " +
+                                    std::to_string(s.H) + " contiguous " + dtype_name(lse.dtype) +
+                                    " logits, one per query head; got " +
+                                    (sink.data ? std::to_string(sink.numel()) + " " + dtype_name(sink.dtype) : "none"));
 }
 
 // One block per (head, tile of 64 rows): grid (heads, ⌈rows / 64⌉), heads on x, whose limit

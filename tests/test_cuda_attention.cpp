@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cuda/kernels.h"
+#include "nn/attention.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
 #include "tests/check.h"
@@ -35,19 +36,25 @@ struct Case {
     bool causal;
     int64_t window = 0;
     bool exclude_self = false;
+    ScoreFunction score_fn = ScoreFunction::softmax;
 };
 
 struct Inputs {
     AttentionShape shape;
     Tensor Q, K, V, dO;  // (B, H, Tq, D), (B, Hkv, Tk, D) twice, (B, H, Tq, D)
+    Tensor sink;         // (H) the sink function's slot logits, in lse's dtype
 };
 
 Inputs make_inputs(const Case& c, DType dtype, uint64_t seed) {
     Generator gen(seed);
     const double scale = 1 / std::sqrt(double(std::max<int64_t>(c.D, 1)));
-    const AttentionShape s{c.B, c.H, c.Hkv, c.Tq, c.Tk, c.D, c.causal, c.window, scale, c.exclude_self};
-    return {s, randn({c.B, c.H, c.Tq, c.D}, gen, dtype), randn({c.B, c.Hkv, c.Tk, c.D}, gen, dtype),
-            randn({c.B, c.Hkv, c.Tk, c.D}, gen, dtype), randn({c.B, c.H, c.Tq, c.D}, gen, dtype)};
+    const AttentionShape s{c.B, c.H, c.Hkv, c.Tq, c.Tk, c.D, c.causal, c.window, scale, c.exclude_self, c.score_fn};
+    return {s,
+            randn({c.B, c.H, c.Tq, c.D}, gen, dtype),
+            randn({c.B, c.Hkv, c.Tk, c.D}, gen, dtype),
+            randn({c.B, c.Hkv, c.Tk, c.D}, gen, dtype),
+            randn({c.B, c.H, c.Tq, c.D}, gen, dtype),
+            randn({c.H}, gen, dtype == DType::bf16 ? DType::f32 : dtype)};
 }
 
 // The CPU's table, as a target like the CUDA ones, for the references.
@@ -71,7 +78,8 @@ Forward run_forward(const CudaTarget& t, const Inputs& in, bool with_probs) {
         probs = f.probs.view_desc();
     }
     t.table->attention_forward(s, f.O.view_desc(), f.lse.view_desc(), probs, t.put(in.Q).view_desc(),
-                               t.put(in.K).view_desc(), t.put(in.V).view_desc(), View{});
+                               t.put(in.K).view_desc(), t.put(in.V).view_desc(),
+                               in.sink.defined() ? t.put(in.sink).view_desc() : View{});
     return f;
 }
 
@@ -111,7 +119,8 @@ void check_cases(const std::vector<Case>& cases, const std::vector<DType>& dtype
     for (const Case& c : cases)
         for (DType dtype : dtypes) {
             INFO("B ", c.B, ", H ", c.H, ", Hkv ", c.Hkv, ", Tq ", c.Tq, ", Tk ", c.Tk, ", D ", c.D, ", causal ",
-                 c.causal, ", window ", c.window, ", exclude_self ", c.exclude_self, ", ", dtype_name(dtype));
+                 c.causal, ", window ", c.window, ", exclude_self ", c.exclude_self, ", ", dtype_name(dtype), ", ",
+                 nn::score_function_name(c.score_fn));
             check_case(c, dtype);
         }
 }
@@ -163,6 +172,23 @@ TEST_CASE("cuda attention: grouped-query heads and a KV cache") {
         {1, 2, 2, 5, 9, 8, true, 0, true},
         {1, 2, 2, 40, 75, 8, true},          // two query tiles against three key tiles
     });
+}
+
+// The same masks and shapes with the other score functions (tensor/score_functions.h): the slot
+// of softmax1 and sink in the online softmax, sigmoid's weights without a sum, softpick's
+// rectified terms and its sum of their absolute values; backward from each one's lse.
+TEST_CASE("cuda attention: every score function, with masks, GQA and a KV cache") {
+    for (ScoreFunction f : {ScoreFunction::softmax1, ScoreFunction::sink, ScoreFunction::sigmoid,
+                            ScoreFunction::softpick})
+        check_cases({
+            {1, 2, 2, 17, 17, 8, true, 0, false, f},
+            {2, 4, 2, 33, 33, 3, true, 0, false, f},   // GQA, D not a multiple of the vector
+            {1, 2, 1, 70, 70, 8, true, 20, false, f},  // a window that leaves key tile 0 behind
+            {1, 2, 2, 33, 33, 8, true, 3, true, f},    // exclude_self
+            {1, 4, 2, 5, 37, 16, true, 0, false, f},   // a KV cache: queries at positions 32..36
+            {1, 2, 1, 1, 70, 8, true, 0, false, f},    // decoding one token
+            {1, 2, 2, 40, 40, 64, false, 9, false, f}, // no causal mask, a window both ways
+        });
 }
 
 TEST_CASE("cuda attention: the largest head sizes, where every lane holds the most columns") {
@@ -284,9 +310,10 @@ TEST_CASE("cuda attention: a head size beyond the kernels' registers is a clear 
 
 namespace {
 
-// Attention in double on the values bf16 inputs hold, by the CPU's rule of which keys a query
-// sees, with each output element's sum of its terms' magnitudes (O_mag_i = Σ_j P_ij |v_j|,
-// dV_mag_j = Σ_i P_ij |dO_i|, dQ_mag_i = scale Σ_j |dS_ij| |k_j|, dK_mag_j = scale Σ_i |dS_ij| |q_i|).
+// Attention in double on the values bf16 inputs hold (softmax, or softmax1 and sink with their
+// slot), by the CPU's rule of which keys a query sees, with each output element's sum of its
+// terms' magnitudes (O_mag_i = Σ_j P_ij |v_j|, dV_mag_j = Σ_i P_ij |dO_i|,
+// dQ_mag_i = scale Σ_j |dS_ij| |k_j|, dK_mag_j = scale Σ_i |dS_ij| |q_i|).
 // The tensor-core kernels round every term to bf16 on its way into the tensor cores — P for O
 // and dV, P and then dS for dQ and dK — and each rounding moves it by at most u = 2⁻⁸ of itself
 // (bf16 has 8 significant bits), so their error is at most that many u of the sum, plus u of
@@ -311,14 +338,19 @@ Exact exact_attention(const Inputs& in) {
             if (s.exclude_self && pos > 0) last = pos - 1;
             const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
             std::vector<double> p(size_t(std::max<int64_t>(last - first + 1, 0)));
-            double m = -INFINITY, l = 0;
+            // The slot of softmax1 and sink: one more term of logit c and value 0.
+            const double c = s.score_fn == ScoreFunction::softmax1 ? 0
+                             : s.score_fn == ScoreFunction::sink   ? in.sink.to_vector<double>()[bh % s.H]
+                                                                   : -INFINITY;
+            double m = c, l = 0;
             for (int64_t j = first; j <= last; ++j) {
                 double dot = 0;
                 for (int64_t d = 0; d < D; ++d) dot += Q[row + d] * K[(bhk * s.Tk + j) * D + d];
                 m = std::max(m, p[j - first] = dot * s.scale);
             }
+            if (std::isfinite(c)) l = std::exp(c - m);
             for (double& x : p) l += x = std::exp(x - m);
-            e.lse[bh * s.Tq + i] = p.empty() ? -INFINITY : m + std::log(l);
+            e.lse[bh * s.Tq + i] = l == 0 ? -INFINITY : m + std::log(l);
             std::vector<double> O_rounded(D);
             for (int64_t d = 0; d < D; ++d) {
                 for (int64_t j = first; j <= last; ++j) {
@@ -381,7 +413,8 @@ Tensor bf16_tensor(const std::vector<double>& values, const Shape& shape) {
 // backward given Exact's O (rounded to bf16) and lse, so that each direction is checked alone.
 void check_bf16_case(const Case& c, const CudaTarget& t) {
     INFO("B ", c.B, ", H ", c.H, ", Hkv ", c.Hkv, ", Tq ", c.Tq, ", Tk ", c.Tk, ", D ", c.D, ", causal ", c.causal,
-         ", window ", c.window, ", exclude_self ", c.exclude_self, ", on the ", t.name);
+         ", window ", c.window, ", exclude_self ", c.exclude_self, ", ", nn::score_function_name(c.score_fn),
+         ", on the ", t.name);
     const Inputs in = make_inputs(c, DType::bf16, 29);
     const Exact want = exact_attention(in);
     const AttentionShape& s = in.shape;
@@ -418,6 +451,17 @@ TEST_CASE("cuda attention bf16 on the tensor cores: causal, full, windows, again
         for (const CudaTarget& t : cuda_targets()) check_bf16_case(c, t);
 }
 
+// softmax1 and sink on the tensor cores: the slot's term starts each row's online softmax.
+TEST_CASE("cuda attention bf16 on the tensor cores: softmax1 and sink, against double") {
+    for (ScoreFunction f : {ScoreFunction::softmax1, ScoreFunction::sink})
+        for (const Case& c : std::vector<Case>{
+                 {1, 2, 2, 70, 70, 64, true, 0, false, f},
+                 {1, 4, 2, 40, 75, 32, true, 20, false, f},  // GQA, a KV cache, a window
+                 {1, 2, 2, 17, 17, 16, true, 3, true, f},    // exclude_self
+             })
+            for (const CudaTarget& t : cuda_targets()) check_bf16_case(c, t);
+}
+
 TEST_CASE("cuda attention bf16: many key/value and query tiles through the cp.async stages, odd row counts") {
     // The tiles stream through two stages of shared memory by cp.async, the next one in flight
     // while the warps work on this one; a last tile of 3 rows (131 = 2 · 64 + 3) is zero-filled
@@ -441,7 +485,7 @@ struct Results {
 };
 Results simt_reference(const CudaTarget& t, const Inputs& in) {
     const Inputs in32{in.shape, in.Q.to(DType::f32), in.K.to(DType::f32), in.V.to(DType::f32),
-                      in.dO.to(DType::f32)};
+                      in.dO.to(DType::f32), in.sink};
     const Forward f32 = run_forward(t, in32, false);
     const Tensor O = f32.O.to(DType::bf16);
     const Backward g32 = run_backward(t, in32, Forward{O.to(DType::f32), f32.lse, Tensor()});
@@ -493,6 +537,18 @@ TEST_CASE("cuda attention bf16: other head sizes and misaligned views fall back 
         check(t, {1, 2, 1, 40, 40, 64, true}, true, true);   // D = 64, Q misaligned
         check(t, {1, 2, 1, 40, 40, 64, true}, false, false); // D = 64: the tensor cores, which differ
     }
+}
+
+// Sigmoid and softpick are computed by the SIMT kernels only: bf16 inputs of a head size the
+// tensor cores take go there, and give the f32 kernels' results rounded, bit for bit.
+TEST_CASE("cuda attention bf16: sigmoid and softpick take the f32 kernels at every head size") {
+    for (ScoreFunction f : {ScoreFunction::sigmoid, ScoreFunction::softpick})
+        for (const CudaTarget& t : cuda_targets()) {
+            INFO(nn::score_function_name(f), ", on the ", t.name);
+            const Inputs in = make_inputs({1, 2, 1, 40, 40, 64, true, 0, false, f}, DType::bf16, 43);
+            const Results simt = simt_reference(t, in);
+            check_same_bits({run_forward(t, in, false), run_backward(t, in, simt.f)}, simt, true);
+        }
 }
 
 namespace {
