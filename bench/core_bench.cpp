@@ -6,7 +6,7 @@
 //   4. sampling: time per token and peak memory as the KV cache grows,
 //   5. parsing untrusted JSON (nn/untrusted.h) against nlohmann's plain parse, as a safetensors
 //      header grows,
-//   6. fused attention, forward and backward.
+//   6. fused attention, forward and backward, with each score function.
 // Every figure is the median of several runs after a warm-up; where two things are
 // compared their runs alternate, so that noise (frequency changes, neighbours) hits both.
 #include <cblas.h>
@@ -224,8 +224,10 @@ void bench_json() {
 }
 
 // scaled_dot_product_attention forward and backward on float32, causal, the sizes of a small
-// model's layer (B 4, H 8, T 512, D 64): milliseconds for each, the backward recomputing the
-// probabilities (at T 512 they are past the CPU's attention_keep_bytes).
+// model's layer (B 4, H 8, T 512, D 64), with each score function (tensor/score_functions.h):
+// milliseconds for each, the backward recomputing the weights (at T 512 they are past the CPU's
+// attention_keep_bytes) and, for sink, summing the sink logit's gradient. The functions take
+// turns within each run, so that noise hits them all.
 void bench_attention() {
     constexpr int64_t B = 4, H = 8, T = 512, D = 64;
     std::printf("\n6. fused attention, float32, causal, B %ld, H %ld, T %ld, D %ld: ms\n", long(B), long(H), long(T),
@@ -234,16 +236,26 @@ void bench_attention() {
     gg::Generator gen(0);
     const gg::Tensor q = gg::randn({B, H, T, D}, gen).requires_grad_(), k = gg::randn({B, H, T, D}, gen),
                      v = gg::randn({B, H, T, D}, gen), g = gg::randn({B, H, T, D}, gen);
-    std::vector<double> forward, backward;
-    for (int run = 0; run < 10; ++run) {  // run 0 warms up
-        gg::Tensor out;
-        const double t_forward = time_once([&] { out = gg::nn::scaled_dot_product_attention(q, k, v); });
-        const double t_backward = time_once([&] { out.backward(g); });
-        if (run == 0) continue;
-        forward.push_back(t_forward);
-        backward.push_back(t_backward);
-    }
-    std::printf("%10s %10.2f %10.2f\n", "softmax", median(forward) * 1e3, median(backward) * 1e3);
+    const gg::ScoreFunction functions[] = {gg::ScoreFunction::softmax, gg::ScoreFunction::softmax1,
+                                           gg::ScoreFunction::sink, gg::ScoreFunction::sigmoid,
+                                           gg::ScoreFunction::softpick};
+    constexpr size_t n = std::size(functions);
+    std::vector<double> forward[n], backward[n];
+    for (int run = 0; run < 10; ++run)  // run 0 warms up
+        for (size_t i = 0; i < n; ++i) {
+            const gg::nn::SdpaOptions options{
+                .score_fn = functions[i],
+                .sink = functions[i] == gg::ScoreFunction::sink ? gg::zeros({H}).requires_grad_() : gg::Tensor()};
+            gg::Tensor out;
+            const double t_forward = time_once([&] { out = gg::nn::scaled_dot_product_attention(q, k, v, options); });
+            const double t_backward = time_once([&] { out.backward(g); });
+            if (run == 0) continue;
+            forward[i].push_back(t_forward);
+            backward[i].push_back(t_backward);
+        }
+    for (size_t i = 0; i < n; ++i)
+        std::printf("%10s %10.2f %10.2f\n", gg::nn::score_function_name(functions[i]).c_str(), median(forward[i]) * 1e3,
+                    median(backward[i]) * 1e3);
 }
 
 }  // namespace
