@@ -66,6 +66,10 @@ constexpr double kSoftpickEpsilon = 1e-6;
 GG_HOST_DEVICE constexpr bool is_softmax(ScoreFunction f) {
     return f == ScoreFunction::softmax || f == ScoreFunction::softmax1 || f == ScoreFunction::sink;
 }
+// The softmaxes with a slot, whose keys' weights sum to 1 − p_slot.
+GG_HOST_DEVICE constexpr bool has_slot(ScoreFunction f) {
+    return f == ScoreFunction::softmax1 || f == ScoreFunction::sink;
+}
 
 // Where a row's online shift m and sum z start: the slot (logit c) is the first term of the sum.
 // sink_logit is b_h (read only for sink).

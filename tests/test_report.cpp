@@ -4,13 +4,15 @@
 // layer and head, the gate column of the gated run, the sink tables), and from a screenshot
 // kept in the build folder: <build>/tests/report/report.png, beside the page itself.
 // Control: the same page with its data broken must show the error, so a page that never ran
-// its script cannot pass for one that did.
+// its script cannot pass for one that did. A page of one sink-logit model, whose attention sits
+// in the slot, must show the slot in its sink table, chart and maps.
 // Without chromium on PATH the suite exits 77, which meson counts as skipped, not passed
 // (tools/setup installs it).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -26,6 +28,7 @@
 #include <stb/stb_image.h>
 #pragma GCC diagnostic pop
 
+#include "gatedgrad.h"
 #include "tests/app_check.h"
 
 using namespace gg::testing;
@@ -147,6 +150,44 @@ TEST_CASE("report: a baseline and a G1 run on one page, drawn by headless Chromi
     const std::string failed = rendered_dom(tmp, broken_page, "broken");
     CHECK(failed.find("id=\"status\" class=\"error\">error: ") != std::string::npos);
     CHECK(failed.find(">ok: ") == std::string::npos);
+}
+
+TEST_CASE("report: a run whose attention sits in a sink logit's slot shows the slot in its table, chart and maps") {
+    // One layer of 2 heads with W_Q = 0: every score is 0, so query i gives each of its i + 1
+    // keys 1/(20 + i + 1) and the slot, of logit log 20, the rest (tests/test_sink_analysis.cpp).
+    gg::nn::LMConfig c;
+    c.d_model = 8, c.n_layers = 1, c.attn.n_heads = 2, c.max_len = 8, c.attn.score_fn = gg::ScoreFunction::sink;
+    gg::nn::GatedTransformerLM model(c);
+    {
+        gg::NoGradGuard no_grad;
+        model.blocks[0]->attn->w_q->weight.fill_(0);
+        model.blocks[0]->attn->sink.fill_(std::log(20.0));
+    }
+    const gg::Tensor ids = gg::from_vector(std::vector<int64_t>{256, 72, 101, 108, 108, 111, 32, 33}, {1, 8});
+    gg::nn::RunReport run;
+    run.name = "sink", run.gate = "g1", run.description = "a sink logit";
+    run.log.step = {1, 2}, run.log.loss = {5, 4}, run.log.lr = {1e-3, 1e-3};
+    run.log.grad_norm = {1, 1}, run.log.tokens_per_s = {100, 100};
+    run.sink = gg::nn::analyze(model, ids);
+    run.maps = gg::nn::capture_attention_maps(model, ids);
+    TempDir tmp;
+    const fs::path page = tmp.path / "sink.html";
+    const std::string html = gg::nn::report_html({run});
+    std::ofstream(page) << html;
+    CHECK(html.find("This run has a sink in 1 of 1 layers (mean α or slot share above 0.3).") != std::string::npos);
+    CHECK(html.find("sink: slot") != std::string::npos);  // the chart's second bar
+
+    const std::string dom = rendered_dom(tmp, page, "sink");
+    INFO("status: " << dom.substr(std::min(dom.size(), dom.find("id=\"status\"")), 120));
+    INFO("summary: " << dom.substr(std::min(dom.size(), dom.find("mean first-token share")), 240));
+    CHECK(dom.find("id=\"status\" hidden=\"\">ok: 2 maps<") != std::string::npos);
+    CHECK(dom.find("<th>slot</th>") != std::string::npos);
+    CHECK(dom.find("<td>0.040</td><td>0.805</td><td>yes</td>") != std::string::npos);
+    CHECK(dom.find("mean first-token share 0.040, slot share 0.805; sink layers 1 of 1; sink heads (alpha or slot &gt; "
+                   "0.3) 2 of 2; sink rate (Gu et al. 2024): first token 0.0%, slot 100.0%") != std::string::npos);
+    CHECK(dom.find("layer 0, head 0: first-token share 0.040, slot 0.805 (over the sink's sequences)") !=
+          std::string::npos);
+    CHECK(count(dom, ", α 0.04, slot 0.81<") == 2);  // each head's thumbnail
 }
 
 int main(int argc, char** argv) {

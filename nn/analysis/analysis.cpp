@@ -27,6 +27,46 @@ double gated_attention_entropy(const Tensor& probs, const Tensor& gate) {
     return mean(kept + dropped).item();
 }
 
+HeadShares head_shares(const Tensor& probs_in, const Tensor& slot, ScoreFunction f) {
+    const int64_t H = probs_in.size(1), T = probs_in.size(2);
+    const Tensor probs = probs_in.to(DType::f64).narrow(2, 1, T - 1);  // (B, H, T−1, T): queries 1 … T−1
+    const Tensor first = probs.select(3, 0), sums = sum(probs, {3});  // (B, H, T−1) each
+    HeadShares out;
+    out.first_token = mean(first, {0, 2});
+    out.row_sum = mean(sums, {0, 2});
+    out.slot = slot.defined() ? mean(slot.to(DType::f64).narrow(2, 1, T - 1), {0, 2}) : zeros({H}, DType::f64);
+    if (is_softmax(f)) {
+        out.normalised_first_token = out.first_token;  // the weights and the slot already sum to 1
+        return out;
+    }
+    const Tensor held = gt(sums, zeros_like(sums));  // rows with some weight
+    out.normalised_first_token = mean(where(held, first / where(held, sums, ones_like(sums)), zeros_like(sums)), {0, 2});
+    return out;
+}
+
+namespace {
+// A layer's α, slot share and row sum per head, and what they add to the model's sink counts
+// (the rates are counts until analyze divides them).
+void set_shares(LayerAnalysis& layer, const HeadShares& shares, ModelAnalysis& out) {
+    layer.first_token_share = shares.first_token.to_vector<double>();
+    layer.slot_share = shares.slot.to_vector<double>();
+    layer.row_sum = shares.row_sum.to_vector<double>();
+    layer.normalised_first_token_share = shares.normalised_first_token.to_vector<double>();
+    layer.mean_first_token_share = mean(shares.first_token).item();
+    layer.mean_slot_share = mean(shares.slot).item();
+    layer.mean_row_sum = mean(shares.row_sum).item();
+    layer.sink = mean(shares.normalised_first_token).item() > out.threshold || layer.mean_slot_share > out.threshold;
+    for (size_t h = 0; h < layer.first_token_share.size(); ++h) {
+        const bool first = layer.normalised_first_token_share[h] > out.threshold,
+                   slot = layer.slot_share[h] > out.threshold;
+        out.sink_heads += first || slot;
+        out.first_token_sink_rate += first;
+        out.slot_sink_rate += slot;
+    }
+    out.heads += int64_t(layer.first_token_share.size());
+}
+}  // namespace
+
 ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold,
                       const std::vector<int64_t>& layers) {
     if (ids.dim() != 2 || ids.size(1) < 2)
@@ -37,6 +77,7 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
     model.forward(ids, Tensor(), nullptr, &capture);
     ModelAnalysis out;
     out.threshold = threshold;
+    out.score_fn = model.config().attn.score_fn;
     const int64_t T = ids.size(1);
     const double measured = double(layers.empty() ? model.blocks.size() : layers.size());
     for (size_t l = 0; l < model.blocks.size(); ++l) {
@@ -46,12 +87,7 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
         const Tensor probs = seen.probs.to(DType::f64);  // (B, H, T, T)
         LayerAnalysis layer;
         layer.layer = int64_t(l);
-        // α per head: attention on key 0 from queries 1..T−1, averaged over batch and queries.
-        const Tensor alpha = mean(probs.narrow(2, 1, T - 1).select(3, 0), {0, 2});  // (H)
-        layer.first_token_share = alpha.to_vector<double>();
-        layer.mean_first_token_share = mean(alpha).item();
-        for (double a : layer.first_token_share) out.sink_heads += a > threshold;
-        out.heads += alpha.numel();
+        set_shares(layer, head_shares(probs, seen.slot, out.score_fn), out);
         layer.entropy = attention_entropy(probs);
         if (seen.gate.defined()) {
             const Tensor gate = seen.gate.to(DType::f64);
@@ -67,25 +103,39 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
         layer.max_abs_hidden = amax(hidden).item();
         layer.max_abs_hidden_first = amax(hidden.select(1, 0)).item();
         out.mean_first_token_share += layer.mean_first_token_share / measured;
+        out.mean_slot_share += layer.mean_slot_share / measured;
+        out.mean_row_sum += layer.mean_row_sum / measured;
         out.mean_max_abs_hidden += layer.max_abs_hidden / measured;
-        out.sink_layers += layer.mean_first_token_share > threshold;
+        out.sink_layers += layer.sink;
         out.layers.push_back(layer);
     }
+    if (out.heads > 0) out.first_token_sink_rate /= double(out.heads), out.slot_sink_rate /= double(out.heads);
     return out;
 }
 
 std::string ModelAnalysis::to_json() const {
     nlohmann::ordered_json j = {{"threshold", threshold},
+                                {"score_fn", score_function_name(score_fn)},
                                 {"mean_first_token_share", mean_first_token_share},
+                                {"mean_slot_share", mean_slot_share},
+                                {"mean_row_sum", mean_row_sum},
                                 {"sink_layers", sink_layers},
                                 {"sink_heads", sink_heads},
                                 {"heads", heads},
+                                {"first_token_sink_rate", first_token_sink_rate},
+                                {"slot_sink_rate", slot_sink_rate},
                                 {"mean_max_abs_hidden", mean_max_abs_hidden},
                                 {"layers", nlohmann::ordered_json::array()}};
     for (const LayerAnalysis& l : layers)
         j["layers"].push_back({{"layer", l.layer},
                                {"first_token_share", l.first_token_share},
+                               {"slot_share", l.slot_share},
+                               {"row_sum", l.row_sum},
+                               {"normalised_first_token_share", l.normalised_first_token_share},
                                {"mean_first_token_share", l.mean_first_token_share},
+                               {"mean_slot_share", l.mean_slot_share},
+                               {"mean_row_sum", l.mean_row_sum},
+                               {"sink", l.sink},
                                {"entropy", l.entropy},
                                {"gated_entropy", l.gated_entropy},
                                {"gate_mean", l.gate_mean},
@@ -95,8 +145,14 @@ std::string ModelAnalysis::to_json() const {
     return j.dump(2);
 }
 
+// softmax's table is the one of every model before the other score functions, whose sink rate
+// is its count of sink heads; softmax1 and sink add the slot's column, sigmoid and softpick the
+// row sum's, and both Gu et al.'s rates on a line of their own.
 std::string ModelAnalysis::table() const {
-    std::string s = "layer  first-token share  sink  entropy  gated-entropy  gate-mean  gate<0.1  max|h|  max|h@0|\n";
+    const bool slot = has_slot(score_fn);
+    const bool rows = !is_softmax(score_fn);
+    std::string s = std::string("layer  first-token share") + (slot ? "   slot" : "") + (rows ? "  row-sum" : "") +
+                    "  sink  entropy  gated-entropy  gate-mean  gate<0.1  max|h|  max|h@0|\n";
     char line[256];
     auto opt = [](double v, const char* fmt) {
         char b[32];
@@ -106,17 +162,29 @@ std::string ModelAnalysis::table() const {
     };
     for (size_t l = 0; l < layers.size(); ++l) {
         const LayerAnalysis& x = layers[l];
-        std::snprintf(line, sizeof line, "%5lld  %17.3f  %4s  %7.3f  %13s  %9s  %8s  %6.1f  %8.1f\n", (long long)x.layer,
-                      x.mean_first_token_share, x.mean_first_token_share > threshold ? "yes" : "no", x.entropy,
-                      opt(x.gated_entropy, "%.3f").c_str(), opt(x.gate_mean, "%.3f").c_str(),
+        std::snprintf(line, sizeof line, "%5lld  %17.3f", (long long)x.layer, x.mean_first_token_share);
+        s += line;
+        if (slot) std::snprintf(line, sizeof line, "  %5.3f", x.mean_slot_share), s += line;
+        if (rows) std::snprintf(line, sizeof line, "  %7.3f", x.mean_row_sum), s += line;
+        std::snprintf(line, sizeof line, "  %4s  %7.3f  %13s  %9s  %8s  %6.1f  %8.1f\n", x.sink ? "yes" : "no",
+                      x.entropy, opt(x.gated_entropy, "%.3f").c_str(), opt(x.gate_mean, "%.3f").c_str(),
                       opt(x.gate_below_0_1, "%.3f").c_str(), x.max_abs_hidden, x.max_abs_hidden_first);
         s += line;
     }
-    std::snprintf(line, sizeof line,
-                  "mean first-token share %.3f; sink layers %lld of %zu; sink heads (alpha > %.2f) %lld of %lld\n",
-                  mean_first_token_share, static_cast<long long>(sink_layers), layers.size(), threshold,
+    std::string means = "mean first-token share ", heads_above = "alpha";
+    std::snprintf(line, sizeof line, "%.3f", mean_first_token_share), means += line;
+    if (slot) std::snprintf(line, sizeof line, ", slot share %.3f", mean_slot_share), means += line, heads_above += " or slot";
+    if (rows) std::snprintf(line, sizeof line, ", row sum %.3f", mean_row_sum), means += line, heads_above = "normalised alpha";
+    std::snprintf(line, sizeof line, "; sink layers %lld of %zu; sink heads (%s > %.2f) %lld of %lld\n",
+                  static_cast<long long>(sink_layers), layers.size(), heads_above.c_str(), threshold,
                   static_cast<long long>(sink_heads), static_cast<long long>(heads));
-    return s + line;
+    s += means + line;
+    if (score_fn == ScoreFunction::softmax) return s;
+    std::snprintf(line, sizeof line, "sink rate (Gu et al. 2024, heads above %.2f): first token %.1f%%", threshold,
+                  100 * first_token_sink_rate);
+    s += line;
+    if (slot) std::snprintf(line, sizeof line, ", slot %.1f%%", 100 * slot_sink_rate), s += line;
+    return s + "\n";
 }
 
 }  // namespace gg::nn

@@ -4,6 +4,21 @@
 //   queries i ≥ 1 of the attention that query i of head h in layer l gives to position 0.
 //   A head is a sink head when α > threshold (Gu et al. 2024 use 0.3); a layer is a sink
 //   layer when the mean of its heads' α is above it.
+// The slot and the row sum. The other score functions (tensor/score_functions.h) give a head
+//   other places to put its attention, and a first-token metric alone misses them: in Gu et
+//   al. 2024 (arXiv 2410.10781, Table 4) a learnable key bias holds the sink of 73.34% of the
+//   heads while the first token holds none. So per head, over the same queries 1 … T−1:
+//     slot share  softmax1, sink: the mean weight the slot took, 1 − Σ_j w_ij (0 for the others);
+//     row sum     the mean Σ_j w_ij, which sigmoid and softpick do not hold at 1 (1 for softmax).
+//   A head is a sink head when α or its slot share is above the threshold; for sigmoid and
+//   softpick α is read, as Gu et al. read their unnormalised attention ("proxy attention
+//   scores", their code), from each row's weights divided by the row's sum: the normalised
+//   share (a row of sum 0, softpick's when every score is ≤ 0, gives 0). It is α itself for
+//   softmax, softmax1 and sink, whose weights and slot already sum to 1.
+// Sink rate (Gu et al. 2024's sink metric Sink^ε_k): the share of (layer, head) pairs whose
+//   mean weight on position k is above ε = 0.3. Sink^ε_1 here reads the normalised share, and
+//   the slot's rate (their Sink^ε_* of a key bias) the slot share. Their mean takes query k
+//   itself too, whose only key at k = 1 is itself; ours starts at query 1, as α does.
 // Attention entropy: H = −Σ_j a_j log a_j per query row, averaged.
 //   Gated entropy (the walk-through's "effective attention entropy", docs/paper.md): its
 //   code renormalises g ⊙ a over keys, which for a gate that is one number per query (G1
@@ -25,7 +40,13 @@ namespace gg::nn {
 struct LayerAnalysis {
     int64_t layer = 0;                      // its index in the model
     std::vector<double> first_token_share;  // α per head
+    std::vector<double> slot_share;         // per head
+    std::vector<double> row_sum;            // per head
+    std::vector<double> normalised_first_token_share;  // per head: α of the rows over their sums
     double mean_first_token_share = 0;      // mean of α over heads
+    double mean_slot_share = 0;
+    double mean_row_sum = 0;
+    bool sink = false;                      // mean normalised share or mean slot share > threshold
     double entropy = 0;                     // plain attention entropy (nats)
     double gated_entropy = -1;              // H_g for G1 models, −1 otherwise
     double gate_mean = -1;                  // −1 when the layer has no gate
@@ -36,11 +57,16 @@ struct LayerAnalysis {
 
 struct ModelAnalysis {
     double threshold = 0.3;
+    ScoreFunction score_fn = ScoreFunction::softmax;
     std::vector<LayerAnalysis> layers;
     double mean_first_token_share = 0;  // over layers
-    int64_t sink_layers = 0;            // layers with mean α > threshold
-    int64_t sink_heads = 0;             // (layer, head) pairs with α > threshold
+    double mean_slot_share = 0;         // over layers
+    double mean_row_sum = 0;            // over layers
+    int64_t sink_layers = 0;            // LayerAnalysis::sink
+    int64_t sink_heads = 0;             // (layer, head) pairs with normalised α or slot share > threshold
     int64_t heads = 0;                  // all (layer, head) pairs
+    double first_token_sink_rate = 0;   // Sink^ε_1: share of heads with normalised α > threshold
+    double slot_sink_rate = 0;          // Sink^ε_*: share of heads with slot share > threshold
     double mean_max_abs_hidden = 0;     // over layers
 
     std::string to_json() const;
@@ -51,6 +77,13 @@ struct ModelAnalysis {
 // layers: which ones to measure (empty: all); the means are over those.
 ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold = 0.3,
                       const std::vector<int64_t>& layers = {});
+
+// A layer's shares per head (above), over queries 1 … T−1: probs (B, H, T, T) its weights under
+// score function f, slot (B, H, T) the slot's weight or undefined (no slot).
+struct HeadShares {
+    Tensor first_token, slot, row_sum, normalised_first_token;  // (H) each, float64
+};
+HeadShares head_shares(const Tensor& probs, const Tensor& slot, ScoreFunction f);
 
 // The entropy −Σ_j p_j log p_j of each attention row: (…, Tk) probabilities → (…).
 Tensor attention_row_entropy(const Tensor& probs);

@@ -172,7 +172,9 @@ std::string training_charts(const std::vector<RunReport>& runs, size_t max_point
     return html;
 }
 
-// The first-token share of each layer, one bar per run, against the sink threshold.
+// The first-token share of each layer, one bar per run, against the sink threshold; a run whose
+// score function has a slot (softmax1, sink) has a second bar, the slot's share, where its sink
+// may sit instead.
 std::string sink_chart(const std::vector<RunReport>& runs) {
     size_t layers = 0;
     for (const RunReport& run : runs) layers = std::max(layers, run.sink.layers.size());
@@ -183,15 +185,20 @@ std::string sink_chart(const std::vector<RunReport>& runs) {
     for (size_t i = 0; i < runs.size(); ++i) {
         if (!runs[i].pending.empty()) continue;
         if (std::isnan(threshold)) threshold = runs[i].sink.threshold;
-        BarSeries s{runs[i].name, {}, chart_color(i), {}};
-        for (size_t l = 0; l < layers; ++l)
-            s.values.push_back(l < runs[i].sink.layers.size() ? runs[i].sink.layers[l].mean_first_token_share : NAN);
-        bars.push_back(s);
+        const ModelAnalysis& sink = runs[i].sink;
+        const auto series = [&](const std::string& name, size_t color, double LayerAnalysis::*share) {
+            BarSeries s{name, {}, chart_color(color), {}};
+            for (size_t l = 0; l < layers; ++l) s.values.push_back(l < sink.layers.size() ? sink.layers[l].*share : NAN);
+            bars.push_back(s);
+        };
+        series(runs[i].name, i, &LayerAnalysis::mean_first_token_share);  // the run's colour in every chart
+        if (has_slot(sink.score_fn))
+            series(runs[i].name + ": slot", runs.size() + i, &LayerAnalysis::mean_slot_share);
     }
     ChartOptions options;
-    options.title = "attention on the first token, mean over heads";
+    options.title = "attention on the first token (and the slot), mean over heads";
     options.x_label = "layer";
-    options.y_label = "first-token share";
+    options.y_label = "share of the attention";
     options.reference_y = threshold;
     options.reference_label = "sink threshold";
     options.width = 560, options.height = 360;
@@ -251,17 +258,22 @@ std::string sink_verdict(const std::vector<const RunReport*>& runs) {
         return std::to_string(run.sink.sink_layers) + " of " + std::to_string(run.sink.layers.size()) + " layers";
     };
     const double threshold = runs.front()->sink.threshold;
+    // What a sink layer's mean is above: α, or α or the slot's share once a run has a slot.
+    const bool slot = std::ranges::any_of(runs, [](const RunReport* run) {
+        return has_slot(run->sink.score_fn);
+    });
+    const std::string above = slot ? "mean α or slot share" : "mean α";
     std::vector<const RunReport*> with, without;
     for (const RunReport* run : runs) (run->sink.sink_layers > 0 ? with : without).push_back(run);
     char t[32];
     std::snprintf(t, sizeof t, "%g", threshold);
     if (with.empty())
         return std::string(runs.size() == 1 ? "This run has no" : "Neither run has a") +
-               " sink layer here: every layer's mean α is at or below the threshold " + t + ".";
-    if (runs.size() == 1) return "This run has a sink in " + count(*with.front()) + " (mean α above " + t + ").";
+               " sink layer here: every layer's " + above + " is at or below the threshold " + t + ".";
+    if (runs.size() == 1) return "This run has a sink in " + count(*with.front()) + " (" + above + " above " + t + ").";
     if (without.empty())
         return "Both runs have sink layers: " + runs[0]->name + " in " + count(*runs[0]) + ", " + runs[1]->name + " in " +
-               count(*runs[1]) + " (mean α above " + t + ").";
+               count(*runs[1]) + " (" + above + " above " + t + ").";
     return with.front()->name + " has a sink in " + count(*with.front()) + " and " + without.front()->name +
            " in none: its bars stand above the threshold " + t + " where " + without.front()->name + "'s do not.";
 }
@@ -351,22 +363,34 @@ function element(tag, attributes, ...children) {
 // analysis.h writes −1 for what a layer does not have (a gate), and JSON writes NaN as null.
 const fixed = (v, digits) => (v === null || v < 0 ? "–" : v.toFixed(digits));
 
+// What a run's score function adds to the first-token share (analysis.h): softmax1 and sink the
+// slot's share, sigmoid and softpick the row sum.
+const hasSlot = (s) => s.score_fn === "softmax1" || s.score_fn === "sink";
+const hasRowSum = (s) => s.score_fn === "sigmoid" || s.score_fn === "softpick";
+const percent = (v) => (100 * v).toFixed(1) + "%";
+
 // The sink report of each run, as `gatedgrad sink` prints it.
 function sinkTables() {
   const box = document.getElementById("sink-tables");
   for (const run of data.runs) {
-    const s = run.sink;
-    const head = ["layer", "first-token share", "sink", "entropy", "gated entropy", "gate mean", "gate<0.1", "max|h|", "max|h@0|"];
+    const s = run.sink, slot = hasSlot(s), rows = hasRowSum(s);
+    const head = ["layer", "first-token share", ...(slot ? ["slot"] : []), ...(rows ? ["row sum"] : []), "sink",
+                  "entropy", "gated entropy", "gate mean", "gate<0.1", "max|h|", "max|h@0|"];
     const table = element("table", {}, element("tr", {}, ...head.map((h) => element("th", {}, h))));
     s.layers.forEach((l, i) => {
-      const sink = l.mean_first_token_share > s.threshold;
-      const cells = [String(i), fixed(l.mean_first_token_share, 3), sink ? "yes" : "no", fixed(l.entropy, 3),
+      const cells = [String(i), fixed(l.mean_first_token_share, 3), ...(slot ? [fixed(l.mean_slot_share, 3)] : []),
+                     ...(rows ? [fixed(l.mean_row_sum, 3)] : []), l.sink ? "yes" : "no", fixed(l.entropy, 3),
                      fixed(l.gated_entropy, 3), fixed(l.gate_mean, 3), fixed(l.gate_below_0_1, 3),
                      fixed(l.max_abs_hidden, 1), fixed(l.max_abs_hidden_first, 1)];
-      table.append(element("tr", sink ? {class: "sink"} : {}, ...cells.map((c) => element("td", {}, c))));
+      table.append(element("tr", l.sink ? {class: "sink"} : {}, ...cells.map((c) => element("td", {}, c))));
     });
-    const summary = "mean first-token share " + fixed(s.mean_first_token_share, 3) + "; sink layers " + s.sink_layers +
-                    " of " + s.layers.length + "; sink heads (alpha > " + s.threshold + ") " + s.sink_heads + " of " + s.heads;
+    const above = rows ? "normalised alpha" : slot ? "alpha or slot" : "alpha";
+    const summary = "mean first-token share " + fixed(s.mean_first_token_share, 3) +
+                    (slot ? ", slot share " + fixed(s.mean_slot_share, 3) : "") +
+                    (rows ? ", row sum " + fixed(s.mean_row_sum, 3) : "") + "; sink layers " + s.sink_layers + " of " +
+                    s.layers.length + "; sink heads (" + above + " > " + s.threshold + ") " + s.sink_heads + " of " +
+                    s.heads + (s.score_fn === "softmax" ? "" : "; sink rate (Gu et al. 2024): first token " +
+                    percent(s.first_token_sink_rate) + (slot ? ", slot " + percent(s.slot_sink_rate) : ""));
     box.append(element("div", {class: "run"}, element("h3", {}, run.name + " (" + run.gate + ")"),
                        element("div", {class: "axis"}, run.sink_data), table, element("div", {}, summary)));
   }
@@ -394,6 +418,14 @@ const panels = data.runs.map((run) => {
   return {run, map, gate, readout};
 });
 
+// One head's shares: α, and the slot's share or the row sum where its score function has one.
+function headShares(s, layer, head, digits, short) {
+  const l = s.layers[layer];
+  return (short ? "α " : "first-token share ") + fixed(l.first_token_share[head], digits) +
+         (hasSlot(s) ? ", slot " + fixed(l.slot_share[head], digits) : "") +
+         (hasRowSum(s) ? (short ? ", Σ " : ", row sum ") + fixed(l.row_sum[head], digits) : "");
+}
+
 // Shows one layer and head in every run's panel; the address keeps the choice (#layer=1&head=2),
 // so a link or a reload opens the page on it.
 function show(layer, head) {
@@ -411,8 +443,8 @@ function show(layer, head) {
     }
     paint(map, l.probs[head], T, T, heat);
     paint(gate, l.gates ? l.gates[head] : [0], l.gates ? T : 1, 1, gateColor);
-    readout.textContent = "layer " + layer + ", head " + head + ": first-token share " +
-                          fixed(run.sink.layers[layer].first_token_share[head], 3) + " (over the sink's sequences)";
+    readout.textContent = "layer " + layer + ", head " + head + ": " + headShares(run.sink, layer, head, 3) +
+                          " (over the sink's sequences)";
     map.onmousemove = (event) => {
       const q = Math.floor(event.offsetY / map.clientHeight * T), k = Math.floor(event.offsetX / map.clientWidth * T);
       if (q < 0 || k < 0 || q >= T || k >= T) return;
@@ -436,8 +468,7 @@ function thumbnails() {
         paint(canvas, probs, T, T, heat);
         canvas.onclick = () => show(layer, head);
         ++drawn;
-        const alpha = run.sink.layers[layer].first_token_share[head];
-        row.append(element("td", {}, canvas, element("br"), "head " + head + ", α " + fixed(alpha, 2)));
+        row.append(element("td", {}, canvas, element("br"), "head " + head + ", " + headShares(run.sink, layer, head, 2, true)));
       });
       table.append(row);
     });
@@ -488,7 +519,11 @@ std::string report_html(const std::vector<RunReport>& runs, const ReportOptions&
     html += "<h2>Attention sink</h2>\n<p>For each layer and head, α is the mean attention that queries 1 … T−1 give to "
             "position 0 (the BOS token); a layer whose mean α is above the threshold is a sink layer (nn/analysis/analysis.h, "
             "docs/paper.md). A head with nothing to look at parks its attention there; a gate lets it send nothing "
-            "instead.</p>\n";
+            "instead, and so do two score functions: softmax1 and a sink logit give each row a slot that takes what the "
+            "keys leave out of 1, and a layer whose mean slot share is above the threshold is a sink layer too. Sigmoid "
+            "and softpick weights need not sum to 1: their row sums are shown, and their α is read from each row over "
+            "its sum, as Gu et al. 2024 (arXiv 2410.10781) read them. The sink rate is theirs: the share of heads whose "
+            "α, or slot share, is above the threshold.</p>\n";
     for (const RunReport& run : runs)
         if (!run.pending.empty()) html += "<p class=\"note\">" + escape_xml(run.name) + ": " + escape_xml(run.pending) + "</p>\n";
     if (measured.empty()) return html + "</body>\n</html>\n";
