@@ -12,6 +12,7 @@
 #include "cuda/cuda.h"
 
 #include "nn/attention.h"
+#include "nn/config_fields.h"
 #include "nn/files.h"
 #include "nn/gated_deltanet.h"
 #include "nn/layers.h"
@@ -40,6 +41,7 @@
 #include "nn/train/log_file.h"
 #include "nn/train/run_lock.h"
 #include "nn/train/synthetic.h"
+#include "nn/train/train_config.h"
 #include "nn/train/trainer.h"
 
 #include "nn/analysis/analysis.h"

@@ -7,7 +7,7 @@
 // hostile file could make that megabytes long); an integer field takes only a whole number
 // its C++ type can hold (1e6 is one; 1.5, 1e300 and -1 for an unsigned field are not);
 // finish() rejects fields nobody read, so a typo is an error rather than a silently
-// ignored setting.
+// ignored setting. A config's rows (nn/config_fields.h) are read and written here too.
 #pragma once
 #include <cmath>
 #include <limits>
@@ -15,9 +15,11 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
+#include "nn/config_fields.h"
 #include "nn/untrusted.h"
 
 namespace gg::nn {
@@ -84,5 +86,39 @@ private:
     nlohmann::json json_;
     std::set<std::string> unread_;
 };
+
+// Each field of `c` under its key, in the rows' order, into the object `json`; an enum by name.
+template <class Config>
+void write_fields(const Fields<Config>& fields, const Config& c, nlohmann::ordered_json& json) {
+    for (const Field<Config>& field : fields)
+        std::visit(
+            [&](const auto& v) {
+                if constexpr (is_choice<std::decay_t<decltype(v)>>) json[field.key] = v.name(c);
+                else json[field.key] = v.member.get(c);
+            },
+            field.value);
+}
+
+// Each field the JSON names, read into `c`; an enum's name goes through its parser, whose
+// message about a name it does not know becomes the config's error.
+template <class Config>
+void read_fields(JsonFields& json, const Fields<Config>& fields, Config& c) {
+    for (const Field<Config>& field : fields)
+        std::visit(
+            [&](const auto& v) {
+                if constexpr (is_choice<std::decay_t<decltype(v)>>) {
+                    auto names = v.name(c);
+                    json.read(field.key, names);
+                    try {
+                        v.set(c, names);
+                    } catch (const std::invalid_argument& e) {
+                        json.fail(e.what());
+                    }
+                } else {
+                    json.read(field.key, v.member.at(c));
+                }
+            },
+            field.value);
+}
 
 }  // namespace gg::nn

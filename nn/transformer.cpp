@@ -3,131 +3,52 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "autograd/engine.h"
+#include "nn/untrusted.h"
 #include "tensor/blas_buffers.h"
-#include "nn/json_fields.h"
 
 namespace gg::nn {
 
-// ---------------------------------------------------------------- config as JSON
-
-std::string LMConfig::to_json() const {
-    const AttentionOptions& a = attn;
-    nlohmann::ordered_json j = {
-        {"vocab_size", vocab_size},
-        {"max_len", max_len},
-        {"d_model", d_model},
-        {"n_layers", n_layers},
-        {"n_heads", a.n_heads},
-        {"n_kv_heads", a.kv_heads()},
-        {"head_size", a.head_size},
-        {"gate", gate_position_name(a.gate)},
-        {"gate_fn", gate_function_name(a.gate_fn)},
-        {"gate_sharing", gate_sharing_name(a.sharing)},
-        {"gate_init", gate_init_name(a.gate_init)},
-        {"gate_init_std", a.gate_init_std},
-        {"qk_norm", a.qk_norm},
-        {"window", a.window},
-        {"exclude_self", a.exclude_self},
-        {"positions", positions == PositionEncoding::rope ? "rope" : "learned"},
-        {"rope_base", a.rope_options.base},
-        {"rope_scaling", rope_scaling_name(a.rope_options.scaling)},
-        {"rope_factor", a.rope_options.factor},
-        {"rope_original_length", a.rope_options.original_length},
-        {"rope_beta_fast", a.rope_options.yarn_beta_fast},
-        {"rope_beta_slow", a.rope_options.yarn_beta_slow},
-        {"ffn", ffn},
-        {"d_ff", ffn_hidden()},
-        {"n_experts", n_experts},
-        {"top_k", top_k},
-        {"aux_loss_weight", aux_loss_weight},
-        {"tie_embeddings", tie_embeddings},
-        {"norm_eps", norm_eps},
-        {"init", init == LMInit::gpt2 ? "gpt2" : "torch"},
-        {"init_std", init_std},
-    };
-    return j.dump();
-}
-
-LMConfig LMConfig::from_json(const std::string& text) {
-    JsonFields fields("LMConfig", text);
-    LMConfig c;
-    auto field = [&](const char* name, auto& out) { fields.read(name, out); };
-    std::string gate = "g1", gate_fn = "sigmoid", sharing = "elementwise", init = "zero", positions = "rope";
-    std::string lm_init = "gpt2", rope_scaling = "none";
-    field("vocab_size", c.vocab_size);
-    field("max_len", c.max_len);
-    field("d_model", c.d_model);
-    field("n_layers", c.n_layers);
-    field("n_heads", c.attn.n_heads);
-    field("n_kv_heads", c.attn.n_kv_heads);
-    field("head_size", c.attn.head_size);
-    field("gate", gate);
-    field("gate_fn", gate_fn);
-    field("gate_sharing", sharing);
-    field("gate_init", init);
-    field("gate_init_std", c.attn.gate_init_std);
-    field("qk_norm", c.attn.qk_norm);
-    field("window", c.attn.window);
-    field("exclude_self", c.attn.exclude_self);
-    field("positions", positions);
-    field("rope_base", c.attn.rope_options.base);
-    field("rope_scaling", rope_scaling);
-    field("rope_factor", c.attn.rope_options.factor);
-    field("rope_original_length", c.attn.rope_options.original_length);
-    field("rope_beta_fast", c.attn.rope_options.yarn_beta_fast);
-    field("rope_beta_slow", c.attn.rope_options.yarn_beta_slow);
-    field("ffn", c.ffn);
-    field("d_ff", c.d_ff);
-    field("n_experts", c.n_experts);
-    field("top_k", c.top_k);
-    field("aux_loss_weight", c.aux_loss_weight);
-    field("tie_embeddings", c.tie_embeddings);
-    field("norm_eps", c.norm_eps);
-    field("init", lm_init);
-    field("init_std", c.init_std);
-    fields.finish();
-    c.attn.gate = parse_gate_position(gate);
-    c.attn.gate_fn = parse_gate_function(gate_fn);
-    c.attn.sharing = parse_gate_sharing(sharing);
-    c.attn.gate_init = parse_gate_init(init);
-    c.attn.rope_options.scaling = parse_rope_scaling(rope_scaling);
-    if (positions != "rope" && positions != "learned")
-        throw std::invalid_argument("LMConfig: positions '" + printable(positions) + "' is not rope or learned");
-    c.positions = positions == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
-    if (lm_init != "gpt2" && lm_init != "torch")
-        throw std::invalid_argument("LMConfig: init '" + printable(lm_init) + "' is not gpt2 or torch");
-    c.init = lm_init == "gpt2" ? LMInit::gpt2 : LMInit::torch;
-    c.validate();
-    return c;
-}
-
-// ---------------------------------------------------------------- validation and memory
+// ---------------------------------------------------------------- names
 
 namespace {
+std::string lowercase(std::string name) {
+    std::ranges::transform(name, name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    return name;
+}
+}  // namespace
 
-void check_int(const char* field, int64_t value, int64_t low, int64_t high) {
-    if (value < low || value > high)
-        throw std::invalid_argument("LMConfig: " + std::string(field) + " " + std::to_string(value) + " is outside [" +
-                                    std::to_string(low) + ", " + std::to_string(high) + "]");
+PositionEncoding parse_position_encoding(const std::string& name) {
+    const std::string lower = lowercase(name);
+    if (lower == "rope") return PositionEncoding::rope;
+    if (lower == "learned") return PositionEncoding::learned;
+    throw std::invalid_argument("positions '" + printable(name) + "' is not rope or learned");
 }
 
-void check_real(const char* field, double value, double low, double high, bool open_low = false) {
-    if (!(value >= low && value <= high) || (open_low && value == low)) {  // the first is also true for NaN
-        char why[160];
-        std::snprintf(why, sizeof why, "LMConfig: %s %g is outside %c%g, %g]", field, value, open_low ? '(' : '[', low, high);
-        throw std::invalid_argument(why);
-    }
+const char* position_encoding_name(PositionEncoding positions) {
+    return positions == PositionEncoding::rope ? "rope" : "learned";
 }
+
+LMInit parse_lm_init(const std::string& name) {
+    const std::string lower = lowercase(name);
+    if (lower == "gpt2") return LMInit::gpt2;
+    if (lower == "torch") return LMInit::torch;
+    throw std::invalid_argument("init '" + printable(name) + "' is not gpt2 or torch");
+}
+
+const char* lm_init_name(LMInit init) { return init == LMInit::gpt2 ? "gpt2" : "torch"; }
+
+// ---------------------------------------------------------------- memory
+
+namespace {
 
 std::string bytes_str(double bytes) {
     char text[64];
@@ -171,43 +92,6 @@ MemoryParts memory_parts(const LMConfig& c, Workload workload, int64_t batch, in
 }
 
 }  // namespace
-
-void LMConfig::validate() const {
-    using Limit = LMConfigLimits;
-    check_int("vocab_size", vocab_size, 1, Limit::vocab_size);
-    check_int("max_len", max_len, 1, Limit::max_len);
-    check_int("d_model", d_model, 1, Limit::d_model);
-    check_int("n_layers", n_layers, 0, Limit::n_layers);
-    check_int("n_heads", attn.n_heads, 1, d_model);
-    check_int("n_kv_heads", attn.n_kv_heads, 0, attn.n_heads);
-    check_int("head_size", attn.head_size, 0, Limit::d_model);
-    check_int("d_ff", d_ff, 0, Limit::d_ff);
-    check_int("n_experts", n_experts, 0, Limit::n_experts);
-    if (ffn && n_experts > 0) check_int("top_k", top_k, 1, n_experts);
-    check_int("window", attn.window, 0, Limit::window);
-    check_real("gate_init_std", attn.gate_init_std, 0, 1e3);
-    check_real("rope_base", attn.rope_options.base, 1, 1e12, true);
-    check_real("aux_loss_weight", aux_loss_weight, 0, 1e6);
-    check_real("norm_eps", norm_eps, 0, 1);
-    const auto fail = [](const std::string& why) { throw std::invalid_argument("LMConfig: " + why); };
-    check_real("rope_factor", attn.rope_options.factor, 1, 1e6);
-    check_int("rope_original_length", attn.rope_options.original_length, 0, Limit::max_len);
-    check_real("rope_beta_fast", attn.rope_options.yarn_beta_fast, 0, 1e6, true);
-    check_real("rope_beta_slow", attn.rope_options.yarn_beta_slow, 0, 1e6, true);
-    if (attn.head_size == 0 && d_model % attn.n_heads != 0)
-        fail("n_heads " + std::to_string(attn.n_heads) + " does not divide d_model " + std::to_string(d_model) +
-             " (or set head_size)");
-    if (attn.n_heads % attn.kv_heads() != 0)
-        fail("n_kv_heads " + std::to_string(attn.kv_heads()) + " does not divide n_heads " + std::to_string(attn.n_heads));
-    if (positions == PositionEncoding::rope && attn.head_dim() % 2 != 0)
-        fail("RoPE needs an even head size, but it is " + std::to_string(attn.head_dim()));
-    if (attn.exclude_self && attn.window == 1) fail("exclude_self needs a window of 0 or at least 2, not 1");
-    if (attn.head_size > 0 && attn.gated() && attn.n_heads * attn.head_size != d_model &&
-        (attn.gate == GatePosition::residual || attn.gate == GatePosition::after_merge))
-        fail("gate " + gate_position_name(attn.gate) + " gates d_model as n_heads chunks of head_size, but " +
-             std::to_string(attn.n_heads) + " × " + std::to_string(attn.head_size) + " is not d_model " +
-             std::to_string(d_model));
-}
 
 MemoryEstimate estimate_memory(const LMConfig& config, Workload workload, int64_t batch, int64_t seq_len) {
     const MemoryParts p = memory_parts(config, workload, batch, seq_len);

@@ -15,6 +15,9 @@
 namespace gg::nn {
 
 enum class PositionEncoding { learned, rope };
+// Names in configs and on command lines: "rope", "learned", any case.
+PositionEncoding parse_position_encoding(const std::string& name);
+const char* position_encoding_name(PositionEncoding positions);
 
 // How a language model's weights start:
 //   gpt2  — as GPT-2 and Qwen: every weight N(0, σ²), σ = init_std; the projections that
@@ -23,6 +26,8 @@ enum class PositionEncoding { learned, rope };
 //   torch — each Linear as torch.nn.Linear, U(±1/√fan_in); embeddings N(0, 0.02²). With it
 //           the attention output starts ~5× larger than the embedding in the residual stream.
 enum class LMInit { gpt2, torch };
+LMInit parse_lm_init(const std::string& name);  // "gpt2", "torch", any case
+const char* lm_init_name(LMInit init);
 
 struct LMConfig {
     int64_t vocab_size = 257;  // 256 bytes + BOS
@@ -42,17 +47,18 @@ struct LMConfig {
     double init_std = 0.02;    // σ of the gpt2 init
 
     int64_t ffn_hidden() const { return d_ff > 0 ? d_ff : (8 * d_model / 3 + 7) / 8 * 8; }
+    // The JSON of the fields, as the table of settings gives them (nn/config_fields.h).
     std::string to_json() const;
     // Throws naming the bad field: a wrong JSON type, or a value validate() refuses.
     static LMConfig from_json(const std::string& json);
-    // Checks every field against the bounds below and the fields against each other (heads
-    // dividing d_model, ...); throws std::invalid_argument naming the field, its value and
-    // what it must be. A config read from a file or a command line passes here before any
-    // tensor of its size is made.
+    // Checks every field against its row's range (nn/config_fields.h) and the fields against
+    // each other (heads dividing d_model, ...); throws std::invalid_argument naming the field,
+    // its value and what it must be. A config read from a file or a command line passes here
+    // before any tensor of its size is made.
     void validate() const;
 };
 
-// The bounds validate() applies: far beyond any model this library can train, far below
+// The bounds of the fields' ranges: far beyond any model this library can train, far below
 // where sizes overflow or a config alone could ask for terabytes.
 struct LMConfigLimits {
     static constexpr int64_t vocab_size = int64_t(1) << 20, max_len = int64_t(1) << 20, d_model = int64_t(1) << 16,

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,168 +16,10 @@
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "nn/io/checkpoint.h"
-#include "nn/json_fields.h"
 #include "nn/train/log_file.h"
 #include "nn/untrusted.h"
 
 namespace gg::nn {
-
-// ---------------------------------------------------------------- config
-
-DType parse_precision(const std::string& name) {
-    if (name == "f32" || name == "float32") return DType::f32;
-    if (name == "bf16" || name == "bfloat16") return DType::bf16;
-    throw std::invalid_argument("precision '" + printable(name) + "' is not one of f32, bf16");
-}
-
-const char* precision_name(DType precision) { return precision == DType::bf16 ? "bf16" : "f32"; }
-
-std::string TrainConfig::to_json() const {
-    nlohmann::ordered_json j = {{"model", nlohmann::json::parse(model.to_json())},
-                                {"batch_size", batch_size},
-                                {"world_size", world_size},
-                                {"seq_len", seq_len},
-                                {"steps", steps},
-                                {"lr", lr},
-                                {"min_lr_ratio", min_lr_ratio},
-                                {"warmup", warmup},
-                                {"weight_decay", weight_decay},
-                                {"independent_weight_decay", independent_weight_decay},
-                                {"precision", precision_name(precision)},
-                                {"z_loss", z_loss},
-                                {"beta1", beta1},
-                                {"beta2", beta2},
-                                {"grad_clip", grad_clip},
-                                {"eval_every", eval_every},
-                                {"eval_batches", eval_batches},
-                                {"log_every", log_every},
-                                {"probe_every", probe_every},
-                                {"ckpt_every", ckpt_every},
-                                {"ckpt_minutes", ckpt_minutes},
-                                {"seed", seed},
-                                {"out_dir", out_dir},
-                                {"data", data},
-                                {"val_fraction", split.val_fraction},
-                                {"split", split_mode_name(split.mode)},
-                                {"data_fingerprint", data_fingerprint},
-                                {"run_id", run_id},
-                                {"restart_step", restart_step},
-                                {"restart_lr", restart_lr}};
-    return j.dump(2);
-}
-
-TrainConfig TrainConfig::from_json(const std::string& text) {
-    JsonFields fields("train config", text);
-    TrainConfig c;
-    auto field = [&](const char* name, auto& out) { fields.read(name, out); };
-    if (std::string model; fields.read_object("model", model)) c.model = LMConfig::from_json(model);
-    field("batch_size", c.batch_size);
-    field("world_size", c.world_size);
-    field("seq_len", c.seq_len);
-    field("steps", c.steps);
-    field("lr", c.lr);
-    field("min_lr_ratio", c.min_lr_ratio);
-    field("warmup", c.warmup);
-    field("weight_decay", c.weight_decay);
-    field("independent_weight_decay", c.independent_weight_decay);
-    std::string precision = precision_name(c.precision);
-    field("precision", precision);
-    c.precision = parse_precision(precision);
-    field("z_loss", c.z_loss);
-    field("beta1", c.beta1);
-    field("beta2", c.beta2);
-    field("grad_clip", c.grad_clip);
-    field("eval_every", c.eval_every);
-    field("eval_batches", c.eval_batches);
-    field("log_every", c.log_every);
-    field("probe_every", c.probe_every);
-    field("ckpt_every", c.ckpt_every);
-    field("ckpt_minutes", c.ckpt_minutes);
-    field("seed", c.seed);
-    field("out_dir", c.out_dir);
-    field("data", c.data);
-    field("val_fraction", c.split.val_fraction);
-    std::string split = split_mode_name(c.split.mode);
-    field("split", split);
-    c.split.mode = parse_split_mode(split);
-    field("data_fingerprint", c.data_fingerprint);
-    field("run_id", c.run_id);
-    field("restart_step", c.restart_step);
-    field("restart_lr", c.restart_lr);
-    fields.finish();
-    c.validate();
-    return c;
-}
-
-LrSchedule TrainConfig::schedule() const {
-    // A warmup longer than the run would leave no room for the decay.
-    const int64_t warm = std::max<int64_t>(0, std::min(warmup, steps - 1));
-    return {LrSchedule::Decay::cosine, lr, lr * min_lr_ratio, warm, steps, restart_step, restart_lr};
-}
-
-void TrainConfig::validate() const {
-    model.validate();
-    using Limit = TrainConfigLimits;
-    const auto fail = [](const std::string& why) { throw std::invalid_argument("train config: " + why); };
-    const auto check_int = [&](const char* field, int64_t value, int64_t low, int64_t high) {
-        if (value < low || value > high)
-            fail(std::string(field) + " " + std::to_string(value) + " is outside [" + std::to_string(low) + ", " +
-                 std::to_string(high) + "]");
-    };
-    // Reals: finite and at least `low`; below `high` when one is given (the betas).
-    const auto check_real = [&](const char* field, double value, double low, double high = INFINITY) {
-        if (std::isfinite(value) && value >= low && (value < high || std::isinf(high))) return;
-        char why[160];
-        if (std::isinf(high)) std::snprintf(why, sizeof why, "%s %g must be finite and at least %g", field, value, low);
-        else std::snprintf(why, sizeof why, "%s %g must be at least %g and below %g", field, value, low, high);
-        fail(why);
-    };
-    check_int("batch_size", batch_size, 1, Limit::batch_size);
-    check_int("world_size", world_size, 1, Limit::world_size);
-    check_int("seq_len", seq_len, 2, LMConfigLimits::max_len);
-    check_int("steps", steps, 0, Limit::steps);
-    check_int("warmup", warmup, 0, Limit::steps);
-    check_int("eval_every", eval_every, 0, Limit::steps);
-    check_int("eval_batches", eval_batches, 1, Limit::eval_batches);
-    check_int("log_every", log_every, 0, Limit::steps);
-    check_int("probe_every", probe_every, 0, Limit::steps);
-    check_int("ckpt_every", ckpt_every, 0, Limit::steps);
-    if (precision != DType::f32 && precision != DType::bf16)
-        fail(std::string("precision ") + dtype_name(precision) + " is not float32 or bfloat16");
-    check_real("lr", lr, 0);
-    check_real("min_lr_ratio", min_lr_ratio, 0, 1 + 1e-12);
-    check_real("weight_decay", weight_decay, 0);
-    check_real("z_loss", z_loss, 0);
-    check_real("beta1", beta1, 0, 1);
-    check_real("beta2", beta2, 0, 1);
-    check_real("grad_clip", grad_clip, 0);
-    check_real("ckpt_minutes", ckpt_minutes, 0);
-    if (data.empty()) fail("data names no corpus");
-    if (model.positions == PositionEncoding::learned && seq_len > model.max_len)
-        fail("seq_len " + std::to_string(seq_len) + " exceeds the model's max_len " + std::to_string(model.max_len) +
-             " (learned positions)");
-}
-
-TrainConfig TrainConfig::preset(const std::string& given) {
-    std::string name = given;  // case-insensitive, as the gate names
-    std::ranges::transform(name, name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    TrainConfig c;
-    if (name == "tiny") {  // ~0.14M parameters: a couple of minutes on 2 cores
-        c.model.d_model = 64, c.model.n_layers = 2, c.model.attn.n_heads = 4;
-        c.batch_size = 16, c.seq_len = 64, c.steps = 600, c.lr = 3e-3, c.warmup = 30;
-    } else if (name == "small") {  // ~0.9M parameters
-        c.model.d_model = 128, c.model.n_layers = 4, c.model.attn.n_heads = 4;
-        c.batch_size = 16, c.seq_len = 128, c.steps = 2000, c.lr = 2e-3, c.warmup = 100;
-    } else if (name == "medium") {  // ~15M parameters, context 256: a GPU's model (tools/demo --device cuda)
-        c.model.d_model = 384, c.model.n_layers = 8, c.model.attn.n_heads = 6;
-        c.batch_size = 32, c.seq_len = 256, c.steps = 3000, c.lr = 1e-3, c.warmup = 200;
-    } else {
-        throw std::invalid_argument("preset '" + given + "' is not one of tiny, small, medium");
-    }
-    c.model.max_len = c.seq_len;
-    c.eval_every = c.steps / 4;
-    return c;
-}
 
 // ---------------------------------------------------------------- trainer
 

@@ -1,0 +1,134 @@
+// The model's settings (nn/config_fields.h): LMConfig's rows, and its JSON and checks read
+// off them.
+#include "nn/config_fields.h"
+
+#include <nlohmann/json.hpp>
+
+#include "nn/json_fields.h"
+
+namespace gg::nn {
+
+// ---------------------------------------------------------------- the rows
+
+const Fields<LMConfig>& lm_config_fields() {
+    using L = LMConfig;
+    using A = AttentionOptions;
+    using R = RopeOptions;
+    using Limit = LMConfigLimits;
+    constexpr Resume keep = Resume::architecture;
+    static const Fields<LMConfig> rows = {
+        // key, where it lives and its check, train's flag, help, what a resumed run may do
+        {"vocab_size", at<&L::vocab_size>({1, Limit::vocab_size}), nullptr, "tokens the model knows", keep},
+        // train's --seq-len sets it; a resumed run judges it there (apps/train_config.cpp)
+        {"max_len", at<&L::max_len>({1, Limit::max_len}), nullptr, "positions the model has (learned positions)",
+         Resume::not_compared},
+        {"d_model", at<&L::d_model>({1, Limit::d_model}), "--d-model", "model width", keep},
+        {"n_layers", at<&L::n_layers>({0, Limit::n_layers}), "--layers", "transformer blocks", keep},
+        {"n_heads", at<&L::attn, &A::n_heads>({1, Limit::d_model}), "--heads", "attention heads", keep},
+        {"n_kv_heads", at<&L::attn, &A::n_kv_heads>({0, Limit::d_model}, "--heads"), "--kv-heads",
+         "key/value heads for grouped-query attention (must divide --heads)", keep},
+        {"head_size", at<&L::attn, &A::head_size>({0, Limit::d_model}), nullptr,
+         "each head's size (0: d_model / heads)", keep},
+        {"gate", at<&L::attn, &A::gate>(parse_gate_position, gate_position_name), "--attn",
+         "gate position: baseline, g1..g5 (the walk-through's numbers) or by where the gate sits: sdpa (g1), "
+         "scores-x (g2), scores-query (g3), residual (g4), output (g5), value, key, query; the paper's own G1-G5 "
+         "are sdpa, value, key, query, output (docs/paper.md)",
+         keep},
+        {"gate_fn", at<&L::attn, &A::gate_fn>(parse_gate_function, gate_function_name), "--gate-fn",
+         "gate function: sigmoid, tanh, relu, silu, none", keep},
+        {"gate_sharing", at<&L::attn, &A::sharing>(parse_gate_sharing, gate_sharing_name), "--gate-sharing",
+         "gate sharing: elementwise, headwise, shared", keep},
+        {"gate_init", at<&L::attn, &A::gate_init>(parse_gate_init, gate_init_name), "--gate-init",
+         "gate weight init: zero, normal, kaiming, xavier", keep},
+        {"gate_init_std", at<&L::attn, &A::gate_init_std>({0, 1e3}), nullptr, "σ of the normal gate init", keep},
+        {"qk_norm", at<&L::attn, &A::qk_norm>(), "--qk-norm", "RMSNorm on each query and key head", keep},
+        {"window", at<&L::attn, &A::window>({0, Limit::window}), "--window",
+         "sliding-window attention over the last N keys (0: full)", keep},
+        {"exclude_self", at<&L::attn, &A::exclude_self>(), nullptr, "hide each query's own key", keep},
+        {"positions", at<&L::positions>(parse_position_encoding, position_encoding_name), "--positions",
+         "position encoding: rope or learned", keep},
+        {"rope_base", at<&L::attn, &A::rope_options, &R::base>({1, 1e12, true}), nullptr, "RoPE's base", keep},
+        {"rope_scaling", at<&L::attn, &A::rope_options, &R::scaling>(parse_rope_scaling, rope_scaling_name), nullptr,
+         "RoPE's long-context scaling: none, pi, ntk, yarn", keep},
+        {"rope_factor", at<&L::attn, &A::rope_options, &R::factor>({1, 1e6}), nullptr,
+         "how many times the training length the scaling reaches", keep},
+        {"rope_original_length", at<&L::attn, &A::rope_options, &R::original_length>({0, Limit::max_len}), nullptr,
+         "YaRN's training length", keep},
+        {"rope_beta_fast", at<&L::attn, &A::rope_options, &R::yarn_beta_fast>({0, 1e6, true}), nullptr,
+         "YaRN: channels turning more than this keep their frequency", keep},
+        {"rope_beta_slow", at<&L::attn, &A::rope_options, &R::yarn_beta_slow>({0, 1e6, true}), nullptr,
+         "YaRN: channels turning less than this are slowed down in full", keep},
+        {"ffn", at<&L::ffn>(false), "--no-ffn", "attention-only blocks (no feed-forward)", keep},
+        {"d_ff", at<&L::d_ff>({0, Limit::d_ff}), nullptr, "SwiGLU's hidden size (0: 8/3 d_model)", keep},
+        {"n_experts", at<&L::n_experts>({0, Limit::n_experts}), "--experts",
+         "mixture of N SwiGLU experts as the feed-forward (0: dense)", keep},
+        {"top_k", at<&L::top_k>({1, Limit::n_experts}), "--top-k", "experts per token", keep},
+        {"aux_loss_weight", at<&L::aux_loss_weight>({0, 1e6}), nullptr, "weight of the experts' balance loss"},
+        {"tie_embeddings", at<&L::tie_embeddings>(), nullptr, "the output layer shares the token embedding", keep},
+        {"norm_eps", at<&L::norm_eps>({0, 1}), nullptr, "RMSNorm's ε", keep},
+        {"init", at<&L::init>(parse_lm_init, lm_init_name), nullptr, "gpt2 or torch initialisation (LMConfig::init)",
+         keep},
+        {"init_std", at<&L::init_std>({0, 1e3}), nullptr, "σ of the gpt2 init", keep},
+    };
+    return rows;
+}
+
+LMConfig spelled_out(LMConfig c) {
+    c.attn.n_kv_heads = c.attn.kv_heads();
+    c.d_ff = c.ffn_hidden();
+    return c;
+}
+
+// ---------------------------------------------------------------- JSON and checks
+
+std::string LMConfig::to_json() const {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    write_fields(lm_config_fields(), spelled_out(*this), j);
+    return j.dump();
+}
+
+LMConfig LMConfig::from_json(const std::string& text) {
+    JsonFields fields("LMConfig", text);
+    LMConfig c;
+    read_fields(fields, lm_config_fields(), c);
+    fields.finish();
+    c.validate();
+    return c;
+}
+
+void LMConfig::validate() const {
+    const std::string what = "LMConfig";
+    check_fields(lm_config_fields(), *this, what);
+    // What ties fields together.
+    Range<int64_t>{1, d_model}.check(what, "n_heads", attn.n_heads);
+    Range<int64_t>{0, attn.n_heads}.check(what, "n_kv_heads", attn.n_kv_heads);
+    if (ffn && n_experts > 0) Range<int64_t>{1, n_experts}.check(what, "top_k", top_k);
+    const auto fail = [&](const std::string& why) { throw std::invalid_argument(what + ": " + why); };
+    if (attn.head_size == 0 && d_model % attn.n_heads != 0)
+        fail("n_heads " + std::to_string(attn.n_heads) + " does not divide d_model " + std::to_string(d_model) +
+             " (or set head_size)");
+    if (attn.n_heads % attn.kv_heads() != 0)
+        fail("n_kv_heads " + std::to_string(attn.kv_heads()) + " does not divide n_heads " + std::to_string(attn.n_heads));
+    if (positions == PositionEncoding::rope && attn.head_dim() % 2 != 0)
+        fail("RoPE needs an even head size, but it is " + std::to_string(attn.head_dim()));
+    if (attn.exclude_self && attn.window == 1) fail("exclude_self needs a window of 0 or at least 2, not 1");
+    if (attn.head_size > 0 && attn.gated() && attn.n_heads * attn.head_size != d_model &&
+        (attn.gate == GatePosition::residual || attn.gate == GatePosition::after_merge))
+        fail("gate " + gate_position_name(attn.gate) + " gates d_model as n_heads chunks of head_size, but " +
+             std::to_string(attn.n_heads) + " × " + std::to_string(attn.head_size) + " is not d_model " +
+             std::to_string(d_model));
+}
+
+// ---------------------------------------------------------------- precision
+
+DType parse_precision(const std::string& name) {
+    if (name == "f32" || name == "float32") return DType::f32;
+    if (name == "bf16" || name == "bfloat16") return DType::bf16;
+    throw std::invalid_argument("precision '" + printable(name) + "' is not one of f32, bf16");
+}
+
+const char* precision_name(DType precision) {
+    return precision == DType::bf16 ? "bf16" : precision == DType::f32 ? "f32" : dtype_name(precision);
+}
+
+}  // namespace gg::nn
