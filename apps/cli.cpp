@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include "nn/attention.h"
 #include "nn/untrusted.h"
@@ -70,8 +71,7 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
                   "          %lld parameters\n"
                   "training  %lld steps, batch %s%lld x %lld tokens, lr %g (warmup %lld, cosine to %g), weight decay %g, "
                   "clip %g, seed %llu\n"
-                  "          validate every %lld steps, checkpoint every %lld (0: at the end) and every %g minutes\n"
-                  "data      %s\n",
+                  "          validate every %lld steps, checkpoint every %lld (0: at the end) and every %g minutes\n",
                   (long long)m.n_layers, (long long)m.d_model, (long long)at.n_heads, (long long)at.kv_heads(), gate.c_str(),
                   at.qk_norm ? ", qk-norm" : "", at.window > 0 ? (", window " + std::to_string(at.window)).c_str() : "",
                   m.positions == PositionEncoding::rope ? "RoPE" : "learned", ffn.c_str(), (long long)parameters,
@@ -79,23 +79,17 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
                   c.world_size > 1 ? (std::to_string(c.world_size) + " ranks x ").c_str() : "", (long long)c.batch_size,
                   (long long)c.seq_len, c.lr, (long long)c.warmup,
                   c.lr * c.min_lr_ratio, c.weight_decay, c.grad_clip, (unsigned long long)c.seed, (long long)c.eval_every,
-                  (long long)c.ckpt_every, c.ckpt_minutes, data.c_str());
-    return text;
-}
-
-CLI::Validator bounded(double low, double high, bool strict) {
-    return CLI::Validator(
-        [=](std::string& value) -> std::string {
-            char* end = nullptr;
-            const double x = std::strtod(value.c_str(), &end);
-            if (end == value.c_str() || *end != '\0') return "";
-            if (std::isfinite(x) && (strict ? x > low : x >= low) && x <= high) return "";
-            char why[96];
-            if (std::isfinite(high)) std::snprintf(why, sizeof why, "must be between %g and %g", low, high);
-            else std::snprintf(why, sizeof why, "must be a finite number %s %g", strict ? "above" : "at least", low);
-            return why + (", got " + value);
-        },
-        "");
+                  (long long)c.ckpt_every, c.ckpt_minutes);
+    // Then every other setting of the table (nn/config_fields.h) that is not its default, so
+    // that a field added there is shown without a word here.
+    static const std::set<std::string> shown = {
+        "n_layers", "d_model", "n_heads", "n_kv_heads", "gate", "gate_fn", "gate_sharing", "gate_init", "qk_norm",
+        "window", "positions", "ffn", "d_ff", "n_experts", "top_k", "steps", "batch_size", "seq_len", "lr", "warmup",
+        "min_lr_ratio", "weight_decay", "grad_clip", "seed", "eval_every", "ckpt_every", "ckpt_minutes", "data"};
+    std::string other;
+    for (const auto& [field, was, now] : differences(run_fields(), TrainConfig(), c))
+        if (!shown.contains(field->key)) other += (other.empty() ? "" : ", ") + name(*field) + " " + now;
+    return text + (other.empty() ? "" : "other     " + other + "\n") + "data      " + data + "\n";
 }
 
 void add_device_option(CLI::App* cmd, std::string& device) {

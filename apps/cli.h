@@ -1,20 +1,18 @@
 // What the commands of gatedgrad share: the usage error and the one-line message every failure
 // ends in, the data-parallel job that train starts and the error handler ends, the option
-// validators (whole numbers, finite bounds, the library's own names), --device, and a
-// training config's description. Each command is one file: commands.h.
+// validators and a config's settings as options (config_options.h), --device, and a training
+// config's description. Each command is one file: commands.h.
 #pragma once
 #include <CLI/CLI.hpp>
 
 #include <atomic>
-#include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 
+#include "config_options.h"
 #include "dist/process_group.h"
 #include "nn/files.h"
 #include "nn/module.h"
@@ -67,49 +65,7 @@ std::string describe(const gg::nn::TrainConfig& c, int64_t parameters);
 
 // ---------------------------------------------------------------- validators
 
-// Accepts a value when the library's own parser does (parse_gate_position, ...), so the
-// command line and config files know the same names and say the same thing about bad ones.
-template <class Parse>
-CLI::Validator accepted_by(Parse parse) {
-    return CLI::Validator(
-        [parse](std::string& value) -> std::string {
-            try {
-                parse(value);
-                return "";
-            } catch (const std::exception& e) {
-                return e.what();
-            }
-        },
-        "");
-}
-
-// A finite number in [low, high] (above low when `strict`). A value that is not a number
-// passes here and fails in CLI11's own conversion, which says so.
-CLI::Validator bounded(double low, double high = INFINITY, bool strict = false);
-inline const CLI::Validator kNonNegative = bounded(0), kPositive = bounded(0, INFINITY, true);
-
-// A whole number in [low, high], in decimal. CLI11's own conversion would take 010 as
-// octal, saturate 99999999999999999999 to INT64_MAX and wrap -1 into an unsigned seed;
-// so the value is parsed here, exactly, and handed on in plain decimal.
-template <class T>
-CLI::Validator whole(T low, T high) {
-    return CLI::Validator(
-        [=](std::string& value) -> std::string {
-            T x{};
-            const char *first = value.data(), *last = value.data() + value.size();
-            if (first != last && *first == '+') ++first;
-            const auto [stop, err] = std::from_chars(first, last, x);
-            if (err == std::errc() && stop == last && x >= low && x <= high) {
-                value = std::to_string(x);
-                return "";
-            }
-            return "must be a whole number between " + std::to_string(low) + " and " + std::to_string(high) +
-                   ", got " + value;
-        },
-        "");
-}
-inline CLI::Validator count(int64_t low, int64_t high) { return whole<int64_t>(low, high); }
-inline const CLI::Validator kSeed = whole<uint64_t>(0, UINT64_MAX);
+// Whole numbers, finite bounds and the library's own names: config_options.h.
 constexpr int64_t kMaxSteps = gg::nn::TrainConfigLimits::steps, kMaxSeqLen = gg::nn::LMConfigLimits::max_len;
 
 // ---------------------------------------------------------------- devices

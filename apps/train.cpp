@@ -1,7 +1,8 @@
 // gatedgrad train — trains a byte-level gated-attention language model (nn/train/trainer.h) on
 // any text, alone or on N processes under mpirun, and writes the run's folder: model.safetensors,
-// log.jsonl, config.json. Its options are one per TrainConfig field; the config they make is in
-// train_config.cpp, the signals that stop a run and the ranks' agreement in train_job.cpp.
+// log.jsonl, config.json. Its options are the settings of a run that have a flag
+// (nn/config_fields.h); the config they make is in train_config.cpp, the signals that stop a
+// run and the ranks' agreement in train_job.cpp.
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -58,101 +59,19 @@ void add_train(CLI::App& app, TrainArgs& a) {
         ->type_name("S");
     add_device_option(cmd, a.device);
 
-    a.overrides = std::make_unique<Overrides>(cmd);
-    Overrides& o = *a.overrides;
-    using S = std::string;
-    using I = int64_t;
-    o.option<S>("--attn", [](TrainConfig& c, const S& v) { c.model.attn.gate = parse_gate_position(v); },
-                "gate position: baseline, g1..g5 (the walk-through's numbers) or by where the gate sits: sdpa (g1), "
-                "scores-x (g2), scores-query (g3), residual (g4), output (g5), value, key, query; the paper's own G1-G5 "
-                "are sdpa, value, key, query, output (docs/paper.md)")
-        ->check(accepted_by(parse_gate_position));
-    o.option<S>("--gate-fn", [](TrainConfig& c, const S& v) { c.model.attn.gate_fn = parse_gate_function(v); },
-                "gate function: sigmoid, tanh, relu, silu, none")
-        ->check(accepted_by(parse_gate_function));
-    o.option<S>("--gate-sharing", [](TrainConfig& c, const S& v) { c.model.attn.sharing = parse_gate_sharing(v); },
-                "gate sharing: elementwise, headwise, shared")
-        ->check(accepted_by(parse_gate_sharing));
-    o.option<S>("--gate-init", [](TrainConfig& c, const S& v) { c.model.attn.gate_init = parse_gate_init(v); },
-                "gate weight init: zero, normal, kaiming, xavier")
-        ->check(accepted_by(parse_gate_init));
-    o.option<I>("--kv-heads", [](TrainConfig& c, const I& v) { c.model.attn.n_kv_heads = v; },
-                "key/value heads for grouped-query attention (must divide --heads)")
-        ->check(count(1, LMConfigLimits::d_model));
-    o.flag("--qk-norm", [](TrainConfig& c) { c.model.attn.qk_norm = true; }, "RMSNorm on each query and key head");
-    o.option<I>("--window", [](TrainConfig& c, const I& v) { c.model.attn.window = v; },
-                "sliding-window attention over the last N keys (0: full)")
-        ->check(count(0, LMConfigLimits::window));
-    o.option<S>("--positions", [](TrainConfig& c, const S& v) {
-        c.model.positions = v == "rope" ? PositionEncoding::rope : PositionEncoding::learned;
-    }, "position encoding: rope or learned")->check(CLI::IsMember({"rope", "learned"}, CLI::ignore_case));
-    o.option<I>("--layers", [](TrainConfig& c, const I& v) { c.model.n_layers = v; }, "transformer blocks")
-        ->check(count(1, LMConfigLimits::n_layers));
-    o.option<I>("--d-model", [](TrainConfig& c, const I& v) { c.model.d_model = v; }, "model width")
-        ->check(count(1, LMConfigLimits::d_model));
-    o.option<I>("--heads", [](TrainConfig& c, const I& v) { c.model.attn.n_heads = v; }, "attention heads")
-        ->check(count(1, LMConfigLimits::d_model));
-    o.flag("--no-ffn", [](TrainConfig& c) { c.model.ffn = false; }, "attention-only blocks (no feed-forward)");
-    CLI::Option* experts = o.option<I>("--experts", [](TrainConfig& c, const I& v) { c.model.n_experts = v; },
-                                       "mixture of N SwiGLU experts as the feed-forward (0: dense)")
-                               ->check(count(0, LMConfigLimits::n_experts));
-    o.option<I>("--top-k", [](TrainConfig& c, const I& v) { c.model.top_k = v; }, "experts per token")
-        ->check(count(1, LMConfigLimits::n_experts))
-        ->needs(experts);
-    a.steps = o.option<I>("--steps", [](TrainConfig& c, const I& v) { c.steps = v; },
-                          "training steps (a preset's warmup and eval interval keep their share of the run unless given)")
-                  ->check(count(0, kMaxSteps));
-    o.option<I>("--batch", [](TrainConfig& c, const I& v) { c.batch_size = v; },
-                "sequences per batch (per rank under mpirun: N ranks train on N x this)")
-        ->check(count(1, TrainConfigLimits::batch_size));
-    o.option<I>("--seq-len", [](TrainConfig& c, const I& v) { c.seq_len = c.model.max_len = v; },
-                            "tokens per sequence, BOS included")
-                    ->check(count(2, kMaxSeqLen));
-    o.option<double>("--lr", [](TrainConfig& c, const double& v) { c.lr = v; }, "peak learning rate")
-        ->check(kPositive);
-    a.warmup = o.option<I>("--warmup", [](TrainConfig& c, const I& v) { c.warmup = v; }, "linear warmup steps")
-                   ->check(count(0, kMaxSteps));
-    o.option<double>("--weight-decay", [](TrainConfig& c, const double& v) { c.weight_decay = v; }, "AdamW weight decay")
-        ->check(kNonNegative);
-    o.flag("--independent-wd", [](TrainConfig& c) { c.independent_weight_decay = true; },
-           "weight decay independent of the learning rate: each step keeps 1 - weight_decay * lr/peak of every "
-           "weight (Wortsman et al. 2023), not 1 - lr * weight_decay");
-    o.option<double>("--z-loss", [](TrainConfig& c, const double& v) { c.z_loss = v; },
-                     "add this times the mean (log Z)^2 of the output softmax to the loss (0: off)")
-        ->check(kNonNegative);
-    o.option<S>("--precision", [](TrainConfig& c, const S& v) { c.precision = parse_precision(v); },
-                "f32, or bf16: mixed precision as torch.autocast (matmuls and attention in bfloat16 with float32 sums; "
-                "norms, softmax, the loss, the weights and AdamW's moments in float32)")
-        ->check(accepted_by(parse_precision));
-    o.option<double>("--clip", [](TrainConfig& c, const double& v) { c.grad_clip = v; },
-                     "clip the gradient norm to this (0: off)")
-        ->check(kNonNegative);
-    o.option<uint64_t>("--seed", [](TrainConfig& c, const uint64_t& v) { c.seed = v; }, "initialisation and batch order")
-        ->check(kSeed);
-    a.eval_every = o.option<I>("--eval-every", [](TrainConfig& c, const I& v) { c.eval_every = v; },
-                               "validate every N steps (and at the end)")
-                       ->check(count(0, kMaxSteps));
-    o.option<I>("--probe-every", [](TrainConfig& c, const I& v) { c.probe_every = v; },
-                "every N steps, write the largest attention logit, smallest attention entropy, mean gate, output "
-                "log Z and largest activation of a fixed validation batch into log.jsonl (0: never)")
-        ->check(count(0, kMaxSteps));
-    o.option<I>("--ckpt-every", [](TrainConfig& c, const I& v) { c.ckpt_every = v; },
-                "checkpoint every N steps (0: only at the end)")
-        ->check(count(0, kMaxSteps));
-    o.option<double>("--ckpt-minutes", [](TrainConfig& c, const double& v) { c.ckpt_minutes = v; },
-                     "also checkpoint when M minutes have passed since the last checkpoint (0: never)")
-        ->check(kNonNegative)
-        ->type_name("M");
-    o.option<std::vector<S>>("--data", [](TrainConfig& c, const std::vector<S>& v) { c.data = v; },
-                             "text files or folders of them (see Data below)")
-        ->type_name("PATH");
-    o.option<double>("--val-fraction", [](TrainConfig& c, const double& v) { c.split.val_fraction = v; },
-                     "share of the text kept for validation")
-        ->check(bounded(0, 0.5, true));
-    o.option<S>("--split", [](TrainConfig& c, const S& v) { c.split.mode = parse_split_mode(v); },
-                "where validation text is cut off: auto, documents or bytes")
-        ->check(accepted_by(parse_split_mode));
-    show_defaults(cmd);
+    // One option for each setting of a run that has a flag, with its row's check, help and
+    // default (nn/config_fields.h). The options above are no settings: they choose the base
+    // config, the folder, how the process runs. Four settings do more than set their field:
+    // --steps rescales a preset's warmup and evaluation interval unless those are given,
+    // --seq-len sets the model's max_len too, --data is saved as absolute paths (train_config
+    // does these three), and --top-k means nothing without --experts.
+    a.options = std::make_unique<ConfigOptions<TrainConfig>>(cmd, with_flags(run_fields()));
+    a.steps = a.options->option("steps"), a.warmup = a.options->option("warmup");
+    a.eval_every = a.options->option("eval_every");
+    a.steps->description(a.steps->get_description() +
+                         " (a preset's warmup and eval interval keep their share of the run unless given)");
+    a.options->option("top_k")->needs(a.options->option("n_experts"));
+    a.options->show_defaults(TrainConfig(), {{"tiny", TrainConfig::preset("tiny")}, {"small", TrainConfig::preset("small")}});
     cmd->footer(
         "Data: each --data PATH is a text file or a folder. A folder gives the files directly in it (not its\n"
         "subfolders), skipping hidden files and binary ones (with a NUL byte). Each file is cut into documents at\n"

@@ -8,55 +8,21 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
+#include "config_options.h"
 #include "nn/train/trainer.h"
-
-// Flags that, when given, override one field of the TrainConfig built from the preset,
-// the --config file or the run being resumed.
-class Overrides {
-public:
-    explicit Overrides(CLI::App* cmd) : cmd_(cmd) {}
-
-    template <class T>
-    CLI::Option* option(const std::string& name, std::function<void(gg::nn::TrainConfig&, const T&)> set, const std::string& help) {
-        auto value = std::make_shared<T>();
-        CLI::Option* opt = cmd_->add_option(name, *value, help);
-        apply_.push_back([opt, value, set](gg::nn::TrainConfig& c) {
-            if (opt->count()) set(c, *value);
-        });
-        return opt;
-    }
-    CLI::Option* flag(const std::string& name, std::function<void(gg::nn::TrainConfig&)> set, const std::string& help) {
-        CLI::Option* opt = cmd_->add_flag(name, help);
-        apply_.push_back([opt, set](gg::nn::TrainConfig& c) {
-            if (opt->count()) set(c);
-        });
-        return opt;
-    }
-    void apply(gg::nn::TrainConfig& c) const {
-        for (const auto& a : apply_) a(c);
-    }
-
-private:
-    CLI::App* cmd_;
-    std::vector<std::function<void(gg::nn::TrainConfig&)>> apply_;
-};
 
 struct TrainArgs {
     CLI::App* cmd = nullptr;
     std::string preset, config_file, out, device = "cpu";
     bool resume = false, force = false, quiet = false, allow_data_change = false;
     double rank_timeout = 0;  // 0: Trainer's default
-    std::unique_ptr<Overrides> overrides;
+    // One option for each setting with a flag (nn/config_fields.h), given on top of the base config.
+    std::unique_ptr<ConfigOptions<gg::nn::TrainConfig>> options;
     CLI::Option *steps = nullptr, *warmup = nullptr, *eval_every = nullptr;  // --steps rescales the others
 };
 
 // ---------------------------------------------------------------- train_config.cpp
-
-// Appends each train option's default to its --help line: the plain TrainConfig's value,
-// and the presets' where they differ: "(default 300; tiny 600, small 2000)".
-void show_defaults(CLI::App* cmd);
 
 // The config a run in `dir` was started with: its config.json or, where that is gone, the
 // one its checkpoint holds; none when neither is there.

@@ -1,96 +1,25 @@
-// The TrainConfig a run of train trains with (train.h): its flags' --help defaults, the base
-// and the flags given on top, and what a resumed run may change.
+// The TrainConfig a run of train trains with (train.h): the base and the flags given on top,
+// and what a resumed run may change (the table of settings, nn/config_fields.h, says which).
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cli.h"
-#include "nn/attention.h"
+#include "nn/config_fields.h"
 #include "nn/io/checkpoint.h"
 #include "nn/io/safetensors.h"
 #include "nn/train/data.h"
+#include "nn/train/train_config.h"
 #include "nn/transformer.h"
 #include "train.h"
 
 using namespace gg;
 using namespace gg::nn;
 namespace fs = std::filesystem;
-
-namespace {
-
-// Each train option that sets a TrainConfig field, with the field's value as text: the
-// --help defaults, and on --resume the architecture a run keeps and the changes it takes.
-struct TrainField {
-    const char* flag;
-    bool architecture;  // part of the model: a resumed run cannot change it
-    std::function<std::string(const TrainConfig&)> get;
-};
-
-const std::vector<TrainField>& train_fields() {
-    const auto text = [](auto value) {
-        std::ostringstream out;
-        out << value;
-        return out.str();
-    };
-    using C = const TrainConfig&;
-    static const std::vector<TrainField> fields = {
-        {"--attn", true, [](C c) { return gate_position_name(c.model.attn.gate); }},
-        {"--gate-fn", true, [](C c) { return gate_function_name(c.model.attn.gate_fn); }},
-        {"--gate-sharing", true, [](C c) { return gate_sharing_name(c.model.attn.sharing); }},
-        {"--gate-init", true, [](C c) { return gate_init_name(c.model.attn.gate_init); }},
-        {"--layers", true, [=](C c) { return text(c.model.n_layers); }},
-        {"--d-model", true, [=](C c) { return text(c.model.d_model); }},
-        {"--heads", true, [=](C c) { return text(c.model.attn.n_heads); }},
-        {"--kv-heads", true, [=](C c) { return c.model.attn.n_kv_heads ? text(c.model.attn.n_kv_heads) : "--heads"; }},
-        {"--qk-norm", true, [](C c) { return c.model.attn.qk_norm ? "on" : "off"; }},
-        {"--window", true, [=](C c) { return text(c.model.attn.window); }},
-        {"--positions", true, [](C c) { return c.model.positions == PositionEncoding::rope ? "rope" : "learned"; }},
-        {"--no-ffn", true, [](C c) { return c.model.ffn ? "off" : "on"; }},
-        {"--experts", true, [=](C c) { return text(c.model.n_experts); }},
-        {"--top-k", true, [=](C c) { return text(c.model.top_k); }},
-        {"--steps", false, [=](C c) { return text(c.steps); }},
-        {"--batch", false, [=](C c) { return text(c.batch_size); }},
-        {"--seq-len", false, [=](C c) { return text(c.seq_len); }},
-        {"--lr", false, [=](C c) { return text(c.lr); }},
-        {"--warmup", false, [=](C c) { return text(c.warmup); }},
-        {"--weight-decay", false, [=](C c) { return text(c.weight_decay); }},
-        {"--independent-wd", false, [](C c) { return c.independent_weight_decay ? "on" : "off"; }},
-        {"--z-loss", false, [=](C c) { return text(c.z_loss); }},
-        {"--precision", false, [](C c) { return precision_name(c.precision); }},
-        {"--clip", false, [=](C c) { return text(c.grad_clip); }},
-        {"--seed", false, [=](C c) { return text(c.seed); }},
-        {"--eval-every", false, [=](C c) { return text(c.eval_every); }},
-        {"--probe-every", false, [=](C c) { return text(c.probe_every); }},
-        {"--ckpt-every", false, [=](C c) { return text(c.ckpt_every); }},
-        {"--ckpt-minutes", false, [=](C c) { return text(c.ckpt_minutes); }},
-        {"--data", false, [](C c) {
-             std::string paths;
-             for (const std::string& d : c.data) paths += (paths.empty() ? "" : " ") + d;
-             return paths;
-         }},
-        {"--val-fraction", false, [=](C c) { return text(c.split.val_fraction); }},
-        {"--split", false, [](C c) { return split_mode_name(c.split.mode); }},
-    };
-    return fields;
-}
-
-}  // namespace
-
-void show_defaults(CLI::App* cmd) {
-    const TrainConfig plain, tiny = TrainConfig::preset("tiny"), small = TrainConfig::preset("small");
-    for (const auto& [name, architecture, get] : train_fields()) {
-        std::string shown = "default " + get(plain);
-        if (get(tiny) != get(plain) || get(small) != get(plain)) shown += "; tiny " + get(tiny) + ", small " + get(small);
-        CLI::Option* opt = cmd->get_option(name);
-        opt->description(opt->get_description() + " (" + shown + ")");
-    }
-}
 
 std::optional<TrainConfig> run_config(const fs::path& dir) {
     if (fs::exists(dir / "config.json")) return TrainConfig::from_json(read_file((dir / "config.json").string(), kMaxConfigFileBytes));
@@ -119,7 +48,8 @@ TrainConfig train_config(const TrainArgs& a) {
         rescale = false;
     }
     const TrainConfig base = c;
-    a.overrides->apply(c);
+    a.options->apply(c);
+    if (a.options->option("seq_len")->count()) c.model.max_len = c.seq_len;
     if (rescale && a.steps->count() && base.steps > 0) {
         // Keep warmup and evaluation the same share of the run (tiny: 30 of 600 steps warm up).
         if (!a.warmup->count()) c.warmup = base.warmup * c.steps / base.steps;
@@ -134,14 +64,12 @@ TrainConfig train_config(const TrainArgs& a) {
                                             : "; that warmup is " +
                                                   (a.config_file.empty() ? "the run's (config.json)" : a.config_file + "'s") +
                                                   ": pass --warmup below " + std::to_string(c.steps) + " with --steps"));
-    if (c.model.d_model % c.model.attn.n_heads != 0)
-        throw UsageError("d-model " + std::to_string(c.model.d_model) + " is not a multiple of heads " +
-                         std::to_string(c.model.attn.n_heads));
     c.out_dir = a.out;
     // Saved absolute in config.json and the checkpoint, so that eval and sink find the corpus
     // from any folder.
     for (std::string& path : c.data) path = fs::absolute(path).lexically_normal().string();
-    // Every size checked, and the memory of a training step estimated, before anything is built.
+    // Every size checked, the fields against each other, and the memory of a training step
+    // estimated, before anything is built.
     try {
         c.validate();
         check_memory(c.model, Workload::training, c.batch_size, c.seq_len);
@@ -152,18 +80,17 @@ TrainConfig train_config(const TrainArgs& a) {
 }
 
 std::string resume_changes(TrainConfig run, TrainConfig given) {
-    // config.json spells out the key/value heads that a config may leave to --heads (0).
-    for (TrainConfig* c : {&run, &given}) c->model.attn.n_kv_heads = c->model.attn.kv_heads();
+    // config.json spells out the sizes a config may leave to a rule (the key/value heads, d_ff).
+    for (TrainConfig* c : {&run, &given}) c->model = spelled_out(c->model);
     std::string changes;
-    for (const auto& [flag, architecture, get] : train_fields()) {
-        const std::string was = get(run), now = get(given);
-        if (was == now) continue;
-        // Learned positions are weights, one per position: their count is architecture too.
-        if (architecture || (std::string(flag) == "--seq-len" && run.model.positions == PositionEncoding::learned &&
-                             run.model.max_len != given.model.max_len))
-            throw UsageError("a resumed run keeps its architecture: " + std::string(flag) + " is " + was +
-                             " in the run, " + now + " given");
-        changes += (changes.empty() ? "" : ", ") + std::string(flag) + " " + was + " → " + now;
+    for (const auto& [field, was, now] : differences(run_fields(), run, given)) {
+        // --seq-len sets max_len too; learned positions are weights, one per position: their count is architecture too.
+        if (field->resume == Resume::architecture ||
+            (std::string(field->key) == "seq_len" && run.model.positions == PositionEncoding::learned &&
+             run.model.max_len != given.model.max_len))
+            throw UsageError("a resumed run keeps its architecture: " + name(*field) + " is " + was + " in the run, " + now +
+                             " given");
+        changes += (changes.empty() ? "" : ", ") + name(*field) + " " + was + " → " + now;
     }
     return changes;
 }

@@ -270,10 +270,13 @@ TEST_CASE("gatedgrad: every sub-command on a tiny corpus, and its error exits") 
     CHECK(help.code == 0);
     CHECK(help.out.find("--attn") != std::string::npos);
 
-    const Outcome train = run_app(tmp, "train" + tiny + " --steps 3 --eval-every 2 --attn g1 --out " + run.string());
+    const Outcome train =
+        run_app(tmp, "train" + tiny + " --steps 3 --eval-every 2 --attn g1 --z-loss 0.001 --out " + run.string());
     INFO("train stdout: " << train.out << "\nstderr: " << train.err);
     REQUIRE(train.code == 0);
     CHECK(train.out.find("parameters") != std::string::npos);
+    // Each setting away from its default that the lines above it do not show.
+    CHECK(train.out.find("\nother     --z-loss 0.001\ndata      ") != std::string::npos);
     CHECK(train.out.find("unigram baseline") != std::string::npos);
     CHECK(train.out.find("final validation loss") != std::string::npos);
     for (const char* name : {"model.safetensors", "log.jsonl", "config.json"}) CHECK(fs::exists(run / name));
@@ -359,6 +362,7 @@ TEST_CASE("gatedgrad: your own text, absolute data paths, any-case names, typo h
     REQUIRE(train.code == 0);
     CHECK(train.out.find("1 document of 9491 bytes, the last 10% (950 bytes) to validation") != std::string::npos);
     CHECK(train.out.find("attention g1") != std::string::npos);
+    CHECK(train.out.find("other     ") == std::string::npos);  // every setting it changed is shown above
     const auto config = nlohmann::json::parse(read_file(run / "config.json"));
     CHECK(config["data"] == nlohmann::json::array({(tmp.path / "input.txt").string()}));
     CHECK(config["split"] == "auto");

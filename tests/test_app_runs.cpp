@@ -195,7 +195,7 @@ TEST_CASE("train --resume: the run's id, data and architecture must agree; other
     check_error(run_app(tmp, "train --resume --attn baseline --steps 4 --out " + x.string()), 2,
                 "a resumed run keeps its architecture: --attn is g1 in the run, baseline given");
     check_error(run_app(tmp, "train --resume --preset tiny --out " + x.string()), 2,
-                "a resumed run keeps its architecture: --layers is 1 in the run, 2 given");
+                "a resumed run keeps its architecture: --d-model is 16 in the run, 64 given");
 
     // A checkpoint alone in a new folder (no config.json) continues its own run.
     const fs::path z = tmp.path / "z";

@@ -1,6 +1,6 @@
 // The table of settings (nn/config_fields.h): every member of the configs has a row, and every
-// row goes through JSON and the resume check on its own, so that a field added as a row is
-// known everywhere without another edit.
+// row goes through JSON, the command line (apps/config_options.h) and the resume check on its
+// own, so that a field added as a row is known everywhere without another edit.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/config_options.h"
 #include "nn/json_fields.h"
 #include "nn/train/train_config.h"
 
@@ -160,7 +161,33 @@ TEST_CASE("config fields: each row alone goes through JSON, and changes its own 
     }
 }
 
-TEST_CASE("config fields: a value out of a row's range is refused by validate(), naming it") {
+TEST_CASE("config fields: every flag sets its field alone, and --help shows the row's help and default") {
+    const TrainConfig plain = base();
+    for (const Field<TrainConfig>& f : with_flags(run_fields())) {
+        INFO(std::string(f.key));
+        const TrainConfig want = changed(f, plain);
+        CLI::App app;
+        ConfigOptions<TrainConfig> options(&app, with_flags(run_fields()));
+        options.show_defaults(TrainConfig(), {});
+        std::vector<std::string> args{f.flag};
+        if (!std::holds_alternative<Switch<TrainConfig>>(f.value)) args.push_back(text(f, want));
+        std::vector<const char*> argv{"train"};
+        for (const std::string& a : args) argv.push_back(a.c_str());
+        REQUIRE_NOTHROW(app.parse(int(argv.size()), argv.data()));
+        TrainConfig got = plain;
+        options.apply(got);
+        for (const Field<TrainConfig>& other : run_fields())
+            CHECK(text(other, got) == text(other, other.key == std::string(f.key) ? want : plain));
+        CHECK(options.option(f.key)->get_description() ==
+              std::string(f.help) + " (default " + text(f, TrainConfig()) + ")");
+    }
+}
+
+TEST_CASE("config fields: a value out of a row's range is refused by the command line and by validate(), alike") {
+    CLI::App app;
+    ConfigOptions<TrainConfig> options(&app, with_flags(run_fields()));
+    const char* argv[] = {"train", "--layers", "2000"};
+    CHECK_THROWS_WITH(app.parse(3, argv), "--layers: must be a whole number between 0 and 1024, got 2000");
     TrainConfig c;
     c.model.n_layers = 2000;
     CHECK_THROWS_WITH_AS(c.validate(), "LMConfig: n_layers 2000 is outside [0, 1024]", std::invalid_argument);
@@ -275,6 +302,21 @@ TEST_CASE("config fields: a field of the next models is one row: an enum, a rank
     CHECK(same(back, c));
     JsonFields bad("next", R"({"layer_types": ["attention", "mamba"]})");
     CHECK_THROWS_WITH_AS(read_fields(bad, next::fields(), back), "next: layer type 'mamba' is unknown", std::invalid_argument);
+
+    // The command line: an option each, with its help and default, checked as the JSON is.
+    CLI::App app;
+    ConfigOptions<next::Config> options(&app, next::fields());
+    options.show_defaults(plain, {});
+    CHECK(options.option("score_fn")->get_description() == "how scores become weights (default softmax)");
+    CHECK(options.option("kv_rank")->get_description() == "MLA's latent rank (0: off) (default 0)");
+    CHECK(options.option("layer_types")->get_description() == "each layer's kind (default attention attention)");
+    const char* argv[] = {"x", "--score-fn", "sink", "--kv-rank", "16", "--layer-types", "attention", "deltanet", "deltanet"};
+    app.parse(9, argv);
+    next::Config given;
+    options.apply(given);
+    CHECK(same(given, c));
+    const char* wrong[] = {"x", "--layer-types", "attention", "mamba"};
+    CHECK_THROWS_WITH(app.parse(4, wrong), "--layer-types: layer type 'mamba' is unknown");
 
     // The checks validate() runs, and what a resumed run compares.
     c.kv_rank = 2000;
