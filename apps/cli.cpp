@@ -1,14 +1,12 @@
-// What the commands share (cli.h): errors and their exit codes, validators, --device, a
-// training config's description.
+// What the commands share (cli.h): errors and their exit codes, validators, --device (a
+// training config's description: describe.cpp).
 #include "cli.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
-#include <set>
 
-#include "nn/attention.h"
 #include "nn/untrusted.h"
 #include "tensor/backend.h"
 
@@ -53,44 +51,6 @@ std::string one_line(std::string text) {
 }
 
 double bits(double nats) { return nats / std::log(2.0); }
-
-std::string describe(const TrainConfig& c, int64_t parameters) {
-    const LMConfig& m = c.model;
-    const AttentionOptions& at = m.attn;
-    std::string gate = gate_position_name(at.gate);
-    if (at.gate != GatePosition::none)
-        gate += " (" + gate_function_name(at.gate_fn) + ", " + gate_sharing_name(at.sharing) + ", init " +
-                gate_init_name(at.gate_init) + ")";
-    std::string ffn = !m.ffn ? "none" : m.n_experts > 0 ? std::to_string(m.n_experts) + " experts, top " + std::to_string(m.top_k)
-                                                        : "SwiGLU " + std::to_string(m.ffn_hidden());
-    std::string data;
-    for (const std::string& d : c.data) data += (data.empty() ? "" : " ") + d;
-    char text[1024];
-    std::snprintf(text, sizeof text,
-                  "model     %lld layers, d_model %lld, %lld heads (%lld kv), attention %s%s%s, %s positions, FFN %s\n"
-                  "          %lld parameters\n"
-                  "training  %lld steps, batch %s%lld x %lld tokens, lr %g (warmup %lld, cosine to %g), weight decay %g, "
-                  "clip %g, seed %llu\n"
-                  "          validate every %lld steps, checkpoint every %lld (0: at the end) and every %g minutes\n",
-                  (long long)m.n_layers, (long long)m.d_model, (long long)at.n_heads, (long long)at.kv_heads(), gate.c_str(),
-                  at.qk_norm ? ", qk-norm" : "", at.window > 0 ? (", window " + std::to_string(at.window)).c_str() : "",
-                  m.positions == PositionEncoding::rope ? "RoPE" : "learned", ffn.c_str(), (long long)parameters,
-                  (long long)c.steps,
-                  c.world_size > 1 ? (std::to_string(c.world_size) + " ranks x ").c_str() : "", (long long)c.batch_size,
-                  (long long)c.seq_len, c.lr, (long long)c.warmup,
-                  c.lr * c.min_lr_ratio, c.weight_decay, c.grad_clip, (unsigned long long)c.seed, (long long)c.eval_every,
-                  (long long)c.ckpt_every, c.ckpt_minutes);
-    // Then every other setting of the table (nn/config_fields.h) that is not its default, so
-    // that a field added there is shown without a word here.
-    static const std::set<std::string> shown = {
-        "n_layers", "d_model", "n_heads", "n_kv_heads", "gate", "gate_fn", "gate_sharing", "gate_init", "qk_norm",
-        "window", "positions", "ffn", "d_ff", "n_experts", "top_k", "steps", "batch_size", "seq_len", "lr", "warmup",
-        "min_lr_ratio", "weight_decay", "grad_clip", "seed", "eval_every", "ckpt_every", "ckpt_minutes", "data"};
-    std::string other;
-    for (const auto& [field, was, now] : differences(run_fields(), TrainConfig(), c))
-        if (!shown.contains(field->key)) other += (other.empty() ? "" : ", ") + name(*field) + " " + now;
-    return text + (other.empty() ? "" : "other     " + other + "\n") + "data      " + data + "\n";
-}
 
 void add_device_option(CLI::App* cmd, std::string& device) {
     cmd->add_option("--device", device, "where to run: cpu, cuda (the GPU), or auto (cuda when a GPU answers, else cpu)")

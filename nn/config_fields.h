@@ -25,7 +25,7 @@
 //      gate's in nn/attention.h.
 // validate() is written by hand only for what ties fields together (heads dividing d_model).
 // tests/test_config_fields.cpp fails on a member of the structs that has no row, and puts
-// every row through JSON, the command line and the resume check.
+// every row through JSON, the command line, the resume check and train's description of a run.
 #pragma once
 #include <algorithm>
 #include <cmath>

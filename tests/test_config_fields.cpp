@@ -1,6 +1,7 @@
 // The table of settings (nn/config_fields.h): every member of the configs has a row, and every
-// row goes through JSON, the command line (apps/config_options.h) and the resume check on its
-// own, so that a field added as a row is known everywhere without another edit.
+// row goes through JSON, the command line (apps/config_options.h), the resume check and train's
+// description of a run on its own, so that a field added as a row is known everywhere without
+// another edit.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli.h"
 #include "apps/config_options.h"
 #include "nn/json_fields.h"
 #include "nn/train/train_config.h"
@@ -216,6 +218,18 @@ TEST_CASE("config fields: a resumed run compares every row it may compare, and o
             REQUIRE(diff.size() == 1);
             CHECK(diff[0].field->key == std::string(f.key));
         }
+    }
+}
+
+TEST_CASE("config fields: train's description of a run shows every setting a resumed run compares, changed alone") {
+    // describe() writes the common settings into its sentences and lists the others that are
+    // away from their defaults: a row it names as written but does not write fails here.
+    const TrainConfig plain = base();
+    const std::string before = describe(plain, 1000);
+    CHECK(before.find("other") == std::string::npos);
+    for (const Field<TrainConfig>& f : run_fields()) {
+        INFO(std::string(f.key));
+        if (f.resume != Resume::not_compared) CHECK(describe(changed(f, plain), 1000) != before);
     }
 }
 
