@@ -1,7 +1,7 @@
 // config_options.h — command-line options from the library's own descriptions: validators for
 // a range (Range, nn/config_fields.h) and for the names a parser knows, and a config table's
 // rows as options, each with its type, its check and its help line, applied on top of a
-// config. train takes every row that has a flag; tutorial 06 takes a few under a prefix.
+// config. train takes every row that has a flag; tutorial 06 its own setup's rows under a prefix.
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -81,8 +81,9 @@ inline const CLI::Validator kSeed = whole<uint64_t>({});
 // ---------------------------------------------------------------- a table's rows as options
 
 // One option for each row given: named by its flag ("--heads"), or by its key where it has
-// none ("--init"); under a prefix, "--a-heads". Each takes its row's type (INT, FLOAT, TEXT, a
-// flag for a switch), is checked by its row's range or parser, and says its row's help.
+// none ("--init"); under a prefix, "--a-heads". Each takes its row's type (INT, FLOAT, TEXT; a
+// switch's flag takes nothing, a switch named by its key true or false), is checked by its
+// row's range or parser, and says its row's help.
 template <class Config>
 class ConfigOptions {
 public:
@@ -139,8 +140,13 @@ private:
             [&](const auto& v) -> CLI::Option* {
                 using V = std::decay_t<decltype(v)>;
                 if constexpr (std::is_same_v<V, Switch<Config>>) {
-                    options_.push_back({field, nullptr, [v](Config& c) { v.member.at(c) = v.flag_sets; }});
-                    return cmd->add_flag(name, help);
+                    if (field.flag) {
+                        options_.push_back({field, nullptr, [v](Config& c) { v.member.at(c) = v.flag_sets; }});
+                        return cmd->add_flag(name, help);
+                    }
+                    auto value = std::make_shared<bool>();  // named by its key: says which, true or false
+                    options_.push_back({field, nullptr, [v, value](Config& c) { v.member.at(c) = *value; }});
+                    return cmd->add_option(name, *value, help);
                 } else if constexpr (is_choice<V>) {
                     auto value = std::make_shared<decltype(v.name(std::declval<const Config&>()))>();
                     options_.push_back({field, nullptr, [v, value](Config& c) { v.set(c, *value); }});

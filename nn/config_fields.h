@@ -13,8 +13,9 @@
 // Everything else about a field is read off its row: to_json and from_json (nn/json_fields.h;
 // a field the JSON leaves out keeps the default-constructed struct's value), the range
 // checks of validate(), train's options with their --help and defaults
-// (apps/config_options.h), what a resumed run may change, the lines train prints about a
-// run (apps/cli.cpp: describe) and tutorial 06's options.
+// (apps/config_options.h), what a resumed run may change and the lines train prints about a
+// run (apps/describe.cpp). A program's own settings can be rows too: tutorial 06's
+// options are those of its setups (copy_setup_fields()).
 //
 // To add a setting:
 //   1. the field, with its default and a comment, in its struct (LMConfig, AttentionOptions,

@@ -38,14 +38,18 @@ struct CopySetup {
     std::vector<std::string> models{"1x1"};
     int64_t d_model = 64;
     bool ffn = true;
-    std::string init = "gpt2";       // or "torch" (LMConfig::init)
-    std::string positions = "rope";  // or "learned"
-    bool exclude_self = false;       // hide each query's own key
+    gg::nn::LMInit init = gg::nn::LMInit::gpt2;
+    gg::nn::PositionEncoding positions = gg::nn::PositionEncoding::rope;
+    bool exclude_self = false;  // hide each query's own key
     // the training: seeds 1 … seeds, each a baseline and a G1 model on the same batches
     int64_t seeds = 2, steps = 2000, batch = 64, seq_len = 64, warmup = 100;
     double lr = 3e-3, weight_decay = 0;
     int64_t points = 20;  // measurements along the way
 };
+
+// The settings the command line may change in every setup that runs (--a-steps, ...), one row
+// each, as the library describes its own (nn/config_fields.h): copy_task.cpp.
+const gg::nn::Fields<CopySetup>& copy_setup_fields();
 
 // (a1): the common form of the task under the ordinary causal mask.
 inline CopySetup ordinary_mask() { return {.name = "a1"}; }

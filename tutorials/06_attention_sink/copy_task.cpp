@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -36,6 +37,32 @@ ModelShape parse_shape(const std::string& text, int64_t d_model) {
 
 }  // namespace
 
+const Fields<CopySetup>& copy_setup_fields() {
+    using S = CopySetup;
+    constexpr int64_t any = std::numeric_limits<int64_t>::max();
+    static const Fields<CopySetup> rows = {
+        // key (the option is --a-KEY), where it lives and its check, no flag of train's, help
+        {"concentration", at<&S::concentration>({0}), nullptr,
+         "Dirichlet concentration of the chain's rows over all tokens; 0: --a-successors likely successors per token"},
+        {"successors", at<&S::successors>({1, 64}), nullptr, "successors per token (concentration 0)"},
+        {"triggers", at<&S::triggers>({1, 31}), nullptr, "trigger tokens"},
+        {"models", at<&S::models>(), nullptr, "model shapes LAYERSxHEADS, e.g. 1x1 2x4"},
+        {"d_model", at<&S::d_model>({1, LMConfigLimits::d_model}), nullptr, "model width"},
+        {"ffn", at<&S::ffn>(), nullptr, "blocks with the SwiGLU FFN (true) or attention only (false)"},
+        {"init", at<&S::init>(parse_lm_init, lm_init_name), nullptr, "gpt2 or torch initialisation (LMConfig::init)"},
+        {"positions", at<&S::positions>(parse_position_encoding, position_encoding_name), nullptr,
+         "rope or learned (absolute) positions"},
+        {"seeds", at<&S::seeds>({1, any}), nullptr, "seeds 1 ... N"},
+        {"steps", at<&S::steps>({1, any}), nullptr, "training steps"},
+        {"batch", at<&S::batch>({1, any}), nullptr, "sequences per batch"},
+        {"seq_len", at<&S::seq_len>({4, 512}), nullptr, "tokens per sequence"},
+        {"warmup", at<&S::warmup>({0, any}), nullptr, "warmup steps"},
+        {"lr", at<&S::lr>({0, INFINITY, true}), nullptr, "peak learning rate"},
+        {"weight_decay", at<&S::weight_decay>({0}), nullptr, "AdamW weight decay"},
+    };
+    return rows;
+}
+
 BigramBackcopyOptions task_options(const CopySetup& s) {
     BigramBackcopyOptions o;
     o.concentration = s.concentration, o.successors = s.successors, o.triggers = s.triggers;
@@ -56,9 +83,9 @@ TrainConfig copy_config(const CopySetup& s, const ModelShape& shape, GatePositio
     c.model.d_model = s.d_model, c.model.n_layers = shape.layers, c.model.attn.n_heads = shape.heads;
     c.model.attn.gate = gate;
     c.model.ffn = s.ffn;
-    c.model.init = s.init == "torch" ? LMInit::torch : LMInit::gpt2;
+    c.model.init = s.init;
     c.model.attn.exclude_self = s.exclude_self;
-    c.model.positions = s.positions == "learned" ? PositionEncoding::learned : PositionEncoding::rope;
+    c.model.positions = s.positions;
     c.batch_size = s.batch, c.seq_len = s.seq_len, c.model.max_len = s.seq_len;
     c.steps = s.steps, c.lr = s.lr, c.weight_decay = s.weight_decay, c.warmup = s.warmup;
     c.eval_every = 0, c.eval_batches = 4, c.seed = uint64_t(seed);

@@ -138,9 +138,9 @@ void copy_task_report(const CopySetup& setup, const std::vector<std::string>& re
                                               : "the ordinary causal mask (query t sees keys 0 .. t)");
     std::printf("   d_model %d, %s, %s init, %s positions; %lld steps of %lld x %lld tokens, lr %.0e, warmup %lld, weight "
                 "decay %.2g; baseline and G1 on the same seed and batches\n",
-                int(setup.d_model), setup.ffn ? "SwiGLU FFN" : "attention only (no FFN)", setup.init.c_str(),
-                setup.positions == "rope" ? "RoPE" : "learned", (long long)setup.steps, (long long)setup.batch,
-                (long long)setup.seq_len, setup.lr, (long long)setup.warmup, setup.weight_decay);
+                int(setup.d_model), setup.ffn ? "SwiGLU FFN" : "attention only (no FFN)", lm_init_name(setup.init),
+                setup.positions == PositionEncoding::rope ? "RoPE" : "learned", (long long)setup.steps,
+                (long long)setup.batch, (long long)setup.seq_len, setup.lr, (long long)setup.warmup, setup.weight_decay);
     const std::vector<CopyRunSpec> specs = run_specs(setup);
     std::vector<CopyRun> runs;
     for (size_t i = 0; i < specs.size(); ++i) {

@@ -35,6 +35,7 @@
 
 #include <unistd.h>
 
+#include "apps/config_options.h"
 #include "attention_sink.h"
 #include "common/options.h"
 #include "common/processes.h"
@@ -70,35 +71,14 @@ int main(int argc, char** argv) {
     add_quick_and_out(app, options, "both parts, shortened (a smoke test)", "tutorials/06_attention_sink/results");
     app.add_option("--jobs", options.jobs, "trainings at the same time (one process each)")->check(CLI::PositiveNumber);
     app.add_option("--part", part, "which parts to run: a, b or ab")->check(CLI::IsMember({"a", "b", "ab"}));
-    // Part (a)'s options override the same field of every setup that runs.
+    // Part (a)'s options (one per row of copy_setup_fields()) override the same field of every
+    // setup that runs.
     std::string variant = "both";
-    CopySetup over;
     app.add_option("--a-setup", variant,
                    "part (a): a1 (ordinary causal mask), a2 (own key hidden), both, or a3 (a1 at lr 1e-2, weight "
                    "decay 0.1: the demo's strong sink)")
         ->check(CLI::IsMember({"a1", "a2", "both", "a3"}));
-    auto* o_conc = app.add_option("--a-concentration", over.concentration,
-                                  "part (a): Dirichlet concentration of the chain's rows over all tokens; 0: "
-                                  "--a-successors likely successors per token")
-                       ->check(CLI::NonNegativeNumber);
-    auto* o_succ = app.add_option("--a-successors", over.successors, "part (a): successors per token (concentration 0)")
-                       ->check(CLI::Range(1, 64));
-    auto* o_trig = app.add_option("--a-triggers", over.triggers, "part (a): trigger tokens")->check(CLI::Range(1, 31));
-    auto* o_models = app.add_option("--a-models", over.models, "part (a): model shapes LAYERSxHEADS, e.g. 1x1 2x4");
-    auto* o_width = app.add_option("--a-d-model", over.d_model, "part (a): model width")->check(CLI::PositiveNumber);
-    auto* o_ffn = app.add_option("--a-ffn", over.ffn, "part (a): blocks with the SwiGLU FFN (true) or attention only (false)");
-    auto* o_init = app.add_option("--a-init", over.init, "part (a): gpt2 or torch initialisation (LMConfig::init)")
-                       ->check(CLI::IsMember({"gpt2", "torch"}));
-    auto* o_pos = app.add_option("--a-positions", over.positions, "part (a): rope or learned (absolute) positions")
-                      ->check(CLI::IsMember({"rope", "learned"}));
-    auto* o_seeds = app.add_option("--a-seeds", over.seeds, "part (a): seeds 1 ... N")->check(CLI::PositiveNumber);
-    auto* o_steps = app.add_option("--a-steps", over.steps, "part (a): training steps")->check(CLI::PositiveNumber);
-    auto* o_batch = app.add_option("--a-batch", over.batch, "part (a): sequences per batch")->check(CLI::PositiveNumber);
-    auto* o_len = app.add_option("--a-seq-len", over.seq_len, "part (a): tokens per sequence")->check(CLI::Range(4, 512));
-    auto* o_warm = app.add_option("--a-warmup", over.warmup, "part (a): warmup steps")->check(CLI::NonNegativeNumber);
-    auto* o_lr = app.add_option("--a-lr", over.lr, "part (a): peak learning rate")->check(CLI::PositiveNumber);
-    auto* o_wd = app.add_option("--a-weight-decay", over.weight_decay, "part (a): AdamW weight decay")
-                     ->check(CLI::NonNegativeNumber);
+    ConfigOptions<CopySetup> overrides(&app, copy_setup_fields(), "a-", "part (a): ");
     CLI11_PARSE(app, argc, argv);
     line_buffered_stdout();
 
@@ -112,21 +92,7 @@ int main(int argc, char** argv) {
     for (CopySetup& s : setups) {
         if (demo) s.seeds = 1, s.points /= 2;
         if (options.quick) s.seeds = 1, s.steps = 150, s.points = 3, s.models = {s.models[0]};
-        if (*o_conc) s.concentration = over.concentration;
-        if (*o_succ) s.successors = over.successors;
-        if (*o_trig) s.triggers = over.triggers;
-        if (*o_models) s.models = over.models;
-        if (*o_width) s.d_model = over.d_model;
-        if (*o_ffn) s.ffn = over.ffn;
-        if (*o_init) s.init = over.init;
-        if (*o_pos) s.positions = over.positions;
-        if (*o_seeds) s.seeds = over.seeds;
-        if (*o_steps) s.steps = over.steps;
-        if (*o_batch) s.batch = over.batch;
-        if (*o_len) s.seq_len = over.seq_len;
-        if (*o_warm) s.warmup = over.warmup;
-        if (*o_lr) s.lr = over.lr;
-        if (*o_wd) s.weight_decay = over.weight_decay;
+        overrides.apply(s);
         s.points = std::max<int64_t>(1, std::min(s.points, s.steps));
     }
     if (demo) part = "a";
