@@ -1,13 +1,12 @@
 #include "nn/attention.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <stdexcept>
 
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
-#include "nn/untrusted.h"
+#include "nn/names.h"
 
 namespace gg::nn {
 
@@ -106,62 +105,57 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
 // ---------------------------------------------------------------- option names
 
 namespace {
-// Case-insensitive: the paper and every text here write "G1", the tables "g1".
-template <class E, size_t N>
-E parse_name(const std::string& name, const std::pair<const char*, E> (&table)[N], const char* what) {
-    std::string lower = name;
-    std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    std::string known;
-    for (const auto& [n, e] : table) {
-        if (lower == n) return e;
-        known += (known.empty() ? "" : ", ") + std::string(n);
-    }
-    throw std::invalid_argument(std::string(what) + " '" + printable(name) + "' is not one of " + known);
-}
-template <class E, size_t N>
-std::string name_of(E e, const std::pair<const char*, E> (&table)[N]) {
-    for (const auto& [n, x] : table)
-        if (x == e) return n;
-    return "?";
-}
-
 // The walk-through's numbers first (gate_position_name gives them: configs and outputs
 // keep them), then the same positions by where they sit, since the paper numbers them
-// differently (its G2 is the value gate; docs/paper.md maps one onto the other).
-const std::pair<const char*, GatePosition> kPositions[] = {
-    {"baseline", GatePosition::none},        {"g1", GatePosition::sdpa_output},
-    {"g2", GatePosition::scores_from_x},     {"g3", GatePosition::scores_from_query},
-    {"g4", GatePosition::residual},          {"g5", GatePosition::after_merge},
-    {"value", GatePosition::value},          {"key", GatePosition::key},
-    {"query", GatePosition::query},          {"sdpa", GatePosition::sdpa_output},
-    {"scores-x", GatePosition::scores_from_x}, {"scores-query", GatePosition::scores_from_query},
-    {"residual", GatePosition::residual},    {"output", GatePosition::after_merge}};
-const std::pair<const char*, GateFunction> kFunctions[] = {{"sigmoid", GateFunction::sigmoid},
-                                                          {"tanh", GateFunction::tanh_half},
-                                                          {"relu", GateFunction::relu},
-                                                          {"silu", GateFunction::silu},
-                                                          {"none", GateFunction::none}};
-const std::pair<const char*, GateSharing> kSharings[] = {
-    {"elementwise", GateSharing::elementwise}, {"headwise", GateSharing::headwise}, {"shared", GateSharing::shared}};
-const std::pair<const char*, GateInit> kInits[] = {
-    {"zero", GateInit::zero}, {"normal", GateInit::normal}, {"kaiming", GateInit::kaiming}, {"xavier", GateInit::xavier}};
-const std::pair<const char*, ScoreFunction> kScoreFunctions[] = {{"softmax", ScoreFunction::softmax},
-                                                                {"softmax1", ScoreFunction::softmax1},
-                                                                {"sink", ScoreFunction::sink},
-                                                                {"sigmoid", ScoreFunction::sigmoid},
-                                                                {"softpick", ScoreFunction::softpick}};
+// differently (its G2 is the value gate; docs/paper.md maps one onto the other). Any case:
+// the paper and every text here write "G1", the tables "g1".
+const Names<GatePosition> kPositions{"gate position",
+                                     {{"baseline", GatePosition::none},
+                                      {"g1", GatePosition::sdpa_output},
+                                      {"g2", GatePosition::scores_from_x},
+                                      {"g3", GatePosition::scores_from_query},
+                                      {"g4", GatePosition::residual},
+                                      {"g5", GatePosition::after_merge},
+                                      {"value", GatePosition::value},
+                                      {"key", GatePosition::key},
+                                      {"query", GatePosition::query},
+                                      {"sdpa", GatePosition::sdpa_output},
+                                      {"scores-x", GatePosition::scores_from_x},
+                                      {"scores-query", GatePosition::scores_from_query},
+                                      {"residual", GatePosition::residual},
+                                      {"output", GatePosition::after_merge}}};
+const Names<GateFunction> kFunctions{"gate function",
+                                     {{"sigmoid", GateFunction::sigmoid},
+                                      {"tanh", GateFunction::tanh_half},
+                                      {"relu", GateFunction::relu},
+                                      {"silu", GateFunction::silu},
+                                      {"none", GateFunction::none}}};
+const Names<GateSharing> kSharings{
+    "gate sharing",
+    {{"elementwise", GateSharing::elementwise}, {"headwise", GateSharing::headwise}, {"shared", GateSharing::shared}}};
+const Names<GateInit> kInits{"gate init",
+                             {{"zero", GateInit::zero},
+                              {"normal", GateInit::normal},
+                              {"kaiming", GateInit::kaiming},
+                              {"xavier", GateInit::xavier}}};
+const Names<ScoreFunction> kScoreFunctions{"score function",
+                                           {{"softmax", ScoreFunction::softmax},
+                                            {"softmax1", ScoreFunction::softmax1},
+                                            {"sink", ScoreFunction::sink},
+                                            {"sigmoid", ScoreFunction::sigmoid},
+                                            {"softpick", ScoreFunction::softpick}}};
 }  // namespace
 
-GatePosition parse_gate_position(const std::string& n) { return parse_name(n, kPositions, "gate position"); }
-std::string gate_position_name(GatePosition p) { return name_of(p, kPositions); }
-GateFunction parse_gate_function(const std::string& n) { return parse_name(n, kFunctions, "gate function"); }
-std::string gate_function_name(GateFunction f) { return name_of(f, kFunctions); }
-GateSharing parse_gate_sharing(const std::string& n) { return parse_name(n, kSharings, "gate sharing"); }
-std::string gate_sharing_name(GateSharing s) { return name_of(s, kSharings); }
-GateInit parse_gate_init(const std::string& n) { return parse_name(n, kInits, "gate init"); }
-std::string gate_init_name(GateInit i) { return name_of(i, kInits); }
-ScoreFunction parse_score_function(const std::string& n) { return parse_name(n, kScoreFunctions, "score function"); }
-std::string score_function_name(ScoreFunction f) { return name_of(f, kScoreFunctions); }
+GatePosition parse_gate_position(const std::string& n) { return kPositions.parse(n); }
+std::string gate_position_name(GatePosition p) { return kPositions.name(p); }
+GateFunction parse_gate_function(const std::string& n) { return kFunctions.parse(n); }
+std::string gate_function_name(GateFunction f) { return kFunctions.name(f); }
+GateSharing parse_gate_sharing(const std::string& n) { return kSharings.parse(n); }
+std::string gate_sharing_name(GateSharing s) { return kSharings.name(s); }
+GateInit parse_gate_init(const std::string& n) { return kInits.parse(n); }
+std::string gate_init_name(GateInit i) { return kInits.name(i); }
+ScoreFunction parse_score_function(const std::string& n) { return kScoreFunctions.parse(n); }
+std::string score_function_name(ScoreFunction f) { return kScoreFunctions.name(f); }
 
 // ---------------------------------------------------------------- GatedAttention
 

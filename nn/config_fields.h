@@ -5,7 +5,7 @@
 //
 //   key     its name in the JSON                     "n_heads"
 //   value   where it lives (through nested structs: LMConfig → attn → n_heads), its type
-//           and its check: a Range for a number, the parse and name functions of an enum
+//           and its check: a Range for a number, the list of names of an enum (nn/names.h)
 //   flag    its option of gatedgrad train, or none   "--heads"
 //   help    one line that says what it is (train's --help adds the default after it)
 //   resume  what a resumed run may do with it        Resume::architecture
@@ -22,8 +22,8 @@
 //      RopeOptions, TrainConfig, CorpusSplit);
 //   2. its row, where it should come in the JSON and in --help: lm_config_fields() in
 //      nn/config_fields.cpp for the model's, train_config_fields() in nn/train/train_config.cpp
-//      for the training's. An enum needs a parse and a name function beside its type, as the
-//      gate's in nn/attention.h.
+//      for the training's. A new enum needs its list of names beside its type (nn/names.h
+//      shows one); the row takes the list, or the parse and name functions made from it.
 // validate() is written by hand only for what ties fields together (heads dividing d_model).
 // tests/test_config_fields.cpp fails on a member of the structs that has no row, and puts
 // every row through JSON, the command line, the resume check and train's description of a run.
@@ -42,6 +42,7 @@
 #include <variant>
 #include <vector>
 
+#include "nn/names.h"
 #include "nn/transformer.h"
 #include "tensor/dtype.h"
 
@@ -142,16 +143,16 @@ struct Switch {
     bool flag_sets = true;
 };
 
-// An enum, or a list of one enum's values (one per layer, say), known by name through the
-// enum's parse and name functions (parse_gate_position, gate_position_name): a name the parser
-// refuses is refused with the parser's message. The name function names any value of the
-// type ("?" for one the enum does not have), as the library's do. Names: std::string, or a
-// vector of them.
-template <class Config, class Names = std::string>
+// An enum, or a list of one enum's values (one per layer, say), known by name: through the
+// enum's list of names (nn/names.h), or its parse and name functions (parse_gate_position,
+// gate_position_name). A name the parser refuses is refused with the parser's message. The
+// name function names any value of the type ("?" for one the enum does not have), as the
+// library's do. Spelling: how the field is written, one name (std::string) or a list of them.
+template <class Config, class Spelling = std::string>
 struct Choice {
-    std::function<Names(const Config&)> name;        // the value's name (the values' names)
-    std::function<void(Config&, const Names&)> set;  // parses names into the field
-    std::function<void(const std::string&)> parse;   // throws unless it knows the name
+    std::function<Spelling(const Config&)> name;        // the value's name (the values' names)
+    std::function<void(Config&, const Spelling&)> set;  // parses names into the field
+    std::function<void(const std::string&)> parse;      // throws unless it knows the name
     // Whether each value's name parses back to it (not so for an enum cast from a number).
     std::function<bool(const Config&)> named;
     // The names of every value the enum (class) has: of the first 64, those whose name parses back.
@@ -172,8 +173,8 @@ using Value = std::variant<Number<Config, int64_t>, Number<Config, uint64_t>, Nu
 
 template <class V>
 constexpr bool is_choice = false;
-template <class Config, class Names>
-constexpr bool is_choice<Choice<Config, Names>> = true;
+template <class Config, class Spelling>
+constexpr bool is_choice<Choice<Config, Spelling>> = true;
 
 template <class Config>
 struct Field {
@@ -252,7 +253,7 @@ template <auto... path, class C = detail::owner_t<path...>, class T = detail::ty
     requires(std::is_enum_v<T> || detail::is_enum_list<T>)
 Value<C> at(Parse parse, Name name) {
     using E = typename detail::enum_of<T>::type;
-    using Names = std::conditional_t<std::is_enum_v<T>, std::string, std::vector<std::string>>;
+    using Spelling = std::conditional_t<std::is_enum_v<T>, std::string, std::vector<std::string>>;
     const Member<C, T> m = detail::member<path...>();
     const auto named = [=](E e) {
         try {
@@ -261,18 +262,18 @@ Value<C> at(Parse parse, Name name) {
             return false;
         }
     };
-    Choice<C, Names> choice;
+    Choice<C, Spelling> choice;
     if constexpr (std::is_enum_v<T>) {
         choice.name = [=](const C& c) { return std::string(name(m.get(c))); };
         choice.set = [=](C& c, const std::string& text) { m.at(c) = parse(text); };
         choice.named = [=](const C& c) { return named(m.get(c)); };
     } else {
         choice.name = [=](const C& c) {
-            Names out;
+            Spelling out;
             for (const E e : m.get(c)) out.push_back(std::string(name(e)));
             return out;
         };
-        choice.set = [=](C& c, const Names& texts) {
+        choice.set = [=](C& c, const Spelling& texts) {
             T values;
             for (const std::string& text : texts) values.push_back(parse(text));
             m.at(c) = values;
@@ -288,6 +289,15 @@ Value<C> at(Parse parse, Name name) {
     };
     choice.address = [=](const C& c) -> const void* { return &m.get(c); };
     return choice;
+}
+
+// An enum, or a list of an enum's values, by the enum's list of names (nn/names.h).
+template <auto... path, class C = detail::owner_t<path...>, class T = detail::type_t<path...>,
+          class E = typename detail::enum_of<T>::type>
+    requires(std::is_enum_v<T> || detail::is_enum_list<T>)
+Value<C> at(const Names<E>& names) {
+    return at<path...>([names](const std::string& text) { return names.parse(text); },
+                       [names](E e) { return names.name(e); });
 }
 
 // ---------------------------------------------------------------- what the rows give
@@ -384,14 +394,14 @@ template <class Outer, class Inner, class T>
 Value<Outer> lift(const Text<Inner, T>& v, Inner Outer::*inner) {
     return Text<Outer, T>{lift(v.member, inner)};
 }
-template <class Outer, class Inner, class Names>
-Value<Outer> lift(const Choice<Inner, Names>& v, Inner Outer::*inner) {
-    return Choice<Outer, Names>{[=](const Outer& o) { return v.name(o.*inner); },
-                                [=](Outer& o, const Names& names) { v.set(o.*inner, names); },
-                                v.parse,
-                                [=](const Outer& o) { return v.named(o.*inner); },
-                                v.names,
-                                [=](const Outer& o) { return v.address(o.*inner); }};
+template <class Outer, class Inner, class Spelling>
+Value<Outer> lift(const Choice<Inner, Spelling>& v, Inner Outer::*inner) {
+    return Choice<Outer, Spelling>{[=](const Outer& o) { return v.name(o.*inner); },
+                                   [=](Outer& o, const Spelling& names) { v.set(o.*inner, names); },
+                                   v.parse,
+                                   [=](const Outer& o) { return v.named(o.*inner); },
+                                   v.names,
+                                   [=](const Outer& o) { return v.address(o.*inner); }};
 }
 }  // namespace detail
 

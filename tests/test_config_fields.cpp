@@ -261,35 +261,23 @@ TEST_CASE("config fields: a config.json written before the table loads as it was
 
 // The shapes of the fields the next models add, on a config of their own: an enum (a score
 // function), a number with 0 for off (an MLA rank), one value of an enum per layer (a hybrid's
-// layer types). One row each is all they need.
+// layer types). An enum's list of names and one row each are all they need.
 namespace next {
-enum class Score { softmax, softmax1, sink };
 enum class Layer { attention, deltanet };
-template <class E, size_t N>
-E parse(const std::string& name, const char* what, const char* const (&names)[N]) {
-    for (size_t i = 0; i < N; ++i)
-        if (name == names[i]) return E(i);
-    throw std::invalid_argument(std::string(what) + " '" + name + "' is unknown");
-}
-const char* const kScores[] = {"softmax", "softmax1", "sink"};
-const char* const kLayers[] = {"attention", "deltanet"};
-Score parse_score(const std::string& name) { return parse<Score>(name, "score function", kScores); }
-const char* score_name(Score s) { return unsigned(s) < 3 ? kScores[int(s)] : "?"; }
-Layer parse_layer(const std::string& name) { return parse<Layer>(name, "layer type", kLayers); }
-const char* layer_name(Layer l) { return unsigned(l) < 2 ? kLayers[int(l)] : "?"; }
+const Names<Layer> kLayers{"layer type", {{"attention", Layer::attention}, {"deltanet", Layer::deltanet}}};
 
 struct Config {
-    Score score_fn = Score::softmax;
+    ScoreFunction score_fn = ScoreFunction::softmax;
     int64_t kv_rank = 0;  // 0: off
     std::vector<Layer> layer_types{Layer::attention, Layer::attention};
 };
 
 const Fields<Config>& fields() {
     static const Fields<Config> rows = {
-        {"score_fn", at<&Config::score_fn>(parse_score, score_name), "--score-fn", "how scores become weights",
-         Resume::architecture},
+        {"score_fn", at<&Config::score_fn>(parse_score_function, score_function_name), "--score-fn",
+         "how scores become weights", Resume::architecture},
         {"kv_rank", at<&Config::kv_rank>({0, 1024}), "--kv-rank", "MLA's latent rank (0: off)", Resume::architecture},
-        {"layer_types", at<&Config::layer_types>(parse_layer, layer_name), "--layer-types", "each layer's kind",
+        {"layer_types", at<&Config::layer_types>(kLayers), "--layer-types", "each layer's kind",
          Resume::architecture},
     };
     return rows;
@@ -299,7 +287,7 @@ const Fields<Config>& fields() {
 TEST_CASE("config fields: a field of the next models is one row: an enum, a rank with 0 for off, a kind per layer") {
     const next::Config plain;
     next::Config c;
-    c.score_fn = next::Score::sink, c.kv_rank = 16;
+    c.score_fn = ScoreFunction::sink, c.kv_rank = 16;
     c.layer_types = {next::Layer::attention, next::Layer::deltanet, next::Layer::deltanet};
     const auto same = [](const next::Config& a, const next::Config& b) {
         return a.score_fn == b.score_fn && a.kv_rank == b.kv_rank && a.layer_types == b.layer_types;
@@ -315,7 +303,8 @@ TEST_CASE("config fields: a field of the next models is one row: an enum, a rank
     in.finish();
     CHECK(same(back, c));
     JsonFields bad("next", R"({"layer_types": ["attention", "mamba"]})");
-    CHECK_THROWS_WITH_AS(read_fields(bad, next::fields(), back), "next: layer type 'mamba' is unknown", std::invalid_argument);
+    CHECK_THROWS_WITH_AS(read_fields(bad, next::fields(), back),
+                         "next: layer type 'mamba' is not one of attention, deltanet", std::invalid_argument);
 
     // The command line: an option each, with its help and default, checked as the JSON is.
     CLI::App app;
@@ -330,7 +319,7 @@ TEST_CASE("config fields: a field of the next models is one row: an enum, a rank
     options.apply(given);
     CHECK(same(given, c));
     const char* wrong[] = {"x", "--layer-types", "attention", "mamba"};
-    CHECK_THROWS_WITH(app.parse(4, wrong), "--layer-types: layer type 'mamba' is unknown");
+    CHECK_THROWS_WITH(app.parse(4, wrong), "--layer-types: layer type 'mamba' is not one of attention, deltanet");
 
     // The checks validate() runs, and what a resumed run compares.
     c.kv_rank = 2000;

@@ -1,7 +1,6 @@
 #include "nn/train/data.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include <stdexcept>
 
 #include "gatedgrad_config.h"  // GG_FORTUNES_DIR, written by meson
+#include "nn/names.h"
 
 namespace gg::nn {
 
@@ -179,23 +179,12 @@ std::vector<std::string> load_texts(const std::vector<std::string>& paths) {
 std::vector<std::string> load_documents(const std::vector<std::string>& paths) { return load_corpus(paths).documents; }
 
 namespace {
-const std::pair<const char*, SplitMode> kSplitModes[] = {
-    {"auto", SplitMode::automatic}, {"documents", SplitMode::documents}, {"bytes", SplitMode::bytes}};
+const Names<SplitMode> kSplitModes{
+    "split", {{"auto", SplitMode::automatic}, {"documents", SplitMode::documents}, {"bytes", SplitMode::bytes}}};
 }  // namespace
 
-SplitMode parse_split_mode(const std::string& name) {
-    std::string lower = name;
-    std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    for (const auto& [n, mode] : kSplitModes)
-        if (lower == n) return mode;
-    throw std::invalid_argument("split '" + name + "' is not one of auto, documents, bytes");
-}
-
-std::string split_mode_name(SplitMode mode) {
-    for (const auto& [n, m] : kSplitModes)
-        if (m == mode) return n;
-    return "?";
-}
+SplitMode parse_split_mode(const std::string& name) { return kSplitModes.parse(name); }
+std::string split_mode_name(SplitMode mode) { return kSplitModes.name(mode); }
 
 TextDataset::TextDataset(const std::vector<std::string>& documents, const CorpusSplit& split) {
     const double f = split.val_fraction;
