@@ -46,7 +46,8 @@ const Fields<TrainConfig>& train_config_fields() {
         {"log_every", at<&T::log_every>({0, Limit::steps}), nullptr, "print a line every N steps"},
         {"probe_every", at<&T::probe_every>({0, Limit::steps}), "--probe-every",
          "every N steps, write the largest attention logit, smallest attention entropy, mean gate, output "
-         "log Z and largest activation of a fixed validation batch into log.jsonl (0: never)"},
+         "log Z and largest activation of a fixed validation batch into log.jsonl (0: never; not with --score-fn "
+         "sigmoid or softpick)"},
         {"ckpt_every", at<&T::ckpt_every>({0, Limit::steps}), "--ckpt-every",
          "checkpoint every N steps (0: only at the end)"},
         {"ckpt_minutes", at<&T::ckpt_minutes>({0}), "--ckpt-minutes",

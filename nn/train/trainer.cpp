@@ -404,7 +404,10 @@ TrainResult Trainer::run(bool quiet, int64_t stop_at) {
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         StepLog s{step_, loss_value, optimizer_->lr, norm, double(world * c.batch_size * c.seq_len) / dt, NAN, z_value,
                   std::nullopt};
-        if (writer && c.probe_every > 0 && (step_ % c.probe_every == 0 || step_ == last)) s.probe = probe();
+        // sigmoid's and softpick's weights give no largest logit (measure_stability): not probed.
+        if (writer && c.probe_every > 0 && is_softmax(c.model.attn.score_fn) &&
+            (step_ % c.probe_every == 0 || step_ == last))
+            s.probe = probe();
         const bool eval_now = (c.eval_every > 0 && step_ % c.eval_every == 0) || step_ == c.steps;
         if (eval_now) {
             model_->eval();
