@@ -45,6 +45,10 @@ const Fields<LMConfig>& lm_config_fields() {
         {"window", at<&L::attn, &A::window>({0, Limit::window}), "--window",
          "sliding-window attention over the last N keys (0: full)", keep},
         {"exclude_self", at<&L::attn, &A::exclude_self>(), nullptr, "hide each query's own key", keep},
+        {"score_fn", at<&L::attn, &A::score_fn>(parse_score_function, score_function_name), "--score-fn",
+         "how a row of attention scores becomes weights: softmax, softmax1 (a slot of logit 0), sink (a learnable "
+         "slot logit per head), sigmoid (bias -log n), softpick",
+         keep},
         {"positions", at<&L::positions>(parse_position_encoding, position_encoding_name), "--positions",
          "position encoding: rope or learned", keep},
         {"rope_base", at<&L::attn, &A::rope_options, &R::base>({1, 1e12, true}), nullptr, "RoPE's base", keep},

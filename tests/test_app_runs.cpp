@@ -361,6 +361,39 @@ TEST_CASE("train --precision bf16: kept in config.json and on resume; export wri
                 "precision 'fp16' is not one of f32, bf16");
 }
 
+TEST_CASE("train --score-fn: kept in config.json and the checkpoint, held on resume; sink shows the slot's share") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp);
+    for (const std::string score_fn : {"sink", "sigmoid"}) {
+        CAPTURE(score_fn);
+        const fs::path run = tmp.path / score_fn, ckpt = run / "model.safetensors";
+        const Outcome first = run_app(tmp, "train" + tiny(corpus) + " --steps 2 --score-fn " + score_fn + " --out " + run.string());
+        REQUIRE_MESSAGE(first.code == 0, first.err);
+        CHECK(first.out.find("other     --score-fn " + score_fn) != std::string::npos);  // describe() names it
+        const auto config = [&] { return nlohmann::json::parse(read_file(run / "config.json")); };
+        CHECK(config()["model"]["score_fn"] == score_fn);
+        const Outcome resumed = run_app(tmp, "train --resume --steps 3 --quiet --out " + run.string());
+        REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
+        CHECK(config()["model"]["score_fn"] == score_fn);
+        CHECK(log_lines(run).size() == 3);
+        check_error(run_app(tmp, "train --resume --score-fn softmax --steps 4 --out " + run.string()), 2,
+                    "a resumed run keeps its architecture: --score-fn is " + score_fn + " in the run, softmax given");
+        // The checkpoint alone (no config.json beside it) knows its score function.
+        const fs::path alone = tmp.path / (score_fn + ".safetensors");
+        fs::copy_file(ckpt, alone);
+        const Outcome sink = run_app(tmp, "sink --ckpt " + alone.string() + " --batches 1");
+        REQUIRE_MESSAGE(sink.code == 0, sink.err);
+        const std::string header = sink.out.substr(sink.out.find("layer  first-token share"));
+        const std::string columns = header.substr(0, header.find('\n'));
+        CHECK((columns.find("slot") != std::string::npos) == (score_fn == "sink"));
+        CHECK((columns.find("row-sum") != std::string::npos) == (score_fn == "sigmoid"));
+    }
+    check_error(run_app(tmp, "train" + tiny(corpus) + " --score-fn softmax2 --out " + (tmp.path / "bad").string()), 2,
+                "--score-fn: score function 'softmax2' is not one of softmax, softmax1, sink, sigmoid, softpick");
+    CHECK(!fs::exists(tmp.path / "bad"));
+}
+
 TEST_CASE("train: a log that cannot take a step stops the run in one line, after a checkpoint; --resume misses no step") {
     REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
     TempDir tmp;
