@@ -32,6 +32,8 @@ int run_command(const std::function<int()>& command) {
         std::fprintf(stderr, "gatedgrad: rank %d: %s\n", job->rank(), one_line(e.what()).c_str());
         job_ending = true;
         job->abort(code);
+        // ProcessGroup::abort is [[noreturn]], which GCC cannot see through the virtual call.
+        __builtin_unreachable();
     } catch (const std::exception& e) {
         std::fflush(stdout);
         // Data parallel, a rank that fails alone names itself and ends the job.

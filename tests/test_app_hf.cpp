@@ -257,9 +257,9 @@ TEST_CASE("app: eval --hf scores every token of a text as Hugging Face's perplex
     const nlohmann::json cases = nlohmann::json::parse(gg::testing::read_file("tests/reference/hf/eval_reference.json"));
     for (const char* name : {"baseline", "headwise", "elementwise"})
         for (const nlohmann::json& c : cases.at(name)) {
-            std::string args = "eval --hf tests/reference/hf/" + std::string(name) + " --data";
-            for (const auto& file : c.at("files")) args += " " + file.get<std::string>();
-            for (const auto& arg : c.at("args")) args += " " + arg.get<std::string>();
+            std::string args = std::string("eval --hf tests/reference/hf/") + name + " --data";
+            for (const auto& file : c.at("files")) args.append(" ").append(file.get<std::string>());
+            for (const auto& arg : c.at("args")) args.append(" ").append(arg.get<std::string>());
             CAPTURE(args);
             const Outcome o = run_app(tmp, args);
             INFO(o.out << o.err);

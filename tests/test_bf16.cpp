@@ -135,7 +135,7 @@ using Entry = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 // Runs `entry` on bfloat16 copies of the float32 `inputs` and on the same values in float32
 // (integer inputs pass unchanged), and compares every output. Inputs are made leaves that
-// require grad, so an entry may return gradients too (from a backward seeded by seed_like).
+// require grad, so an entry may return gradients too.
 void check_entry(const std::string& name, const std::vector<Tensor>& inputs, const Entry& entry) {
     CAPTURE(name);
     std::vector<Tensor> half, single;
@@ -150,21 +150,6 @@ void check_entry(const std::string& name, const std::vector<Tensor>& inputs, con
         CAPTURE(i);
         CHECK(bf16_mismatch(h[i], f[i]) == "");
     }
-}
-
-// A fixed gradient for y, the same values in either dtype.
-Tensor seed_like(const Tensor& y) {
-    Generator gen(99);
-    return randn(y.shape(), gen).to(DType::bf16).to(y.dtype());
-}
-
-// y and the gradients of the floating inputs after y.backward(seed).
-std::vector<Tensor> with_grads(const Tensor& y, const std::vector<Tensor>& inputs) {
-    y.backward(seed_like(y));
-    std::vector<Tensor> out{y.detach()};
-    for (const Tensor& x : inputs)
-        if (x.requires_grad()) out.push_back(x.grad());
-    return out;
 }
 
 Tensor normal(const Shape& shape, uint64_t seed, double scale = 1) {

@@ -81,7 +81,7 @@ std::string mismatch(const std::vector<float>& got, const std::vector<double>& e
 // The rung on target t: the GPU build's gemm_ladder or the emulated build's, on pointers where t
 // reads them.
 template <class T>
-void gemm_ladder(const CudaTarget& t, Rung rung, int M, int N, int K, float alpha, const T* A, const T* B, float beta,
+void gemm_ladder([[maybe_unused]] const CudaTarget& t, Rung rung, int M, int N, int K, float alpha, const T* A, const T* B, float beta,
                  float* C) {
 #if GG_CUDA_GPU
     if (t.gpu) return gg::cuda::gpu::gemm_ladder(rung, M, N, K, alpha, A, B, beta, C);

@@ -51,8 +51,8 @@ std::vector<uint8_t> read_all(const std::string& path) {
 
 // A file as the Python library writes it: length, JSON exactly as given, data.
 std::vector<uint8_t> make_file(const std::string& header, const std::vector<uint8_t>& data) {
-    std::vector<uint8_t> out(8);
-    for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<uint8_t>(header.size() >> (8 * i));
+    std::vector<uint8_t> out;
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(header.size() >> (8 * i)));
     out.insert(out.end(), header.begin(), header.end());
     out.insert(out.end(), data.begin(), data.end());
     return out;

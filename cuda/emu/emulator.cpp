@@ -518,7 +518,7 @@ void* block_shared(const void* site, const char* name, size_t bytes, size_t alig
                                  std::to_string(kMaxShared) + " B a block may have");
     b.static_bytes += bytes;
     b.shared.push_back({site, poisoned_buffer(bytes, align), bytes});
-    if (b.race) b.race->add_region(b.shared.back().buffer.get(), bytes, "`" + std::string(name) + "`");
+    if (b.race) b.race->add_region(b.shared.back().buffer.get(), bytes, std::string("`") + name + "`");
     return b.shared.back().buffer.get();
 }
 

@@ -237,7 +237,7 @@ std::string runs_table(const std::vector<RunReport>& runs) {
         const TrainingLog& log = run.log;
         std::string diff;
         for (const std::string& name : differ)
-            diff += (diff.empty() ? "" : " ") + std::string("<mark>") + escape_xml(name + " " + setting_value(run, name)) + "</mark>";
+            diff += std::string(diff.empty() ? "" : " ") + "<mark>" + escape_xml(name + " " + setting_value(run, name)) + "</mark>";
         if (compared && diff.empty()) diff = "nothing: the same settings";
         const bool gate_differs = compared && std::any_of(runs.begin(), runs.end(), [&](const RunReport& r) { return r.gate != run.gate; });
         html += "<tr><td class=\"left\">" + escape_xml(run.name) + "</td><td class=\"left\">" +

@@ -61,7 +61,7 @@ const std::map<std::string, size_t>& dtype_sizes() {
 }
 
 std::string range_str(uint64_t begin, uint64_t end) {
-    return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+    return std::string("[") + std::to_string(begin) + ", " + std::to_string(end) + ")";
 }
 
 std::string shape_str(const std::vector<int64_t>& shape) {

@@ -64,7 +64,7 @@ int64_t steps_from(int argc, char** argv) {
     const long long steps = argc == 3 && std::strcmp(argv[1], "--steps") == 0 ? std::strtoll(argv[2], &end, 10) : 0;
     if (argc != 3 || std::strcmp(argv[1], "--steps") != 0 || end == argv[2] || *end != '\0' || steps < 1 || steps > 100000) {
         std::string given;
-        for (int i = 1; i < argc; ++i) given += (i > 1 ? " " : "") + std::string(argv[i]);
+        for (int i = 1; i < argc; ++i) given.append(i > 1 ? " " : "").append(argv[i]);
         std::fprintf(stderr, "tutorial_12_data_parallel: '%s' is not what it takes; %s", given.c_str(), usage);
         std::exit(2);
     }
