@@ -1,7 +1,8 @@
 // gatedgrad eval — a model's mean next-token loss and perplexity: a checkpoint's on the
 // validation text it was trained on, at its training length or a longer one with a RoPE
 // rescaling (nn/rope.h); any model's on every token of --data's text, in strided windows as
-// Hugging Face's perplexity guide scores a text (nn/analysis/text_loss.h).
+// Hugging Face's perplexity guide scores a text, or one token at a time through a rolling KV
+// cache that drops old positions, keeping the first ones or not (nn/analysis/text_loss.h).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -28,6 +29,7 @@ struct EvalArgs {
     CLI::App* cmd = nullptr;
     DataArgs data;
     int64_t batches = 0, stride = 0;
+    int64_t window_cache = 0, keep_first = 0;
     std::string rope_scaling = "none";
     double rope_factor = 0;
 };
@@ -47,6 +49,13 @@ void add_eval(CLI::App& app, EvalArgs& a) {
     a.cmd->add_option("--stride", a.stride, "with --data: tokens of text from one window's start to the next "
                                             "(default: half a window); each token is scored once, after at least "
                                             "window - stride tokens of the text where it has them")
+        ->check(count(1, kMaxSeqLen));
+    a.cmd->add_option("--window-cache", a.window_cache, "with --data: read the text one token at a time through KV "
+                                                        "caches of this many positions that drop the oldest, and "
+                                                        "print the loss by position past the cache")
+        ->check(count(2, kMaxSeqLen));
+    a.cmd->add_option("--keep-first", a.keep_first, "with --window-cache: the first tokens, never dropped "
+                                                    "(StreamingLLM's sink tokens); default 0")
         ->check(count(1, kMaxSeqLen));
     a.cmd->add_option("--rope-scaling", a.rope_scaling, "RoPE rescaling for long contexts: none, pi, ntk, yarn")
         ->check(accepted_by(parse_rope_scaling))
@@ -76,7 +85,9 @@ std::string rescale_rope(const EvalArgs& a, const ModelOnText& m) {
 
 // The validation split of the text a checkpoint was trained on, in its training batches.
 int run_eval_validation(EvalArgs& a) {
-    if (a.stride > 0) throw UsageError("--stride is for --data's text; the validation split is read in batches");
+    if (a.stride > 0 || a.window_cache > 0 || a.keep_first > 0)
+        throw UsageError(std::string(a.stride > 0 ? "--stride" : a.window_cache > 0 ? "--window-cache" : "--keep-first") +
+                         " is for --data's text; the validation split is read in batches");
     const ModelOnText m = open_for_data(a.data, Workload::inference);
     const Autocast precision(m.opened.precision);
     const int64_t B = a.data.batch, T = a.data.seq_len;
@@ -143,6 +154,50 @@ WindowPlan plan_windows(const EvalArgs& a, const ModelOnText& m, int64_t text_to
     return p;
 }
 
+// --data's text one token at a time through rolling caches (nn/analysis/text_loss.h): the
+// loss by the position each token is read at, in bands that double from the cache's length,
+// since what a dropped sink costs shows once positions pass it.
+int run_eval_rolling(const EvalArgs& a, const ModelOnText& m, const std::vector<int64_t>& ids, size_t files) {
+    const std::pair<bool, const char*> window_options[] = {{a.stride > 0, "--stride"},
+                                                            {a.data.seq_len > 0, "--seq-len"},
+                                                            {a.data.batch > 0, "--batch"},
+                                                            {a.rope_scaling != "none", "--rope-scaling"}};
+    for (const auto& [given, name] : window_options)
+        if (given) throw UsageError(std::string(name) + " is for windows; --window-cache reads the text one token at a time");
+    if (a.keep_first >= a.window_cache)
+        throw UsageError("--keep-first " + std::to_string(a.keep_first) + " must be less than --window-cache " +
+                         std::to_string(a.window_cache) + ": the cache also holds the newest tokens");
+    const std::optional<int64_t> bos = bos_token(m.opened, a.data.bos);
+    std::vector<double> nll;
+    try {
+        nll = rolling_cache_loss(m.model(), ids, {.cache = a.window_cache, .keep_first = a.keep_first, .bos = bos});
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string(e.what()) + " (--data)");
+    }
+    const char* unit = m.opened.byte_tokens ? "byte" : "token";
+    std::printf("%s: scored %zu of the text's %zu tokens (%zu file%s) one at a time through KV caches of %lld "
+                "positions, keeping the first %lld; %s; %s weights\n",
+                a.data.model.path().c_str(), nll.size(), ids.size(), files, files == 1 ? "" : "s",
+                (long long)a.window_cache, (long long)a.keep_first, first_token_note(m, a.data).c_str(),
+                dtype_name(m.model().parameters().front().dtype()));
+    std::printf("%-16s %8s %10s\n", "positions", "tokens", "loss");
+    double total = 0;
+    for (int64_t begin = 1, end = a.window_cache; begin <= int64_t(nll.size()); begin = end, end *= 2) {
+        const int64_t last = std::min<int64_t>(end, int64_t(nll.size()) + 1);  // band [begin, last)
+        double band = 0;
+        for (int64_t p = begin; p < last; ++p) band += nll[size_t(p - 1)];
+        total += band;
+        const std::string range = std::to_string(begin) + "-" + std::to_string(last - 1);
+        std::printf("%-16s %8lld %10.4f%s\n", range.c_str(), (long long)(last - begin), band / double(last - begin),
+                    begin == 1 ? "  (nothing dropped yet)" : "");
+    }
+    const double loss = total / double(nll.size());
+    if (!std::isfinite(loss))
+        throw std::runtime_error("the loss is " + std::to_string(loss) + ": the model gives non-finite logits on this text");
+    std::printf("mean next-token loss %.4f nats/%s, perplexity %.3f\n", loss, unit, std::exp(loss));
+    return 0;
+}
+
 // Every token of --data's text, once, in strided windows (nn/analysis/text_loss.h).
 int run_eval_text(EvalArgs& a) {
     if (a.batches > 0)
@@ -151,6 +206,8 @@ int run_eval_text(EvalArgs& a) {
     const Autocast precision(m.opened.precision);
     size_t files = 0;
     const std::vector<int64_t> ids = text_ids(m.opened, a.data.data, &files);
+    if (a.window_cache > 0) return run_eval_rolling(a, m, ids, files);
+    if (a.keep_first > 0) throw UsageError("--keep-first keeps tokens in --window-cache's rolling caches; give both");
     const std::optional<int64_t> bos = bos_token(m.opened, a.data.bos);
     const WindowPlan plan = plan_windows(a, m, int64_t(ids.size()) + (bos ? 1 : 0));
     if (a.stride > plan.window - (bos ? 1 : 0))

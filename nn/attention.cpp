@@ -279,10 +279,17 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     if (gated && o.gate == GatePosition::value) v = v * (gate = gate_values(gate_logits));
     if (gated && o.gate == GatePosition::key) k = k * (gate = gate_values(gate_logits));
     if (gated && o.gate == GatePosition::query) q = q * (gate = gate_values(gate_logits));
+    const Tensor k_unrotated = k;
     if (rope_) q = rope_->forward(q, past), k = rope_->forward(k, past);
     if (cache) {
-        cache->append(k, v);
+        cache->append(k, v, k_unrotated);
         k = cache->k, v = cache->v;
+        // The first positions kept past a drop sit just before the newest ones (KVCache):
+        // their keys rotated dropped() positions further than where they were seen.
+        if (rope_ && cache->keep_first > 0 && cache->dropped() > 0) {
+            const int64_t F = cache->first_keys.size(2);
+            k = cat({rope_->forward(cache->first_keys, cache->dropped()), k.narrow(2, F, k.size(2) - F)}, 2);
+        }
     }
     // G2, G3: scale each query row's logits by its gate, i.e. scale the query vector.
     if (gated && o.gate == GatePosition::scores_from_x) q = q * (gate = gate_values(gate_logits));  // (B, H, T, 1)
@@ -326,14 +333,19 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     return y;
 }
 
-void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
+void KVCache::append(const Tensor& k_new, const Tensor& v_new, const Tensor& k_unrotated) {
     const int64_t B = k_new.size(0), Hkv = k_new.size(1), T = k_new.size(2), D = k_new.size(3), past = length();
     if (past > 0 && (k.size(0) != B || k.size(1) != Hkv || k.size(3) != D))
         throw std::invalid_argument("KVCache: holds " + shape_str(k.shape()) + ", cannot append " +
                                     shape_str(k_new.shape()));
-    // The old positions that stay: all, or the newest of them that fit beside the T new ones.
-    const int64_t kept = keep > 0 ? std::min(past, std::max<int64_t>(keep - T, 0)) : past;
-    const int64_t needed = B * Hkv * (kept + T) * D;
+    if (keep_first < 0 || (keep_first > 0 && keep <= keep_first))
+        throw std::invalid_argument("KVCache: keep_first " + std::to_string(keep_first) + " with keep " +
+                                    std::to_string(keep) + ": the first positions kept need a window longer than them");
+    // The old positions that stay: the first keep_first (at the front since nothing before
+    // them was ever dropped), then all the others, or the newest that fit beside the T new ones.
+    const int64_t first = std::min(keep_first, past);
+    const int64_t recent = keep > 0 ? std::min(past - first, std::max<int64_t>(keep - first - T, 0)) : past - first;
+    const int64_t kept = first + recent, needed = B * Hkv * (kept + T) * D;
     if (!buffers_[0][0].defined() || buffers_[0][0].numel() < needed) {
         const int64_t capacity = std::max(needed, past > 0 ? 2 * buffers_[0][0].numel() : needed);
         for (auto& turn : buffers_)
@@ -342,13 +354,18 @@ void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
     turn_ = 1 - turn_;  // the buffer k and v do not live in
     const auto grow = [&](Tensor& held, const Tensor& fresh, const Tensor& buffer) {
         const Tensor next = buffer.narrow(0, 0, needed).view({B, Hkv, kept + T, D});
-        if (kept > 0) next.narrow(2, 0, kept).copy_(held.narrow(2, past - kept, kept));
+        if (first > 0) next.narrow(2, 0, first).copy_(held.narrow(2, 0, first));
+        if (recent > 0) next.narrow(2, first, recent).copy_(held.narrow(2, past - recent, recent));
         next.narrow(2, kept, T).copy_(fresh.detach());
         held = next;
     };
     NoGradGuard no_grad;
     grow(k, k_new, buffers_[turn_][0]);
     grow(v, v_new, buffers_[turn_][1]);
+    if (seen_ < keep_first) {  // the first positions' keys before RoPE, for GatedAttention to move them
+        const Tensor fresh = (k_unrotated.defined() ? k_unrotated : k_new).detach().narrow(2, 0, std::min(T, keep_first - seen_));
+        first_keys = first_keys.defined() ? cat({first_keys, fresh}, 2) : fresh.contiguous();
+    }
     seen_ += T;
 }
 

@@ -112,13 +112,27 @@ struct AttentionOptions {
 // at most that many keys, itself included (sliding-window attention over `keep`), so every
 // new token costs the same time and memory however long decoding goes on. Positions keep
 // counting (seen()): RoPE rotates by the true position, and the distances stay right.
+//
+// With `keep_first` > 0 as well, the stream's first keep_first positions are never dropped:
+// the cache holds them and the newest keep − keep_first (StreamingLLM, arXiv 2309.17453: a
+// model that parks its idle attention on the first tokens collapses once they leave the
+// window, and keeping them is enough). As there, the distances are those within the cache:
+// the newest keys keep their true distances to the query, and the first ones are moved up to
+// sit just before them — GatedAttention rotates their unrotated keys (`first_keys`) by
+// dropped() more positions — so no query sees a distance longer than `keep`, however far the
+// stream has gone. Exact when tokens come one at a time once positions drop (as eval and
+// generate feed them after a prompt).
 struct KVCache {
     Tensor k, v;  // (B, Hkv, T_kept, dk), undefined before the first step; no gradient
-    int64_t keep = 0;  // 0: every position
+    int64_t keep = 0;        // 0: every position
+    int64_t keep_first = 0;  // with keep: the first positions, never dropped; < keep
+    Tensor first_keys;       // (B, Hkv, ≤ keep_first, dk) their keys before RoPE, when keep_first > 0
     int64_t length() const { return k.defined() ? k.size(2) : 0; }  // positions held
     int64_t seen() const { return seen_; }  // positions appended, held or dropped: the next one's index
-    // k_new, v_new (B, Hkv, T, dk): the next T positions.
-    void append(const Tensor& k_new, const Tensor& v_new);
+    int64_t dropped() const { return seen_ - length(); }
+    // k_new, v_new (B, Hkv, T, dk): the next T positions; k_unrotated: their keys before RoPE,
+    // kept for the first keep_first positions (undefined: k_new is unrotated, no RoPE).
+    void append(const Tensor& k_new, const Tensor& v_new, const Tensor& k_unrotated = Tensor());
 
 private:
     Tensor buffers_[2][2];  // [turn][k or v], flat, each of the same capacity

@@ -101,6 +101,36 @@ TEST_CASE("app: a trained model goes out as a Hugging Face folder and every --hf
     check_error(run_app(tmp, "eval --hf " + hf.string() + " --ckpt " + ckpt), 2, "excludes");
     check_error(run_app(tmp, "eval --data " + corpus.string()), 2, "give --ckpt FILE");
     check_error(run_app(tmp, "eval --hf " + tmp.path.string() + " --data " + corpus.string()), 1, "config.json");
+    // One layer's keys depend on their own token only, so a rolling cache of 15 reads each token
+    // after the same 15 as windows of 16 one token apart do; a short cache prints its bands past
+    // the cache, and the options that shape windows are refused beside it.
+    const fs::path short_text = tmp.path / "short.txt";
+    {
+        std::ofstream text(short_text);
+        for (int i = 0; i < 12; ++i) text << "the gate closes on idle heads " << i << "\n";
+    }
+    const std::string on_short = " --data " + short_text.string() + " --bos never";
+    const Outcome rolled = run_app(tmp, "eval --ckpt " + ckpt + on_short + " --window-cache 15");
+    const Outcome strided = run_app(tmp, "eval --ckpt " + ckpt + on_short + " --seq-len 16 --stride 1");
+    INFO("rolled: " << rolled.out << rolled.err << "strided: " << strided.out);
+    REQUIRE(rolled.code == 0);
+    CHECK(rolled.out.find("one at a time through KV caches of 15 positions, keeping the first 0") != std::string::npos);
+    CHECK(number_after(rolled.out, "mean next-token loss ") ==
+          doctest::Approx(number_after(strided.out, "mean next-token loss ")).epsilon(1e-3));
+    const Outcome streaming = run_app(tmp, "eval --ckpt " + ckpt + " --data " + corpus.string() +
+                                               " --window-cache 8 --keep-first 1");
+    INFO("streaming: " << streaming.out << streaming.err);
+    REQUIRE(streaming.code == 0);
+    CHECK(streaming.out.find("keeping the first 1") != std::string::npos);
+    CHECK(streaming.out.find("1-7                     7") != std::string::npos);
+    CHECK(streaming.out.find("8-15                    8") != std::string::npos);
+    CHECK(streaming.out.find("16-31                  16") != std::string::npos);
+    check_error(run_app(tmp, "eval --ckpt " + ckpt + " --data " + corpus.string() + " --window-cache 8 --keep-first 8"), 2,
+                "--keep-first 8 must be less than --window-cache 8");
+    check_error(run_app(tmp, "eval --ckpt " + ckpt + " --data " + corpus.string() + " --keep-first 2"), 2,
+                "give both");
+    check_error(run_app(tmp, "eval --ckpt " + ckpt + same + " --window-cache 8"), 2, "--seq-len is for windows");
+    check_error(run_app(tmp, "eval --ckpt " + ckpt + " --window-cache 8"), 2, "--window-cache is for --data's text");
     // Gu et al.'s probe works on our checkpoints too.
     const Outcome random_ours = run_app(tmp, "sink --ckpt " + ckpt + " --random-tokens --batches 1");
     CHECK(random_ours.code == 0);

@@ -351,6 +351,48 @@ TEST_CASE("nn: a KV cache that keeps the last K positions is sliding-window atte
         }
 }
 
+TEST_CASE("nn: a KV cache that also keeps the first F positions reads as a pass over those and the newest, at cache positions") {
+    // StreamingLLM's cache (KVCache::keep_first): once positions drop, query t sees the first F
+    // tokens and the newest K − F, and with RoPE the distances are those within the cache. A
+    // single layer's keys and values depend on their own token only, so the reference is a fresh
+    // pass over [x_0 … x_{F−1}, x_{t−K+F+1} … x_t], whose last row is query t's.
+    const int64_t K = 5, F = 2, T = 12;
+    for (ScoreFunction f : kAllScoreFunctions)
+        for (GatePosition pos : {GatePosition::none, GatePosition::sdpa_output, GatePosition::key})
+            for (bool rope : {false, true}) {
+                AttentionOptions o = attention_options(pos);
+                o.n_kv_heads = 2, o.rope = rope, o.qk_norm = rope, o.score_fn = f;
+                CAPTURE(describe(o));
+                Generator gen(16);
+                const auto m = random_attention(o, gen, DType::f32);
+                const Tensor x = randn({2, T, 16}, gen);
+                KVCache cache;
+                cache.keep = K, cache.keep_first = F;
+                const Tensor prompt = m->forward(x.narrow(1, 0, 3), &cache);  // a first block within the cache
+                CHECK(max_abs_diff(prompt, m->forward(x.narrow(1, 0, 3))) < 1e-5);
+                double without_first = 0;  // how far the newest K alone would be: the test can tell
+                for (int64_t t = 3; t < T; ++t) {
+                    const Tensor got = m->forward(x.narrow(1, t, 1), &cache);  // (2, 1, 16)
+                    CHECK(cache.length() == std::min<int64_t>(t + 1, K));
+                    CHECK(cache.seen() == t + 1);
+                    const int64_t recent = std::min<int64_t>(t + 1 - F, K - F);
+                    const Tensor seen = cat({x.narrow(1, 0, F), x.narrow(1, t + 1 - recent, recent)}, 1);
+                    CHECK(max_abs_diff(got, m->forward(seen).narrow(1, F + recent - 1, 1)) < 1e-5);
+                    const Tensor newest = x.narrow(1, t + 1 - std::min<int64_t>(t + 1, K), std::min<int64_t>(t + 1, K));
+                    if (t + 1 > K) without_first = std::max(without_first, max_abs_diff(got, m->forward(newest).narrow(1, K - 1, 1)));
+                }
+                CHECK(without_first > 1e-3);
+                CHECK(cache.first_keys.shape() == Shape{2, 2, F, o.head_dim()});
+            }
+    AttentionOptions o = attention_options(GatePosition::none);
+    Generator gen(17);
+    const auto m = random_attention(o, gen, DType::f32);
+    KVCache cache;
+    cache.keep = 3, cache.keep_first = 3;
+    CHECK_THROWS_WITH_AS(m->forward(randn({1, 1, 16}, gen), &cache), doctest::Contains("keep_first 3 with keep 3"),
+                         std::invalid_argument);
+}
+
 // ================================================================ score functions
 
 TEST_CASE("nn: every score function matches its formulas with every gate, QK-norm, GQA, a window, exclude_self") {

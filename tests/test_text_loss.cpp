@@ -1,6 +1,7 @@
 // test_text_loss.cpp — the strided whole-text loss (nn/analysis/text_loss.h) against each token
 // scored alone: token t belongs to the first window that ends past it, and its loss is that of
 // a forward pass over the window's text up to t (attention is causal), BOS first when there is one.
+// The rolling-cache loss against the same, each token's context being what the caches hold.
 #include <cmath>
 
 #include "tests/nn_check.h"
@@ -81,4 +82,58 @@ TEST_CASE("text_loss: every token scored once, with the context of the first win
     CHECK_THROWS_WITH_AS(text_loss(model, {5}, {.window = 10}), doctest::Contains("the text has 1 tokens"),
                          std::invalid_argument);
     CHECK(text_loss(model, {5}, {.window = 10, .bos = int64_t(22)}).scored == 1);
+}
+
+TEST_CASE("rolling_cache_loss: a cache that holds the whole text is the causal pass; a smaller one reads what it holds") {
+    LMConfig c = small_lm();
+    c.max_len = 64;
+    Generator gen(52);
+    GatedTransformerLM model(c);
+    randomize(model, gen, 0.3);
+    model.eval();
+    std::vector<int64_t> x(30);
+    for (int64_t& id : x) id = int64_t(gen.uniform() * double(c.vocab_size - 1));
+    NoGradGuard no_grad;
+    const Tensor ids = from_vector(x, {1, 30});
+    const Tensor logits = model.forward(ids.narrow(1, 0, 29)).logits;  // (1, 29, V)
+    const std::vector<double> whole = rolling_cache_loss(model, x, {.cache = 64});
+    REQUIRE(whole.size() == 29);
+    for (int64_t t = 0; t < 29; ++t)
+        CHECK(whole[size_t(t)] == doctest::Approx(cross_entropy(logits.select(1, t), ids.narrow(1, t + 1, 1).reshape({1})).item())
+                                      .epsilon(1e-5));
+    CHECK(rolling_cache_loss(model, x, {.cache = 64, .bos = int64_t(22)}).size() == 30);
+
+    // One layer: keys and values depend on their own token, so the token after position t reads
+    // as a fresh pass over the first F and the newest K − F tokens (RoPE at cache positions).
+    LMConfig one = c;
+    one.n_layers = 1;
+    GatedTransformerLM shallow(one);
+    randomize(shallow, gen, 0.3);
+    shallow.eval();
+    const int64_t K = 6, F = 2;
+    const std::vector<double> rolled = rolling_cache_loss(shallow, x, {.cache = K, .keep_first = F});
+    const std::vector<double> dropped = rolling_cache_loss(shallow, x, {.cache = K});
+    double apart = 0;
+    for (int64_t t = 0; t < 29; ++t) {
+        const int64_t recent = std::min<int64_t>(t + 1 - std::min<int64_t>(t + 1, F), K - F);
+        std::vector<int64_t> held(x.begin(), x.begin() + std::min<int64_t>(t + 1, F));
+        held.insert(held.end(), x.begin() + (t + 1 - recent), x.begin() + t + 1);
+        const Tensor h = from_vector(held, {1, int64_t(held.size())});
+        const Tensor last = shallow.forward(h).logits.select(1, int64_t(held.size()) - 1);  // (1, V)
+        const double want = cross_entropy(last, from_vector(std::vector<int64_t>{x[size_t(t + 1)]}, {1})).item();
+        CHECK(rolled[size_t(t)] == doctest::Approx(want).epsilon(1e-5));
+        apart = std::max(apart, std::abs(dropped[size_t(t)] - rolled[size_t(t)]));
+    }
+    CHECK(apart > 1e-3);  // keeping the first tokens changes what is read past the cache
+
+    CHECK_THROWS_WITH_AS(rolling_cache_loss(model, x, {.cache = 1}), doctest::Contains("a cache of 1"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(rolling_cache_loss(model, x, {.cache = 4, .keep_first = 4}), doctest::Contains("keep_first < cache"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(rolling_cache_loss(model, {5}, {.cache = 4}), doctest::Contains("the text has 1 tokens"),
+                         std::invalid_argument);
+    LMConfig learned = c;
+    learned.positions = PositionEncoding::learned, learned.max_len = 20;
+    CHECK_THROWS_WITH_AS(rolling_cache_loss(GatedTransformerLM(learned), x, {.cache = 4}),
+                         doctest::Contains("29 positions, more than the 20 learned"), std::invalid_argument);
 }

@@ -1,7 +1,8 @@
-// text_loss.cpp — the strided whole-text loss of text_loss.h.
+// text_loss.cpp — the strided whole-text loss and the rolling-cache loss of text_loss.h.
 #include "nn/analysis/text_loss.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -76,6 +77,41 @@ TextLoss text_loss(const GatedTransformerLM& model, const std::vector<int64_t>& 
     }
     out.loss = total / double(out.scored);
     return out;
+}
+
+std::vector<double> rolling_cache_loss(const GatedTransformerLM& model, const std::vector<int64_t>& ids,
+                                       const RollingCacheOptions& o) {
+    std::vector<int64_t> stream;  // what the model reads: BOS, then the text
+    if (o.bos) stream.push_back(*o.bos);
+    stream.insert(stream.end(), ids.begin(), ids.end());
+    const int64_t N = int64_t(stream.size());
+    const LMConfig& c = model.config();
+    if (o.cache < 2 || o.keep_first < 0 || o.keep_first >= o.cache)
+        throw std::invalid_argument("rolling_cache_loss: a cache of " + std::to_string(o.cache) + " keeping the first " +
+                                    std::to_string(o.keep_first) + ": need a cache of at least 2 and 0 ≤ keep_first < cache");
+    if (N < 2)
+        throw std::invalid_argument("rolling_cache_loss: the text has " + std::to_string(ids.size()) +
+                                    " tokens, none of them with left context to score");
+    if (c.positions == PositionEncoding::learned && N - 1 > c.max_len)
+        throw std::invalid_argument("rolling_cache_loss: the text reads " + std::to_string(N - 1) +
+                                    " positions, more than the " + std::to_string(c.max_len) +
+                                    " learned ones of this model (a rolling cache moves RoPE keys only)");
+    check_memory(c, Workload::inference, 1, o.cache);
+    const Device device = model.parameters().front().device();
+    NoGradGuard no_grad;
+    std::vector<KVCache> caches(model.blocks.size());
+    for (KVCache& cache : caches) cache.keep = o.cache, cache.keep_first = o.keep_first;
+    std::vector<double> nll;
+    nll.reserve(size_t(N - 1));
+    for (int64_t i = 0; i + 1 < N; ++i) {
+        const Tensor id = from_vector(std::vector<int64_t>{stream[size_t(i)]}, {1, 1}).to(device);
+        const std::vector<double> row = model.forward(id, Tensor(), &caches).logits.reshape({-1}).to_vector<double>();
+        const double top = *std::max_element(row.begin(), row.end());
+        double sum = 0;  // log Σ e^{z} as top + log Σ e^{z − top}: no overflow
+        for (const double z : row) sum += std::exp(z - top);
+        nll.push_back(top + std::log(sum) - row[size_t(stream[size_t(i + 1)])]);
+    }
+    return nll;
 }
 
 }  // namespace gg::nn

@@ -19,6 +19,13 @@
 // target, so the model reads window − 1 positions of it, as the guide's model does (its last
 // logit is never used). The loss is the mean negative log-likelihood of the scored tokens,
 // nats per token; an MoE model's balancing loss is not part of it.
+//
+// rolling_cache_loss scores a text as a model deployed with a bounded KV cache reads it: one
+// token at a time, every layer's cache holding at most `cache` positions, the first
+// `keep_first` of the text always among them (KVCache's keep and keep_first: StreamingLLM,
+// arXiv 2309.17453). Past the cache, a model whose heads park their idle weight on the first
+// token loses its sink unless keep_first keeps it (the seed article's §1.1); a model with
+// another place for that weight — the gate, a sink slot — should not care.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -47,5 +54,18 @@ struct TextLoss {
 // a stride outside [1, window's text], or a text too short to score (fewer than 2 tokens, 1
 // with a BOS).
 TextLoss text_loss(const GatedTransformerLM& model, const std::vector<int64_t>& ids, const TextLossOptions& options);
+
+struct RollingCacheOptions {
+    int64_t cache = 0;             // positions each layer's KV cache holds; ≥ 2
+    int64_t keep_first = 0;        // of them, the stream's first, never dropped; < cache
+    std::optional<int64_t> bos{};  // put before the text (it is then the first position)
+};
+
+// Each token's negative log-likelihood in nats, in the text's order: tokens 1 … N − 1 (0 … N − 1
+// after a BOS). The stream position of nll[i] is i + 1: positions ≥ cache are read after drops.
+// Throws std::invalid_argument naming the option for a cache under 2, keep_first outside
+// [0, cache), a text too short to score, or (learned positions) a text longer than the model's.
+std::vector<double> rolling_cache_loss(const GatedTransformerLM& model, const std::vector<int64_t>& ids,
+                                       const RollingCacheOptions& options);
 
 }  // namespace gg::nn
