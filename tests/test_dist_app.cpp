@@ -341,7 +341,9 @@ TEST_CASE("mpirun: a signal to one rank stops every rank, which exit 128 + that 
         REQUIRE(target > 0);
         REQUIRE(kill(target, c.signal) == 0);
         CHECK(wait_for_job(job, 60) == c.code);  // mpirun gives the ranks' code
-        const auto lines = app_lines(read_file(tmp.path / "job.err"));
+        const std::string err = read_file(tmp.path / "job.err");
+        INFO("job.err: " << err);
+        const auto lines = app_lines(err);
         REQUIRE(lines.size() == 1);
         CHECK(lines[0].find(c.said) != std::string::npos);
         check_resumes(tmp, run, log_lines(run).size() + 10);
