@@ -14,6 +14,7 @@
 #include "nn/attention.h"
 #include "nn/config_fields.h"
 #include "nn/files.h"
+#include "nn/hooks.h"
 #include "nn/gated_deltanet.h"
 #include "nn/layers.h"
 #include "nn/module.h"
@@ -44,6 +45,7 @@
 #include "nn/train/train_config.h"
 #include "nn/train/trainer.h"
 
+#include "nn/analysis/activation_cache.h"
 #include "nn/analysis/analysis.h"
 #include "nn/analysis/stability.h"
 #include "nn/analysis/text_loss.h"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
@@ -188,6 +189,57 @@ Tensor init_gate_weight(const AttentionOptions& o, const Shape& shape, int64_t f
     return zeros(shape);
 }
 
+// The weights of scores (B, H, Tq, Tk) under the score function, in the shifted forms of
+// tensor/score_functions.h, from plain ops; visible (Tq, Tk) is 1 where the mask lets a query
+// see a key, and the scores are −∞ elsewhere. slot receives softmax1's and sink's slot weight.
+Tensor score_weights(const Tensor& scores, const Tensor& visible, const SdpaOptions& o, Tensor& slot) {
+    const int64_t B = scores.size(0), H = scores.size(1), Tq = scores.size(2), Tk = scores.size(3);
+    switch (o.score_fn) {
+        case ScoreFunction::softmax: return softmax(scores, -1);
+        case ScoreFunction::softmax1:
+        case ScoreFunction::sink: {  // one more column, the slot of logit c (0, or b_h), whose value is 0
+            const Tensor c = o.score_fn == ScoreFunction::sink
+                                 ? o.sink.to(scores.dtype()).view({1, H, 1, 1}).expand({B, H, Tq, 1})
+                                 : zeros({B, H, Tq, 1}, scores.dtype(), scores.device());
+            const Tensor all = softmax(cat({scores, c}, -1), -1);  // (B, H, Tq, Tk + 1)
+            slot = all.select(3, Tk);
+            return all.narrow(3, 0, Tk);
+        }
+        case ScoreFunction::sigmoid: {  // σ(s − log n_i), n_i the keys query i sees
+            const Tensor bias = -log(sum(visible, {-1}, true));  // (Tq, 1)
+            return visible * sigmoid(scores + bias);
+        }
+        case ScoreFunction::softpick: {  // numerator and denominator times e^{−m}, m = max(0, s_1, …)
+            const Tensor m = maximum(amax(scores, {-1}, true), zeros({}, scores.dtype(), scores.device())).detach();
+            const Tensor u = (exp(scores - m) - exp(-m)) * visible;  // (B, H, Tq, Tk)
+            return relu(u) / (sum(abs(u), {-1}, true) + exp(-m) * kSoftpickEpsilon);
+        }
+    }
+    return Tensor();
+}
+
+// Attention as plain ops, for hooks that read the scores or edit the scores or the weights
+// (nn/hooks.h): what the fused kernel computes, with each step a tensor in the graph.
+// q (B, H, Tq, dk), k and v (B, Hkv, Tk, dk) → (B, H, Tq, dk); probs and slot receive the weights.
+Tensor attention_as_ops(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o,
+                        const LayerHooks& hooks, Tensor& probs, Tensor& slot) {
+    const int64_t H = q.size(1), Tq = q.size(2), Tk = k.size(2), group = H / k.size(1);
+    const double scale = o.scale > 0 ? o.scale : 1.0 / std::sqrt(double(q.size(3)));
+    // The mask as the kernels apply it (tensor/cpu_attention.cpp): query i sits at Tk − Tq + i.
+    std::vector<int64_t> hidden(size_t(Tq * Tk));
+    for (int64_t i = 0; i < Tq; ++i)
+        for (int64_t j = 0, pos = Tk - Tq + i; j < Tk; ++j)
+            hidden[size_t(i * Tk + j)] = (o.causal && j > pos) || (o.window > 0 && pos - j >= o.window) ||
+                                         (o.exclude_self && j == pos && pos > 0);
+    const Tensor hide = from_vector(hidden, {Tq, Tk}).to(q.device());
+    const Tensor visible = 1.0 - hide.to(q.dtype());
+    Tensor scores = matmul(q, repeat_interleave(k, group, 1).transpose(-1, -2)) * scale;  // (B, H, Tq, Tk)
+    scores = hooks(HookPoint::scores, masked_fill(scores, hide, -INFINITY));
+    probs = hooks(HookPoint::probs, score_weights(scores, visible, o, slot));
+    if (slot.defined()) hooks(HookPoint::slot, slot);
+    return matmul(probs, repeat_interleave(v, group, 1));
+}
+
 // (B, T, heads·width) ↔ (B, heads, T, width): the head-major layout attention works in.
 Tensor to_heads(const Tensor& x, int64_t heads) {
     return x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2);
@@ -251,7 +303,7 @@ Tensor GatedAttention::gate_values(const Tensor& logits) const {
 }
 
 Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& gate_source,
-                               AttentionCapture* capture, const Tensor& residual) const {
+                               AttentionCapture* capture, const Tensor& residual, const LayerHooks* hooks) const {
     check_defined(x, "GatedAttention");
     if (x.dim() != 3 || x.size(2) != options_.d_model)
         throw std::invalid_argument("GatedAttention: expected x (B, T, " + std::to_string(options_.d_model) +
@@ -260,6 +312,8 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     const int64_t B = x.size(0), T = x.size(1), H = o.n_heads, Hkv = o.kv_heads(), dk = o.head_dim();
     const int64_t past = cache ? cache->seen() : 0;  // the position of x's first token
     const bool gated = o.gated();
+    const auto hooked = [hooks](HookPoint p) { return hooks && hooks->any(p); };
+    const auto gate_from = [&](const Tensor& logits) { return hook(hooks, HookPoint::gate, gate_values(logits)); };
     Tensor gate;
 
     // Every projection of x in one GEMM (fused_linear): Q, K, V and, where the gate reads x
@@ -269,18 +323,20 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     std::vector<const Linear*> projections{w_q.get(), w_k.get(), w_v.get()};
     if (gate_reads_x) projections.push_back(w_g.get());
     const std::vector<Tensor> projected = fused_linear(x, projections);  // (B, T, ·) views of one product
-    const Tensor gate_logits = gate_reads_x ? projected[3] : Tensor();  // (B, T, heads·width)
+    // (B, T, heads·width); G1's fused σ gate reads them, so they are hooked here.
+    const Tensor gate_logits = gate_reads_x ? hook(hooks, HookPoint::gate_logits, projected[3]) : Tensor();
 
     Tensor q = to_heads(projected[0], H);    // (B, H, T, dk)
     Tensor k = to_heads(projected[1], Hkv);  // (B, Hkv, T, dk)
     Tensor v = to_heads(projected[2], Hkv);  // (B, Hkv, T, dk)
     if (q_norm) q = q_norm->forward(q), k = k_norm->forward(k);
     // The paper's value/key/query gates, after QK-norm: a norm after them would undo them.
-    if (gated && o.gate == GatePosition::value) v = v * (gate = gate_values(gate_logits));
-    if (gated && o.gate == GatePosition::key) k = k * (gate = gate_values(gate_logits));
-    if (gated && o.gate == GatePosition::query) q = q * (gate = gate_values(gate_logits));
+    if (gated && o.gate == GatePosition::value) v = v * (gate = gate_from(gate_logits));
+    if (gated && o.gate == GatePosition::key) k = k * (gate = gate_from(gate_logits));
+    if (gated && o.gate == GatePosition::query) q = q * (gate = gate_from(gate_logits));
     const Tensor k_unrotated = k;
     if (rope_) q = rope_->forward(q, past), k = rope_->forward(k, past);
+    q = hook(hooks, HookPoint::q, q), k = hook(hooks, HookPoint::k, k), v = hook(hooks, HookPoint::v, v);
     if (cache) {
         cache->append(k, v, k_unrotated);
         k = cache->k, v = cache->v;
@@ -292,44 +348,59 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
         }
     }
     // G2, G3: scale each query row's logits by its gate, i.e. scale the query vector.
-    if (gated && o.gate == GatePosition::scores_from_x) q = q * (gate = gate_values(gate_logits));  // (B, H, T, 1)
-    if (gated && o.gate == GatePosition::scores_from_query)
-        q = q * (gate = apply_gate_fn(sum(q * w_g_query.view({1, H, 1, dk}), {-1}, true)));  // σ(Q_i w_i)
+    if (gated && o.gate == GatePosition::scores_from_x)
+        q = q * (gate = gate_from(gate_logits));  // (B, H, T, 1)
+    if (gated && o.gate == GatePosition::scores_from_query) {
+        const Tensor logits = hook(hooks, HookPoint::gate_logits, sum(q * w_g_query.view({1, H, 1, dk}), {-1}, true));
+        q = q * (gate = hook(hooks, HookPoint::gate, apply_gate_fn(logits)));  // σ(Q_i w_i)
+    }
 
-    Tensor probs, lse;
+    Tensor probs, lse, slot;
     const SdpaOptions sdpa{.causal = o.causal, .window = o.window, .exclude_self = o.exclude_self,
                            .score_fn = o.score_fn, .sink = sink};
-    Tensor heads = scaled_dot_product_attention(q, k, v, sdpa, capture ? &probs : nullptr, capture ? &lse : nullptr);
+    Tensor heads;  // (B, H, T, dk)
+    if (hooks && (hooks->any(HookPoint::scores) || hooks->edits(HookPoint::probs))) {
+        heads = attention_as_ops(q, k, v, sdpa, *hooks, probs, slot);
+    } else {
+        const bool weights = capture || hooked(HookPoint::probs) || hooked(HookPoint::slot);
+        heads = scaled_dot_product_attention(q, k, v, sdpa, weights ? &probs : nullptr, weights ? &lse : nullptr);
+        // The slot's weight e^{c − lse}, c its logit: 0 for softmax1, b_h for sink.
+        if (weights && o.score_fn == ScoreFunction::softmax1) slot = exp(-lse);
+        if (weights && o.score_fn == ScoreFunction::sink) slot = exp(sink.detach().to(lse.dtype()).view({1, H, 1}) - lse);
+        if (hooked(HookPoint::probs)) hook(hooks, HookPoint::probs, probs);
+        if (slot.defined() && hooked(HookPoint::slot)) hook(hooks, HookPoint::slot, slot);
+    }
     // G1. The element-wise σ gate is one fused op (sigmoid_gate: one pass each way) applied
     // after the heads merge, where the gate logits x W_g already lie in their (B, T, H·dk)
     // order: an element-wise product is the same whichever layout it runs in. Other gate
-    // functions and sharings broadcast a product with the gate values in head layout.
+    // functions and sharings, and a gate a hook edits, broadcast a product with the gate
+    // values in head layout.
     const bool fused_g1 = gated && o.gate == GatePosition::sdpa_output && o.gate_fn == GateFunction::sigmoid &&
-                          o.sharing == GateSharing::elementwise;
-    if (gated && o.gate == GatePosition::sdpa_output && !fused_g1) heads = heads * (gate = gate_values(gate_logits));
+                          o.sharing == GateSharing::elementwise && !(hooks && hooks->edits(HookPoint::gate));
+    if (gated && o.gate == GatePosition::sdpa_output && !fused_g1)
+        heads = heads * (gate = gate_from(gate_logits));
 
     Tensor merged = heads.transpose(1, 2).reshape({B, T, H * dk});  // (B, T, H·dk)
     if (fused_g1) {
         merged = sigmoid_gate(gate_logits, merged);
-        if (capture) gate = to_heads(sigmoid(gate_logits.detach()), H);
+        if (capture || hooked(HookPoint::gate)) gate = hook(hooks, HookPoint::gate, to_heads(sigmoid(gate_logits.detach()), H));
     }
-    // G4 and G5 gate W_O's output, so the residual is added after them; otherwise W_O's GEMM adds it.
+    if (hooked(HookPoint::z)) merged = hook(hooks, HookPoint::z, merged.view({B, T, H, dk})).reshape({B, T, H * dk});
+    // G4 and G5 gate W_O's output, and a hook on attn_out sees it alone, so the residual is
+    // added after them; otherwise W_O's GEMM adds it.
     const bool gate_after_w_o = gated && (o.gate == GatePosition::after_merge || o.gate == GatePosition::residual);
-    Tensor y = w_o->forward(merged, gate_after_w_o ? Tensor() : residual);  // (B, T, d)
+    const bool residual_in_gemm = !gate_after_w_o && !hooked(HookPoint::attn_out);
+    Tensor y = w_o->forward(merged, residual_in_gemm ? residual : Tensor());  // (B, T, d)
     if (gate_after_w_o) {
         // G5 reads the attention input norm(x); G4 the raw residual stream (gate_source).
-        gate = gate_values(gate_reads_x ? gate_logits : w_g->forward(gate_source));  // (B, heads, T, width)
+        gate = gate_from(gate_reads_x ? gate_logits : hook(hooks, HookPoint::gate_logits, w_g->forward(gate_source)));
         // d seen as H chunks of dk, so every sharing broadcasts: (H, dk), (H, 1) or (1, dk).
         y = (to_heads(y, H) * gate).transpose(1, 2).reshape({B, T, o.d_model});
-        if (residual.defined()) y = residual + y;
     }
-    if (capture) {
-        // The slot's weight e^{c − lse}, c its logit: 0 for softmax1, b_h for sink.
-        Tensor slot;
-        if (o.score_fn == ScoreFunction::softmax1) slot = exp(-lse);
-        if (o.score_fn == ScoreFunction::sink) slot = exp(sink.detach().to(lse.dtype()).view({1, H, 1}) - lse);
-        *capture = {probs.detach(), lse, slot, gate.defined() ? gate.detach() : Tensor()};
-    }
+    y = hook(hooks, HookPoint::attn_out, y);
+    if (!residual_in_gemm && residual.defined()) y = residual + y;
+    if (capture)
+        *capture = {probs.detach(), lse, slot.defined() ? slot.detach() : slot, gate.defined() ? gate.detach() : Tensor()};
     return y;
 }
 

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "nn/hooks.h"
 #include "nn/layers.h"
 #include "nn/rope.h"
 
@@ -165,8 +166,10 @@ public:
     // stream); other positions read x. With a cache, x holds only the new positions.
     // With capture, the pass's probabilities and gate values are written into it. With a
     // residual (B, T, d), returns residual + the attention output (W_O's GEMM adds it).
+    // With hooks, the attention's points of nn/hooks.h (q … attn_out) run them.
     Tensor forward(const Tensor& x, KVCache* cache = nullptr, const Tensor& gate_source = Tensor(),
-                   AttentionCapture* capture = nullptr, const Tensor& residual = Tensor()) const;
+                   AttentionCapture* capture = nullptr, const Tensor& residual = Tensor(),
+                   const LayerHooks* hooks = nullptr) const;
 
     const AttentionOptions& options() const { return options_; }
     RoPE* rope() { return rope_ ? &*rope_ : nullptr; }

@@ -187,13 +187,18 @@ TransformerBlock::TransformerBlock(const LMConfig& c)
     else ffn = register_module("ffn", std::make_shared<SwiGLU>(c.d_model, c.ffn_hidden()));
 }
 
-Tensor TransformerBlock::forward(const Tensor& x, KVCache* cache, AttentionCapture* capture, Tensor* aux_loss) const {
+Tensor TransformerBlock::forward(const Tensor& x_in, KVCache* cache, AttentionCapture* capture, Tensor* aux_loss,
+                                 const LayerHooks* hooks) const {
+    const Tensor x = hook(hooks, HookPoint::resid_pre, x_in);
     // G4's gate reads the raw residual stream x; every other position ignores gate_source.
-    // Both residual sums are taken inside the output projections' GEMMs (Linear::forward).
-    Tensor h = attn->forward(norm1->forward(x), cache, x, capture, x);
-    if (ffn) h = ffn->forward(norm2->forward(h), h);
-    if (moe) h = h + moe->forward(norm2->forward(h), aux_loss);
-    return h;
+    // Both residual sums are taken inside the output projections' GEMMs (Linear::forward),
+    // but for a hook on mlp_out, which sees the FFN's output alone.
+    Tensor h = hook(hooks, HookPoint::resid_mid, attn->forward(norm1->forward(x), cache, x, capture, x, hooks));
+    const bool mlp_hooked = hooks && hooks->any(HookPoint::mlp_out);
+    if (ffn && !mlp_hooked) h = ffn->forward(norm2->forward(h), h);
+    if (ffn && mlp_hooked) h = h + (*hooks)(HookPoint::mlp_out, ffn->forward(norm2->forward(h)));
+    if (moe) h = h + hook(hooks, HookPoint::mlp_out, moe->forward(norm2->forward(h), aux_loss));
+    return hook(hooks, HookPoint::resid_post, h);
 }
 
 // ---------------------------------------------------------------- language model
@@ -258,7 +263,7 @@ GatedTransformerLM::GatedTransformerLM(const LMConfig& config, DType dtype) : co
 }
 
 LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, std::vector<KVCache>* caches,
-                                     LMCapture* capture) const {
+                                     LMCapture* capture, const Hooks* hooks) const {
     check_defined(ids, "GatedTransformerLM");
     if (ids.dim() != 2 || ids.dtype() != DType::i64)
         throw std::invalid_argument("GatedTransformerLM: ids must be int64 (B, T), got " + shape_str(ids.shape()) + " " +
@@ -267,6 +272,7 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
     const int64_t T = ids.size(1), past = caches && !caches->empty() ? (*caches)[0].seen() : 0;
     Tensor x = tok_emb->forward(ids);  // (B, T, d)
     if (pos_emb) x = x + pos_emb->forward(T, past);
+    if (hooks) hooks->check_layers(int64_t(blocks.size()));
     if (capture) {
         for (const int64_t l : capture->layers)
             if (l < 0 || l >= int64_t(blocks.size()))
@@ -279,7 +285,9 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
     for (size_t l = 0; l < blocks.size(); ++l) {
         Tensor block_aux;  // a MoE block's load-balancing loss
         const bool keep = capture && capture->keeps(l);
-        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr, keep ? &capture->attention[l] : nullptr, &block_aux);
+        const LayerHooks layer_hooks{hooks, int64_t(l)};
+        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr, keep ? &capture->attention[l] : nullptr, &block_aux,
+                               hooks ? &layer_hooks : nullptr);
         if (keep) capture->hidden[l] = x.detach();
         if (block_aux.defined()) aux = aux.defined() ? aux + block_aux : block_aux;
     }

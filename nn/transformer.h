@@ -108,8 +108,9 @@ public:
     TransformerBlock(const LMConfig& config);
     // (B, T, d) → (B, T, d); capture receives the attention's probabilities and gates.
     // aux_loss: where a MoE block puts its load-balancing loss (left undefined by dense blocks).
+    // hooks: this block's points of nn/hooks.h.
     Tensor forward(const Tensor& x, KVCache* cache = nullptr, AttentionCapture* capture = nullptr,
-                   Tensor* aux_loss = nullptr) const;
+                   Tensor* aux_loss = nullptr, const LayerHooks* hooks = nullptr) const;
     std::shared_ptr<RMSNorm> norm1, norm2;
     std::shared_ptr<GatedAttention> attn;
     std::shared_ptr<SwiGLU> ffn;  // one of ffn / moe, or neither
@@ -147,8 +148,10 @@ public:
     // ids (B, T) int64; targets (B, T) int64 or undefined. With caches (one per layer),
     // ids are the next positions after what the caches hold.
     // With capture, each layer's attention probabilities, gates and output are kept in it.
+    // With hooks, every block runs them at its points (nn/hooks.h; run_with_hooks in
+    // nn/analysis/activation_cache.h).
     LMOutput forward(const Tensor& ids, const Tensor& targets = Tensor(), std::vector<KVCache>* caches = nullptr,
-                     LMCapture* capture = nullptr) const;
+                     LMCapture* capture = nullptr, const Hooks* hooks = nullptr) const;
     const LMConfig& config() const { return config_; }
 
     // Switch every layer's RoPE scaling (long-context evaluation).

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "autograd/engine.h"
+#include "nn/analysis/activation_cache.h"
 
 namespace gg::nn {
 
@@ -68,29 +69,29 @@ void set_shares(LayerAnalysis& layer, const HeadShares& shares, ModelAnalysis& o
 }  // namespace
 
 ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold,
-                      const std::vector<int64_t>& layers) {
+                      const std::vector<int64_t>& layers, const Hooks& hooks) {
     if (ids.dim() != 2 || ids.size(1) < 2)
         throw std::invalid_argument("analyze: need ids (B, T) with T ≥ 2, got " + shape_str(ids.shape()));
     NoGradGuard no_grad;
-    LMCapture capture;
-    capture.layers = layers;
-    model.forward(ids, Tensor(), nullptr, &capture);
+    const DType dtype = model.parameters().front().dtype();  // kept as the pass computed them
+    const std::vector<HookPoint> points{HookPoint::probs, HookPoint::slot, HookPoint::gate, HookPoint::resid_post};
+    const ActivationCache cache = run_with_cache(model, ids, points, layers, dtype, hooks);
     ModelAnalysis out;
     out.threshold = threshold;
     out.score_fn = model.config().attn.score_fn;
     const int64_t T = ids.size(1);
     const double measured = double(layers.empty() ? model.blocks.size() : layers.size());
-    for (size_t l = 0; l < model.blocks.size(); ++l) {
-        if (!capture.keeps(l)) continue;
-        const GatedAttention& attn = *model.blocks[l]->attn;
-        const AttentionCapture& seen = capture.attention[l];
-        const Tensor probs = seen.probs.to(DType::f64);  // (B, H, T, T)
+    for (int64_t l = 0; l < int64_t(model.blocks.size()); ++l) {
+        if (!cache.has(HookPoint::resid_post, l)) continue;  // a layer not asked for
+        const GatedAttention& attn = *model.blocks[size_t(l)]->attn;
+        const Tensor probs = cache.at(HookPoint::probs, l).to(DType::f64);  // (B, H, T, T)
+        const Tensor slot = cache.has(HookPoint::slot, l) ? cache.at(HookPoint::slot, l) : Tensor();  // (B, H, T)
         LayerAnalysis layer;
-        layer.layer = int64_t(l);
-        set_shares(layer, head_shares(probs, seen.slot, out.score_fn), out);
+        layer.layer = l;
+        set_shares(layer, head_shares(probs, slot, out.score_fn), out);
         layer.entropy = attention_entropy(probs);
-        if (seen.gate.defined()) {
-            const Tensor gate = seen.gate.to(DType::f64);
+        if (cache.has(HookPoint::gate, l)) {
+            const Tensor gate = cache.at(HookPoint::gate, l).to(DType::f64);
             layer.gate_mean = mean(gate).item();
             layer.gate_below_0_1 = mean(lt(gate, full({}, 0.1, DType::f64, gate.device()))).item();
             if (attn.options().gate == GatePosition::sdpa_output) {
@@ -99,7 +100,7 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
                 layer.gated_entropy = gated_attention_entropy(probs, per_query);
             }
         }
-        const Tensor hidden = abs(capture.hidden[l].to(DType::f64));  // (B, T, d)
+        const Tensor hidden = abs(cache.at(HookPoint::resid_post, l).to(DType::f64));  // (B, T, d)
         layer.max_abs_hidden = amax(hidden).item();
         layer.max_abs_hidden_first = amax(hidden.select(1, 0)).item();
         out.mean_first_token_share += layer.mean_first_token_share / measured;

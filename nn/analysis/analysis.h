@@ -73,10 +73,11 @@ struct ModelAnalysis {
     std::string table() const;  // the per-layer report for a terminal
 };
 
-// Per-layer statistics from one forward pass over ids (B, T) without gradients.
-// layers: which ones to measure (empty: all); the means are over those.
+// Per-layer statistics from one forward pass over ids (B, T) without gradients, read through
+// run_with_cache (activation_cache.h). layers: which ones to measure (empty: all); the means are
+// over those. hooks: edits to make in the same pass (interventions.h), whose results it measures.
 ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold = 0.3,
-                      const std::vector<int64_t>& layers = {});
+                      const std::vector<int64_t>& layers = {}, const Hooks& hooks = {});
 
 // A layer's shares per head (above), over queries 1 … T−1: probs (B, H, T, T) its weights under
 // score function f, slot (B, H, T) the slot's weight or undefined (no slot).
