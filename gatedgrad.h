@@ -47,6 +47,8 @@
 
 #include "nn/analysis/activation_cache.h"
 #include "nn/analysis/analysis.h"
+#include "nn/analysis/interventions.h"
+#include "nn/analysis/logit_lens.h"
 #include "nn/analysis/stability.h"
 #include "nn/analysis/text_loss.h"
 #include "nn/analysis/plot.h"

@@ -291,14 +291,18 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
         if (keep) capture->hidden[l] = x.detach();
         if (block_aux.defined()) aux = aux.defined() ? aux + block_aux : block_aux;
     }
-    x = norm_f->forward(x);
     LMOutput out;
-    out.logits = lm_head ? lm_head->forward(x) : matmul(x, tok_emb->weight.t());  // (B, T, V)
+    out.logits = unembed(x);  // (B, T, V)
     if (targets.defined()) {
         out.loss = cross_entropy(out.logits, targets);
         if (aux.defined()) out.loss = out.loss + aux * config_.aux_loss_weight;
     }
     return out;
+}
+
+Tensor GatedTransformerLM::unembed(const Tensor& x) const {
+    const Tensor normed = norm_f->forward(x);
+    return lm_head ? lm_head->forward(normed) : matmul(normed, tok_emb->weight.t());
 }
 
 bool LMCapture::keeps(size_t layer) const {

@@ -153,6 +153,9 @@ public:
     LMOutput forward(const Tensor& ids, const Tensor& targets = Tensor(), std::vector<KVCache>* caches = nullptr,
                      LMCapture* capture = nullptr, const Hooks* hooks = nullptr) const;
     const LMConfig& config() const { return config_; }
+    // The final RMSNorm and the unembedding: the last block's output (…, d) → logits (…, V).
+    // The logit lens (nn/analysis/logit_lens.h) applies it to every block's.
+    Tensor unembed(const Tensor& x) const;
 
     // Switch every layer's RoPE scaling (long-context evaluation).
     void set_rope_options(const RopeOptions& options);

@@ -4,6 +4,8 @@
 // in the shapes hooks.h gives; edits replace activations; gradients flow through an edit:
 // float64 gradchecks through a replacing hook and through an activation patched in from
 // another run.
+// Then the interventions of nn/analysis/interventions.h, and the logit lens, whose last layer
+// must give the model's own logits.
 #include <cmath>
 
 #include "tests/nn_check.h"
@@ -234,4 +236,58 @@ TEST_CASE("hooks: bad hooks are refused with one line") {
                          "run_with_cache: capture layer 5 is outside [0, 2)", std::invalid_argument);
     CHECK(parse_hook_point("gate_logits") == HookPoint::gate_logits);
     for (const HookPoint p : all_hook_points()) CHECK(parse_hook_point(hook_point_name(p)) == p);
+}
+
+TEST_CASE("interventions: heads ablated to 0 or their mean, massive values found and clamped") {
+    const auto model = tiny_lm(GatePosition::sdpa_output);
+    const Tensor ids = some_ids();
+    NoGradGuard no_grad;
+    for (const Ablation how : {Ablation::zero, Ablation::mean}) {
+        Hooks hooks;
+        ablate_heads(hooks, {{1, 2}}, how, 4);
+        const ActivationCache plain = run_with_cache(*model, ids, {HookPoint::z}, {1}, DType::f64);
+        const ActivationCache cut = run_with_cache(*model, ids, {HookPoint::z}, {1}, DType::f64, hooks);
+        const Tensor before = plain.at(HookPoint::z, 1), after = cut.at(HookPoint::z, 1);  // (B, T, H, dk)
+        const Tensor want = how == Ablation::zero ? zeros({2, 6, 1, 4}, DType::f64)
+                                                  : mean(before.narrow(2, 2, 1), {0, 1}, true).expand({2, 6, 1, 4});
+        CHECK(max_abs_diff(after.narrow(2, 2, 1), want) < 1e-12);
+        CHECK(max_abs_diff(after.narrow(2, 0, 2), before.narrow(2, 0, 2)) == 0);  // the other heads as they were
+    }
+    CHECK_THROWS_WITH_AS([] { Hooks h; ablate_heads(h, {{0, 4}}, Ablation::zero, 4); }(),
+                         "ablate_heads: head 0.4 is outside [0, 4)", std::invalid_argument);
+    // |h| of 1 … 8 and one of 900: the median is 5, so 900 passes 100 and 100 × 5 but not the
+    // default 1000 × 5; with a ratio of 1.5 and no least size, 8 > 7.5 does too.
+    const Tensor h = from_vector(std::vector<double>{1, -2, 3, 4, -5, 6, 7, -8, 900}, {1, 3, 3});
+    CHECK(massive_mask(h, {}).to_vector<double>() == std::vector<double>(9, 0));
+    CHECK(massive_mask(h, {.min_abs = 100, .ratio = 100}).to_vector<double>() == std::vector<double>{0, 0, 0, 0, 0, 0, 0, 0, 1});
+    CHECK(massive_mask(h, {.min_abs = 0, .ratio = 1.5}).to_vector<double>() == std::vector<double>{0, 0, 0, 0, 0, 0, 0, 1, 1});
+    Hooks clamp;
+    clamp_massive(clamp, Ablation::zero, {.min_abs = 0, .ratio = 3}, {0});
+    const ActivationCache plain = run_with_cache(*model, ids, {HookPoint::resid_post}, {0}, DType::f64);
+    const ActivationCache clamped = run_with_cache(*model, ids, {HookPoint::resid_post}, {0}, DType::f64, clamp);
+    const Tensor mask = massive_mask(plain.at(HookPoint::resid_post, 0), {.min_abs = 0, .ratio = 3});
+    CHECK(sum(mask).item() > 0);
+    CHECK(max_abs_diff(clamped.at(HookPoint::resid_post, 0), plain.at(HookPoint::resid_post, 0) * (1.0 - mask)) == 0);
+}
+
+TEST_CASE("logit lens: the last layer's lens is the model's logits, and ranks follow the probabilities") {
+    const auto model = tiny_lm(GatePosition::sdpa_output, ScoreFunction::softmax1);
+    const std::vector<int64_t> prompt{3, 14, 15, 9, 2};
+    const std::vector<LensLayer> lens = logit_lens(*model, prompt, 4, 7);
+    REQUIRE(lens.size() == 2);
+    const Tensor logits = model->forward(from_vector(prompt, {1, 5})).logits.select(1, 4).reshape({20});  // (V)
+    CHECK(max_abs_diff(lens[1].logits, logits) == 0);
+    for (const LensLayer& row : lens) {
+        CAPTURE(row.layer);
+        const std::vector<double> p = softmax(row.logits, -1).to_vector<double>();
+        CHECK(row.top_ids.size() == 4);
+        CHECK(row.top_ids[0] == std::max_element(p.begin(), p.end()) - p.begin());
+        CHECK(std::is_sorted(row.top_probs.rbegin(), row.top_probs.rend()));
+        CHECK(row.target_prob == p[7]);
+        CHECK(row.target_rank == std::count_if(p.begin(), p.end(), [&](double x) { return x > p[7]; }));
+    }
+    CHECK(max_abs_diff(lens[0].logits, lens[1].logits) > 1e-3);  // layer 0's residual predicts otherwise
+    CHECK_THROWS_WITH_AS(logit_lens(*model, prompt, 0), doctest::Contains("top_k 0"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(logit_lens(*model, prompt, 3, 20), doctest::Contains("target 20"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(logit_lens(*model, {}, 3), doctest::Contains("0 prompt tokens"), std::invalid_argument);
 }
