@@ -30,3 +30,5 @@ Command export_command(CLI::App& app);     // export.cpp
 Command tokenize_command(CLI::App& app);   // tokenize.cpp
 Command import_hf_command(CLI::App& app);  // import_hf.cpp
 Command logits_command(CLI::App& app);     // logits.cpp
+Command ablate_command(CLI::App& app);     // ablate.cpp
+Command lens_command(CLI::App& app);       // lens.cpp

@@ -90,11 +90,12 @@ int main(int argc, char** argv) {
     const std::vector<Command> registered{train_command(app),  eval_command(app),   sample_command(app),
                                           sink_command(app),   plot_command(app),   report_command(app),
                                           export_command(app), tokenize_command(app), import_hf_command(app),
-                                          logits_command(app)};
+                                          logits_command(app), ablate_command(app), lens_command(app)};
 
     // Without this, "gatedgrad trian" reads as "A subcommand is required".
     const std::vector<std::string> commands{"train", "eval",     "sample",    "sink",  "plot",
-                                            "report", "export", "tokenize", "import-hf", "logits"};
+                                            "report", "export", "tokenize", "import-hf", "logits",
+                                            "ablate", "lens"};
     if (argc < 2 || (argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end())) {
         const std::string hint = argc < 2 ? "" : did_you_mean(argv[1], commands);
         std::fprintf(stderr, "gatedgrad: %s%s (see --help)\n",

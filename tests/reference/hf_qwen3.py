@@ -355,8 +355,14 @@ def split_query_gate(projected, cfg):
     return q.reshape(B, T, H, D), gate.reshape(B, T, H, W)
 
 
-def forward(cfg, w, ids):
-    """Every reference tensor, float64, for weights `w` (float64) and ids (B, T)."""
+def keep(name, layer, t):
+    return t
+
+
+def forward(cfg, w, ids, edit=keep):
+    """Every reference tensor, float64, for weights `w` (float64) and ids (B, T). edit(name, layer, t)
+    may replace layer's "gate" σ (B, H, T, W), "z" the heads before o_proj (B, T, H, D), or
+    "hidden" the block's output (B, T, C) (ablate_reference.py's interventions)."""
     B, T = ids.shape
     H, Hkv, D = cfg.heads, cfg.kv_heads, cfg.head_dim
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
@@ -379,13 +385,14 @@ def forward(cfg, w, ids):
         probs = torch.softmax(scores, dim=-1)                                    # (B, H, T, T)
         heads = probs @ v                                                        # (B, H, T, D)
         if cfg.gate != "none":
-            sigma = torch.sigmoid(gate).transpose(1, 2)                          # (B, H, T, W)
+            sigma = edit("gate", l, torch.sigmoid(gate).transpose(1, 2))         # (B, H, T, W)
             heads = heads * sigma
             out[f"gate.{l}"] = sigma
-        h = x + heads.transpose(1, 2).reshape(B, T, H * D) @ w[p + "self_attn.o_proj.weight"].T
+        z = edit("z", l, heads.transpose(1, 2))                                  # (B, T, H, D)
+        h = x + z.reshape(B, T, H * D) @ w[p + "self_attn.o_proj.weight"].T
         n = rms_norm(h, w[p + "post_attention_layernorm.weight"], cfg.eps)
         mlp = F.silu(n @ w[p + "mlp.gate_proj.weight"].T) * (n @ w[p + "mlp.up_proj.weight"].T)
-        x = h + mlp @ w[p + "mlp.down_proj.weight"].T                            # (B, T, C)
+        x = edit("hidden", l, h + mlp @ w[p + "mlp.down_proj.weight"].T)         # (B, T, C)
         out[f"probs.{l}"], out[f"hidden.{l}"] = probs, x
     head = w["model.embed_tokens.weight" if cfg.tied else "lm_head.weight"]
     logits = rms_norm(x, w["model.norm.weight"], cfg.eps) @ head.T               # (B, T, V)

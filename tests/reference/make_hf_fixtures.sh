@@ -19,4 +19,6 @@ make sharded_mqa   --gate headwise    --kv-heads 1 --shards 3 --seed 5
 make no_qk_norm    --gate none        --heads 4 --kv-heads 4 --head-dim 12 --no-qk-norm --layers 3 --seed 6
 # eval's whole-text loss on tests/reference/text/, computed as Hugging Face's perplexity guide does.
 (cd ../.. && /usr/bin/python3 tests/reference/hf_eval.py make)
+# ablate's losses before and after each intervention, as edits of hf_qwen3.py's forward.
+(cd ../.. && /usr/bin/python3 tests/reference/ablate_reference.py make)
 du -sh "$out"
