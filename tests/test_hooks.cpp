@@ -101,9 +101,10 @@ TEST_CASE("hooks: run_with_cache keeps what was asked, in the shapes of hooks.h,
         {HookPoint::scores, {2, 4, 6, 6}},  {HookPoint::probs, {2, 4, 6, 6}},  {HookPoint::slot, {2, 4, 6}},
         {HookPoint::z, {2, 6, 4, 4}},       {HookPoint::attn_out, {2, 6, 16}}, {HookPoint::resid_mid, {2, 6, 16}},
         {HookPoint::mlp_out, {2, 6, 16}},   {HookPoint::resid_post, {2, 6, 16}}};
-    for (const auto& [p, shape] : shapes) {
+    for (const auto& point_shape : shapes) {  // plain names: clang 14's CAPTURE cannot name a structured binding
+        const HookPoint p = point_shape.first;
         CAPTURE(hook_point_name(p));
-        CHECK(cache.at(p, 1).shape() == shape);
+        CHECK(cache.at(p, 1).shape() == point_shape.second);
     }
     CHECK(cache.entries.size() == std::size(shapes));
     const auto at = [&](HookPoint p) { return cache.at(p, 1); };

@@ -15,7 +15,8 @@ void force_gate(Hooks& hooks, double value, const std::vector<int64_t>& layers) 
 }
 
 void ablate_heads(Hooks& hooks, const std::vector<std::pair<int64_t, int64_t>>& heads, Ablation how, int64_t n_heads) {
-    for (const auto& [layer, head] : heads) {
+    for (const auto& layer_head : heads) {
+        const int64_t layer = layer_head.first, head = layer_head.second;  // plain names: a lambda captures them
         if (head < 0 || head >= n_heads)
             throw std::invalid_argument("ablate_heads: head " + std::to_string(layer) + "." + std::to_string(head) +
                                         " is outside [0, " + std::to_string(n_heads) + ")");
