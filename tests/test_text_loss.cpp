@@ -34,6 +34,17 @@ double token_by_token(const GatedTransformerLM& model, const std::vector<int64_t
     return total / double(*scored);
 }
 
+// A model's weights drawn at random (±0.3), in eval mode; n random ids below a vocabulary.
+void random_model(GatedTransformerLM& model, Generator& gen) {
+    randomize(model, gen, 0.3);
+    model.eval();
+}
+std::vector<int64_t> random_ids(int64_t n, const LMConfig& c, Generator& gen) {
+    std::vector<int64_t> x(size_t(n), 0);
+    for (int64_t& id : x) id = int64_t(gen.uniform() * double(c.vocab_size - 1));
+    return x;
+}
+
 }  // namespace
 
 TEST_CASE("text_loss: every token scored once, with the context of the first window that ends past it") {
@@ -42,10 +53,8 @@ TEST_CASE("text_loss: every token scored once, with the context of the first win
     manual_seed(51);
     Generator gen(51);
     GatedTransformerLM model(c);
-    randomize(model, gen, 0.3);
-    model.eval();
-    std::vector<int64_t> x(37);
-    for (int64_t& id : x) id = int64_t(gen.uniform() * double(c.vocab_size - 1));
+    random_model(model, gen);
+    const std::vector<int64_t> x = random_ids(37, c, gen);
     NoGradGuard no_grad;
     struct Case {
         int64_t window, stride;
@@ -89,10 +98,8 @@ TEST_CASE("rolling_cache_loss: a cache that holds the whole text is the causal p
     c.max_len = 64;
     Generator gen(52);
     GatedTransformerLM model(c);
-    randomize(model, gen, 0.3);
-    model.eval();
-    std::vector<int64_t> x(30);
-    for (int64_t& id : x) id = int64_t(gen.uniform() * double(c.vocab_size - 1));
+    random_model(model, gen);
+    const std::vector<int64_t> x = random_ids(30, c, gen);
     NoGradGuard no_grad;
     const Tensor ids = from_vector(x, {1, 30});
     const Tensor logits = model.forward(ids.narrow(1, 0, 29)).logits;  // (1, 29, V)
@@ -108,8 +115,7 @@ TEST_CASE("rolling_cache_loss: a cache that holds the whole text is the causal p
     LMConfig one = c;
     one.n_layers = 1;
     GatedTransformerLM shallow(one);
-    randomize(shallow, gen, 0.3);
-    shallow.eval();
+    random_model(shallow, gen);
     const int64_t K = 6, F = 2;
     const std::vector<double> rolled = rolling_cache_loss(shallow, x, {.cache = K, .keep_first = F});
     const std::vector<double> dropped = rolling_cache_loss(shallow, x, {.cache = K});
