@@ -17,6 +17,7 @@
 #include "nn/hooks.h"
 #include "nn/gated_deltanet.h"
 #include "nn/layers.h"
+#include "nn/mla.h"
 #include "nn/module.h"
 #include "nn/moe.h"
 #include "nn/rope.h"

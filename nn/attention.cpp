@@ -160,8 +160,6 @@ std::string score_function_name(ScoreFunction f) { return kScoreFunctions.name(f
 
 // ---------------------------------------------------------------- GatedAttention
 
-namespace {
-
 // The gate's (heads, width) layout: which query/kv heads it spans and how many channels
 // each gate value covers. Sharing: element-wise (h, dk), head-wise (h, 1),
 // shared across heads (1, dk). G2 is one scalar per (query, head) whatever the sharing.
@@ -188,6 +186,8 @@ Tensor init_gate_weight(const AttentionOptions& o, const Shape& shape, int64_t f
     }
     return zeros(shape);
 }
+
+namespace {
 
 // The weights of scores (B, H, Tq, Tk) under the score function, in the shifted forms of
 // tensor/score_functions.h, from plain ops; visible (Tq, Tk) is 1 where the mask lets a query
@@ -247,6 +247,51 @@ Tensor to_heads(const Tensor& x, int64_t heads) {
 
 }  // namespace
 
+std::shared_ptr<Linear> make_gate_projection(const AttentionOptions& o) {
+    const auto [heads, width] = gate_layout(o);
+    auto w_g = std::make_shared<Linear>(o.d_model, heads * width, false);
+    w_g->weight = init_gate_weight(o, {heads * width, o.d_model}, o.d_model, heads * width);
+    w_g->weight.requires_grad_();
+    return w_g;
+}
+
+Tensor apply_gate_function(GateFunction f, const Tensor& z) {
+    switch (f) {
+        case GateFunction::sigmoid: return sigmoid(z);
+        case GateFunction::tanh_half: return (tanh(z) + 1.0) * 0.5;
+        case GateFunction::relu: return relu(z);
+        case GateFunction::silu: return silu(z);
+        case GateFunction::none: return ones_like(z);
+    }
+    return z;
+}
+
+Tensor gate_and_merge_heads(const AttentionOptions& o, const Tensor& gate_logits, const Tensor& heads_in,
+                            Tensor* gate) {
+    const int64_t B = heads_in.size(0), H = heads_in.size(1), T = heads_in.size(2), dk = heads_in.size(3);
+    // The element-wise σ gate is one fused op (sigmoid_gate: one pass each way) applied after
+    // the heads merge, where the gate logits x W_g already lie in their (B, T, H·dk) order: an
+    // element-wise product is the same whichever layout it runs in. Other gate functions and
+    // sharings broadcast a product with the gate values in head layout.
+    const bool fused = o.gate_fn == GateFunction::sigmoid && o.sharing == GateSharing::elementwise;
+    Tensor heads = heads_in;  // (B, H, T, dk)
+    if (!fused) {
+        const Tensor values = to_heads(apply_gate_function(o.gate_fn, gate_logits), gate_layout(o).first);
+        heads = heads * values;
+        if (gate) *gate = values;
+    }
+    Tensor merged = heads.transpose(1, 2).reshape({B, T, H * dk});  // (B, T, H·dk)
+    if (!fused) return merged;
+    if (gate) *gate = to_heads(sigmoid(gate_logits.detach()), H);
+    return sigmoid_gate(gate_logits, merged);
+}
+
+Tensor slot_weight(ScoreFunction f, const Tensor& sink, const Tensor& lse) {
+    if (f == ScoreFunction::softmax1) return exp(-lse);
+    if (f == ScoreFunction::sink) return exp(sink.detach().to(lse.dtype()).view({1, sink.size(0), 1}) - lse);
+    return Tensor();
+}
+
 GatedAttention::GatedAttention(const AttentionOptions& options) : options_(options) {
     const int64_t d = options.d_model, H = options.n_heads, Hkv = options.kv_heads();
     // G4 and G5 gate W_O's output, d seen as h chunks of dk: that needs h·dk = d.
@@ -279,22 +324,10 @@ GatedAttention::GatedAttention(const AttentionOptions& options) : options_(optio
         register_parameter("w_g_query", w_g_query);
         return;
     }
-    const auto [heads, width] = gate_layout(options);
-    w_g = register_module("w_g", std::make_shared<Linear>(d, heads * width, false));
-    w_g->weight = init_gate_weight(options, {heads * width, d}, d, heads * width);
-    w_g->weight.requires_grad_();
+    w_g = register_module("w_g", make_gate_projection(options));
 }
 
-Tensor GatedAttention::apply_gate_fn(const Tensor& z) const {
-    switch (options_.gate_fn) {
-        case GateFunction::sigmoid: return sigmoid(z);
-        case GateFunction::tanh_half: return (tanh(z) + 1.0) * 0.5;
-        case GateFunction::relu: return relu(z);
-        case GateFunction::silu: return silu(z);
-        case GateFunction::none: return ones_like(z);
-    }
-    return z;
-}
+Tensor GatedAttention::apply_gate_fn(const Tensor& z) const { return apply_gate_function(options_.gate_fn, z); }
 
 Tensor GatedAttention::gate_values(const Tensor& logits) const {
     const auto [heads, width] = gate_layout(options_);
@@ -364,9 +397,7 @@ Tensor GatedAttention::forward(const Tensor& x, KVCache* cache, const Tensor& ga
     } else {
         const bool weights = capture || hooked(HookPoint::probs) || hooked(HookPoint::slot);
         heads = scaled_dot_product_attention(q, k, v, sdpa, weights ? &probs : nullptr, weights ? &lse : nullptr);
-        // The slot's weight e^{c − lse}, c its logit: 0 for softmax1, b_h for sink.
-        if (weights && o.score_fn == ScoreFunction::softmax1) slot = exp(-lse);
-        if (weights && o.score_fn == ScoreFunction::sink) slot = exp(sink.detach().to(lse.dtype()).view({1, H, 1}) - lse);
+        if (weights) slot = slot_weight(o.score_fn, sink, lse);
         if (hooked(HookPoint::probs)) hook(hooks, HookPoint::probs, probs);
         if (slot.defined() && hooked(HookPoint::slot)) hook(hooks, HookPoint::slot, slot);
     }
@@ -419,8 +450,8 @@ void KVCache::append(const Tensor& k_new, const Tensor& v_new, const Tensor& k_u
     const int64_t kept = first + recent, needed = B * Hkv * (kept + T) * D;
     if (!buffers_[0][0].defined() || buffers_[0][0].numel() < needed) {
         const int64_t capacity = std::max(needed, past > 0 ? 2 * buffers_[0][0].numel() : needed);
-        for (auto& turn : buffers_)
-            for (Tensor& buffer : turn) buffer = Tensor::empty({capacity}, k_new.dtype(), k_new.device());
+        const auto buffer = [&] { return Tensor::empty({capacity}, k_new.dtype(), k_new.device()); };
+        for (auto& turn : buffers_) turn[0] = buffer(), turn[1] = v_new.defined() ? buffer() : Tensor();
     }
     turn_ = 1 - turn_;  // the buffer k and v do not live in
     const auto grow = [&](Tensor& held, const Tensor& fresh, const Tensor& buffer) {
@@ -432,7 +463,7 @@ void KVCache::append(const Tensor& k_new, const Tensor& v_new, const Tensor& k_u
     };
     NoGradGuard no_grad;
     grow(k, k_new, buffers_[turn_][0]);
-    grow(v, v_new, buffers_[turn_][1]);
+    if (v_new.defined()) grow(v, v_new, buffers_[turn_][1]);
     if (seen_ < keep_first) {  // the first positions' keys before RoPE, for GatedAttention to move them
         const Tensor fresh = (k_unrotated.defined() ? k_unrotated : k_new).detach().narrow(2, 0, std::min(T, keep_first - seen_));
         first_keys = first_keys.defined() ? cat({first_keys, fresh}, 2) : fresh.contiguous();

@@ -93,14 +93,34 @@ struct AttentionOptions {
     bool exclude_self = false;  // hide each query's own key (SdpaOptions::exclude_self)
     // How scores become weights; ScoreFunction::sink adds the parameter `sink` (n_heads), init 0.
     ScoreFunction score_fn = ScoreFunction::softmax;
+    // > 0: multi-head latent attention (nn/mla.h), keys and values from a latent of this size.
+    int64_t kv_rank = 0;
+    int64_t rope_dim = 0;  // MLA's decoupled RoPE key and query part (0: head_dim / 2)
 
     int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
     int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_heads; }
+    int64_t mla_rope_dim() const { return rope_dim > 0 ? rope_dim : head_dim() / 2; }
     bool gated() const { return gate != GatePosition::none && gate_fn != GateFunction::none; }
 };
 
+// The gate's pieces GatedAttention and MultiHeadLatentAttention (nn/mla.h) share.
+// Its (heads, width) layout: element-wise (h, dk), head-wise (h, 1), shared (1, dk); G2 (h, 1).
+std::pair<int64_t, int64_t> gate_layout(const AttentionOptions& o);
+// W_g (heads·width, d) drawn as o.gate_init says.
+Tensor init_gate_weight(const AttentionOptions& o, const Shape& shape, int64_t fan_in, int64_t fan_out);
+// The gate's projection x W_g, d → heads·width, with that init (every gate but G3's).
+std::shared_ptr<Linear> make_gate_projection(const AttentionOptions& o);
+Tensor apply_gate_function(GateFunction f, const Tensor& z);  // σ(z) for the chosen σ
+// G1: heads (B, H, T, dk) ⊙ σ(gate_logits), gate_logits (B, T, heads·width) = x W_g, merged
+// into (B, T, H·dk). `gate`, when given, receives the gate values in head layout.
+Tensor gate_and_merge_heads(const AttentionOptions& o, const Tensor& gate_logits, const Tensor& heads, Tensor* gate);
+// The weight a row's slot took, e^{c − lse} (softmax1: c = 0, sink: c = b_h): (B, H, Tq);
+// undefined for the score functions without a slot. sink (H) or undefined, lse (B, H, Tq).
+Tensor slot_weight(ScoreFunction f, const Tensor& sink, const Tensor& lse);
+
 // The keys and values of the positions seen so far, for incremental decoding. The gate
-// needs nothing cached: it reads only the current token.
+// needs nothing cached: it reads only the current token. A cache may hold keys alone (v
+// undefined): multi-head latent attention keeps one latent per token that serves as both.
 //
 // append() writes into one of two flat buffers per tensor, turn about, and doubles them
 // when full: a cache of T positions keeps at most 4T positions of memory. Concatenating
@@ -124,14 +144,14 @@ struct AttentionOptions {
 // stream has gone. Exact when tokens come one at a time once positions drop (as eval and
 // generate feed them after a prompt).
 struct KVCache {
-    Tensor k, v;  // (B, Hkv, T_kept, dk), undefined before the first step; no gradient
+    Tensor k, v;  // (B, Hkv, T_kept, dk), undefined before the first step (v: or always); no gradient
     int64_t keep = 0;        // 0: every position
     int64_t keep_first = 0;  // with keep: the first positions, never dropped; < keep
     Tensor first_keys;       // (B, Hkv, ≤ keep_first, dk) their keys before RoPE, when keep_first > 0
     int64_t length() const { return k.defined() ? k.size(2) : 0; }  // positions held
     int64_t seen() const { return seen_; }  // positions appended, held or dropped: the next one's index
     int64_t dropped() const { return seen_ - length(); }
-    // k_new, v_new (B, Hkv, T, dk): the next T positions; k_unrotated: their keys before RoPE,
+    // k_new, v_new (B, Hkv, T, dk): the next T positions (v_new undefined: keys only); k_unrotated: their keys before RoPE,
     // kept for the first keep_first positions (undefined: k_new is unrotated, no RoPE).
     void append(const Tensor& k_new, const Tensor& v_new, const Tensor& k_unrotated = Tensor());
 

@@ -69,13 +69,16 @@ MemoryParts memory_parts(const LMConfig& c, Workload workload, int64_t batch, in
     const double H = std::max(1.0, double(c.attn.n_heads));
     const double dk = c.attn.head_size > 0 ? double(c.attn.head_size) : d / H;
     const double dq = H * dk, dkv = double(c.attn.kv_heads()) * dk;  // widths of Q and of K, V
+    // K and V's weights: W_K, W_V, or MLA's W_DKV, W_UK, W_UV and its RoPE parts W_KR, W_QR
+    const double dc = double(c.attn.kv_rank), dr = c.attn.rope_dim > 0 ? double(c.attn.rope_dim) : dk / 2;
+    const double kv = dc > 0 ? dc * (d + 2 * dq) + d * dr * (H + 1) : 2 * d * dkv;
     const double E = c.ffn && c.n_experts > 0 ? double(c.n_experts) : 0, F = c.ffn ? double(c.ffn_hidden()) : 0;
     const double gate = c.attn.gated() ? d * dq : 0;  // element-wise at most d × h·dk
     const double ffn = E > 0 ? E * (3 * d * F + d) : 3 * d * F;
     MemoryParts p{};
     p.embeddings = V * d * (c.tie_embeddings ? 1 : 2);
     p.positions = c.positions == PositionEncoding::learned ? double(c.max_len) * d : 0;
-    p.layers = L * (2 * d * dq + 2 * d * dkv + gate + ffn + 2 * d);
+    p.layers = L * (2 * d * dq + kv + gate + ffn + 2 * d);
     // Per token: the FFN width that runs (top_k experts of a MoE), then what one forward
     // holds at a time (a layer's tensors, the logits), or, for training, what every layer
     // keeps for backward; analysis keeps each layer's attention map (H × T per token).
@@ -166,6 +169,19 @@ void check_memory(const LMConfig& c, Workload workload, int64_t batch, int64_t s
                                 " available" + (source ? std::string(" (") + source + ")" : ""));
 }
 
+int64_t LMConfig::latent_rope_dim() const {
+    AttentionOptions a = attn;
+    a.d_model = d_model;  // the model's width sizes the heads
+    return positions == PositionEncoding::rope ? a.mla_rope_dim() : 0;
+}
+
+int64_t kv_cache_bytes_per_token(const LMConfig& c, DType dtype) {
+    AttentionOptions a = c.attn;
+    a.d_model = c.d_model;
+    const int64_t numbers = a.kv_rank > 0 ? a.kv_rank + c.latent_rope_dim() : 2 * a.kv_heads() * a.head_dim();
+    return numbers * c.n_layers * int64_t(dtype_size(dtype));
+}
+
 // ---------------------------------------------------------------- block
 
 namespace {
@@ -179,8 +195,9 @@ AttentionOptions block_attention(const LMConfig& c) {
 }  // namespace
 
 TransformerBlock::TransformerBlock(const LMConfig& c)
-    : norm1(register_module("norm1", std::make_shared<RMSNorm>(c.d_model, c.norm_eps))),
-      attn(register_module("attn", std::make_shared<GatedAttention>(block_attention(c)))) {
+    : norm1(register_module("norm1", std::make_shared<RMSNorm>(c.d_model, c.norm_eps))) {
+    if (c.attn.kv_rank > 0) mla = register_module("attn", std::make_shared<MultiHeadLatentAttention>(block_attention(c)));
+    else attn = register_module("attn", std::make_shared<GatedAttention>(block_attention(c)));
     if (!c.ffn) return;
     norm2 = register_module("norm2", std::make_shared<RMSNorm>(c.d_model, c.norm_eps));
     if (c.n_experts > 0) moe = register_module("moe", std::make_shared<MoE>(c.d_model, c.n_experts, c.top_k, c.ffn_hidden()));
@@ -193,7 +210,9 @@ Tensor TransformerBlock::forward(const Tensor& x_in, KVCache* cache, AttentionCa
     // G4's gate reads the raw residual stream x; every other position ignores gate_source.
     // Both residual sums are taken inside the output projections' GEMMs (Linear::forward),
     // but for a hook on mlp_out, which sees the FFN's output alone.
-    Tensor h = hook(hooks, HookPoint::resid_mid, attn->forward(norm1->forward(x), cache, x, capture, x, hooks));
+    const Tensor attended = mla ? mla->forward(norm1->forward(x), cache, capture, x, false, hooks)
+                                : attn->forward(norm1->forward(x), cache, x, capture, x, hooks);
+    Tensor h = hook(hooks, HookPoint::resid_mid, attended);
     const bool mlp_hooked = hooks && hooks->any(HookPoint::mlp_out);
     if (ffn && !mlp_hooked) h = ffn->forward(norm2->forward(h), h);
     if (ffn && mlp_hooked) h = h + (*hooks)(HookPoint::mlp_out, ffn->forward(norm2->forward(h)));
@@ -223,8 +242,12 @@ void init_gpt2(GatedTransformerLM& m, double std) {
         normal_(f.w3->weight, residual_std);
     };
     for (const auto& block : m.blocks) {
-        for (const auto& w : {block->attn->w_q, block->attn->w_k, block->attn->w_v}) normal_(w->weight, std);
-        normal_(block->attn->w_o->weight, residual_std);
+        if (block->attn)
+            for (const auto& w : {block->attn->w_q, block->attn->w_k, block->attn->w_v}) normal_(w->weight, std);
+        if (const auto& a = block->mla)
+            for (const auto& w : {a->w_q, a->w_qr, a->w_dkv, a->w_kr, a->w_uk, a->w_uv})
+                if (w) normal_(w->weight, std);
+        normal_((block->attn ? block->attn->w_o : block->mla->w_o)->weight, residual_std);
         if (block->ffn) swiglu(*block->ffn);
         if (block->moe) {
             normal_(block->moe->router->weight, std);
@@ -311,7 +334,7 @@ bool LMCapture::keeps(size_t layer) const {
 
 void GatedTransformerLM::set_rope_options(const RopeOptions& options) {
     for (auto& block : blocks)
-        if (RoPE* rope = block->attn->rope()) rope->set_options(options);
+        if (RoPE* rope = block->attn ? block->attn->rope() : block->mla->rope()) rope->set_options(options);
 }
 
 // ---------------------------------------------------------------- sampling

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nn/attention.h"
+#include "nn/mla.h"
 #include "nn/moe.h"
 
 namespace gg::nn {
@@ -47,6 +48,9 @@ struct LMConfig {
     double init_std = 0.02;    // σ of the gpt2 init
 
     int64_t ffn_hidden() const { return d_ff > 0 ? d_ff : (8 * d_model / 3 + 7) / 8 * 8; }
+    // Multi-head latent attention's rotary part d_r (nn/mla.h): attn.rope_dim, else half a head
+    // of this model's width; 0 with learned positions.
+    int64_t latent_rope_dim() const;
     // The JSON of the fields, as the table of settings gives them (nn/config_fields.h).
     std::string to_json() const;
     // Throws naming the bad field: a wrong JSON type, or a value validate() refuses.
@@ -64,6 +68,11 @@ struct LMConfigLimits {
     static constexpr int64_t vocab_size = int64_t(1) << 20, max_len = int64_t(1) << 20, d_model = int64_t(1) << 16,
                              n_layers = 1024, d_ff = int64_t(1) << 20, n_experts = 1024, window = int64_t(1) << 30;
 };
+
+// What decoding keeps per token, in bytes of `dtype`, over all layers: 2 · h_kv · dk (a key
+// and a value per kv head) for standard and grouped-query attention, d_c + d_r (the latent
+// and the rotary key, nn/mla.h) with kv_rank.
+int64_t kv_cache_bytes_per_token(const LMConfig& config, DType dtype);
 
 // What a model of some config costs in memory, in bytes (float32): an estimate meant to be
 // right within a factor of two, to refuse a config before allocating for it.
@@ -112,7 +121,8 @@ public:
     Tensor forward(const Tensor& x, KVCache* cache = nullptr, AttentionCapture* capture = nullptr,
                    Tensor* aux_loss = nullptr, const LayerHooks* hooks = nullptr) const;
     std::shared_ptr<RMSNorm> norm1, norm2;
-    std::shared_ptr<GatedAttention> attn;
+    std::shared_ptr<GatedAttention> attn;         // one of attn / mla
+    std::shared_ptr<MultiHeadLatentAttention> mla;  // when the config's attn.kv_rank > 0
     std::shared_ptr<SwiGLU> ffn;  // one of ffn / moe, or neither
     std::shared_ptr<MoE> moe;
 };

@@ -83,7 +83,6 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
     const double measured = double(layers.empty() ? model.blocks.size() : layers.size());
     for (int64_t l = 0; l < int64_t(model.blocks.size()); ++l) {
         if (!cache.has(HookPoint::resid_post, l)) continue;  // a layer not asked for
-        const GatedAttention& attn = *model.blocks[size_t(l)]->attn;
         const Tensor probs = cache.at(HookPoint::probs, l).to(DType::f64);  // (B, H, T, T)
         const Tensor slot = cache.has(HookPoint::slot, l) ? cache.at(HookPoint::slot, l) : Tensor();  // (B, H, T)
         LayerAnalysis layer;
@@ -94,7 +93,7 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
             const Tensor gate = cache.at(HookPoint::gate, l).to(DType::f64);
             layer.gate_mean = mean(gate).item();
             layer.gate_below_0_1 = mean(lt(gate, full({}, 0.1, DType::f64, gate.device()))).item();
-            if (attn.options().gate == GatePosition::sdpa_output) {
+            if (model.config().attn.gate == GatePosition::sdpa_output) {
                 // (B, heads, T, width) → per-query gate (B, H, T), shared gates broadcast over heads
                 const Tensor per_query = mean(gate, {3}).expand({probs.size(0), probs.size(1), T});
                 layer.gated_entropy = gated_attention_entropy(probs, per_query);
