@@ -8,10 +8,25 @@
 
 #include "cli.h"
 #include "nn/attention.h"
+#include "nn/transformer.h"
 #include "nn/train/train_config.h"
 
 using namespace gg;
 using namespace gg::nn;
+
+namespace {
+// MLA's point, in numbers: what decoding caches per token beside what these heads would cache.
+std::string latent_line(const LMConfig& m) {
+    if (m.attn.kv_rank == 0) return "";
+    LMConfig plain = m;
+    plain.attn.kv_rank = 0;
+    const int64_t rope_dim = m.latent_rope_dim();
+    return "latent    MLA, kv rank " + std::to_string(m.attn.kv_rank) +
+           (rope_dim > 0 ? ", rope dim " + std::to_string(rope_dim) : "") + ": KV cache " +
+           std::to_string(kv_cache_bytes_per_token(m, DType::f32)) + " bytes per token in float32, " +
+           std::to_string(kv_cache_bytes_per_token(plain, DType::f32)) + " with these heads' own keys and values\n";
+}
+}  // namespace
 
 std::string describe(const TrainConfig& c, int64_t parameters) {
     const LMConfig& m = c.model;
@@ -46,8 +61,9 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
                                    "weight_decay", "grad_clip", "seed", "eval_every", "ckpt_every", "ckpt_minutes", "data"};
     if (at.gate != GatePosition::none) shown.insert({"gate_fn", "gate_sharing", "gate_init"});
     if (m.ffn) shown.insert({"n_experts", m.n_experts > 0 ? "top_k" : "d_ff"});
+    if (at.kv_rank > 0) shown.insert({"kv_rank", "rope_dim"});
     std::string other;
     for (const auto& [field, was, now] : differences(run_fields(), TrainConfig(), c))
         if (!shown.contains(field->key)) other += (other.empty() ? "" : ", ") + name(*field) + " " + now;
-    return text + (other.empty() ? "" : "other     " + other + "\n") + "data      " + data + "\n";
+    return text + latent_line(m) + (other.empty() ? "" : "other     " + other + "\n") + "data      " + data + "\n";
 }

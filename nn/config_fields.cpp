@@ -49,6 +49,12 @@ const Fields<LMConfig>& lm_config_fields() {
          "how a row of attention scores becomes weights: softmax, softmax1 (a slot of logit 0), sink (a learnable "
          "slot logit per head), sigmoid (bias -log n), softpick",
          keep},
+        {"kv_rank", at<&L::attn, &A::kv_rank>({0, Limit::d_model}), "--kv-rank",
+         "multi-head latent attention (DeepSeek-V2): keys and values from a latent of this size, cached alone "
+         "(0: off)",
+         keep},
+        {"rope_dim", at<&L::attn, &A::rope_dim>({0, Limit::d_model}), "--rope-dim",
+         "with --kv-rank: size of the decoupled RoPE part of each query and the shared key (0: head size / 2)", keep},
         {"positions", at<&L::positions>(parse_position_encoding, position_encoding_name), "--positions",
          "position encoding: rope or learned", keep},
         {"rope_base", at<&L::attn, &A::rope_options, &R::base>({1, 1e12, true}), nullptr, "RoPE's base", keep},
@@ -115,6 +121,13 @@ void LMConfig::validate() const {
         fail("n_kv_heads " + std::to_string(attn.kv_heads()) + " does not divide n_heads " + std::to_string(attn.n_heads));
     if (positions == PositionEncoding::rope && attn.head_dim() % 2 != 0)
         fail("RoPE needs an even head size, but it is " + std::to_string(attn.head_dim()));
+    if (attn.kv_rank > 0 && (attn.qk_norm || (attn.gated() && attn.gate != GatePosition::sdpa_output) ||
+                             attn.kv_heads() != attn.n_heads))
+        fail("kv_rank " + std::to_string(attn.kv_rank) + " (latent attention) takes no QK-norm, no kv heads of its "
+             "own and no gate but g1 (qk_norm " + std::to_string(attn.qk_norm) + ", n_kv_heads " +
+             std::to_string(attn.kv_heads()) + ", gate " + gate_position_name(attn.gate) + ")");
+    if (attn.kv_rank > 0 && latent_rope_dim() % 2 != 0)
+        fail("RoPE needs an even rope_dim, but it is " + std::to_string(latent_rope_dim()));
     if (attn.exclude_self && attn.window == 1) fail("exclude_self needs a window of 0 or at least 2, not 1");
     if (attn.head_size > 0 && attn.gated() && attn.n_heads * attn.head_size != d_model &&
         (attn.gate == GatePosition::residual || attn.gate == GatePosition::after_merge))

@@ -394,6 +394,30 @@ TEST_CASE("train --score-fn: kept in config.json and the checkpoint, held on res
     CHECK(!fs::exists(tmp.path / "bad"));
 }
 
+TEST_CASE("train --kv-rank: latent attention trains, prints its KV cache beside the heads', resumes; a bad rank refused") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp);
+    const fs::path run = tmp.path / "mla";
+    const Outcome first = run_app(tmp, "train" + tiny(corpus) + " --steps 2 --kv-rank 8 --out " + run.string());
+    REQUIRE_MESSAGE(first.code == 0, first.err);
+    // d_model 16, 2 heads of 8, 1 layer: the latent 8 and the rotary key 4, 12 floats, against 2 × 2 × 8.
+    CHECK(first.out.find("latent    MLA, kv rank 8, rope dim 4: KV cache 48 bytes per token in float32, 128 with "
+                         "these heads' own keys and values") != std::string::npos);
+    const auto config = [&] { return nlohmann::json::parse(read_file(run / "config.json")); };
+    CHECK(config()["model"]["kv_rank"] == 8);
+    const Outcome resumed = run_app(tmp, "train --resume --steps 3 --quiet --out " + run.string());
+    REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
+    CHECK(log_lines(run).size() == 3);
+    CHECK(std::isfinite(log_lines(run).back()["loss"].get<double>()));
+    check_error(run_app(tmp, "train --resume --kv-rank 4 --steps 4 --out " + run.string()), 2,
+                "a resumed run keeps its architecture: --kv-rank is 8 in the run, 4 given");
+    check_error(run_app(tmp, "train" + tiny(corpus) + " --kv-rank -3 --out " + (tmp.path / "bad").string()), 2, "-3");
+    check_error(run_app(tmp, "train" + tiny(corpus) + " --kv-rank 8 --qk-norm --out " + (tmp.path / "bad").string()), 2,
+                "kv_rank 8 (latent attention) takes no QK-norm");
+    CHECK(!fs::exists(tmp.path / "bad"));
+}
+
 TEST_CASE("train: a log that cannot take a step stops the run in one line, after a checkpoint; --resume misses no step") {
     REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
     TempDir tmp;
