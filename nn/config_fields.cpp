@@ -24,6 +24,8 @@ const Fields<LMConfig>& lm_config_fields() {
          Resume::not_compared},
         {"d_model", at<&L::d_model>({1, Limit::d_model}), "--d-model", "model width", keep},
         {"n_layers", at<&L::n_layers>({0, Limit::n_layers}), "--layers", "transformer blocks", keep},
+        {"layer_types", at<&L::layer_types>(kLayerTypes), nullptr,
+         "each layer's token mixer, full_attention or linear_attention (Gated DeltaNet); none: all full", keep},
         {"n_heads", at<&L::attn, &A::n_heads>({1, Limit::d_model}), "--heads", "attention heads", keep},
         {"n_kv_heads", at<&L::attn, &A::n_kv_heads>({0, Limit::d_model}, "--heads"), "--kv-heads",
          "key/value heads for grouped-query attention (must divide --heads)", keep},
@@ -128,6 +130,9 @@ void LMConfig::validate() const {
              std::to_string(attn.kv_heads()) + ", gate " + gate_position_name(attn.gate) + ")");
     if (attn.kv_rank > 0 && latent_rope_dim() % 2 != 0)
         fail("RoPE needs an even rope_dim, but it is " + std::to_string(latent_rope_dim()));
+    if (!layer_types.empty() && int64_t(layer_types.size()) != n_layers)
+        fail("layer_types names " + std::to_string(layer_types.size()) + " layers, but n_layers is " +
+             std::to_string(n_layers));
     if (attn.exclude_self && attn.window == 1) fail("exclude_self needs a window of 0 or at least 2, not 1");
     if (attn.head_size > 0 && attn.gated() && attn.n_heads * attn.head_size != d_model &&
         (attn.gate == GatePosition::residual || attn.gate == GatePosition::after_merge))

@@ -228,7 +228,8 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetOptions& options) : options_(opt
     w_o = register_module("w_o", std::make_shared<Linear>(Hv * dv, d, false));
 }
 
-Tensor GatedDeltaNet::forward(const Tensor& x, DeltaNetCache* cache, const Tensor& residual) const {
+Tensor GatedDeltaNet::forward(const Tensor& x, DeltaNetCache* cache, const Tensor& residual,
+                              DeltaNetCapture* capture) const {
     check_defined(x, "GatedDeltaNet");
     const GatedDeltaNetOptions& o = options_;
     if (x.dim() != 3 || x.size(2) != o.d_model)
@@ -270,6 +271,7 @@ Tensor GatedDeltaNet::forward(const Tensor& x, DeltaNetCache* cache, const Tenso
         cache->state = rule.second.detach();
         cache->seen_ += T;
     }
+    if (capture) *capture = {exp(g).detach(), rule.second.detach()};
 
     // RMSNorm(o) ⊙ SiLU(z) per value head (swiglu is that product, silu(a) ⊙ b, in one pass), then W_o.
     const Tensor o_heads = rule.first.transpose(1, 2);                                // (B, T, Hv, dv)

@@ -97,13 +97,22 @@ private:
     int64_t seen_ = 0;
 };
 
+// What one forward pass of the layer computed, for analysis (the sink command's report on a
+// hybrid's linear layers): owned by the caller, filled in by forward(), no gradient.
+struct DeltaNetCapture {
+    Tensor decay;  // (B, T, Hv) α_t = e^{g_t}, the share of the state each token keeps
+    Tensor state;  // (B, Hv, dk, dv) S after the last token
+};
+
 class GatedDeltaNet : public Module {
 public:
     explicit GatedDeltaNet(const GatedDeltaNetOptions& options);
     // x (B, T, d) → (B, T, d). With a cache, x holds only the new tokens and the cache moves on
     // past them (a prompt of any length, then tokens one at a time). With a residual (B, T, d),
-    // returns residual + the output (W_o's GEMM adds it).
-    Tensor forward(const Tensor& x, DeltaNetCache* cache = nullptr, const Tensor& residual = Tensor()) const;
+    // returns residual + the output (W_o's GEMM adds it). With capture, the decays and the last
+    // state are kept in it.
+    Tensor forward(const Tensor& x, DeltaNetCache* cache = nullptr, const Tensor& residual = Tensor(),
+                   DeltaNetCapture* capture = nullptr) const;
 
     const GatedDeltaNetOptions& options() const { return options_; }
 

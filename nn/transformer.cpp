@@ -46,6 +46,28 @@ LMInit parse_lm_init(const std::string& name) {
 
 const char* lm_init_name(LMInit init) { return init == LMInit::gpt2 ? "gpt2" : "torch"; }
 
+std::vector<LayerType> hybrid_layer_types(const std::string& ratio, int64_t n_layers) {
+    const size_t colon = ratio.find(':');
+    const auto whole = [](const std::string& text) {  // 1 … 1024, or 0 for anything else
+        if (text.empty() || text.size() > 4 || !std::ranges::all_of(text, [](unsigned char c) { return std::isdigit(c); }))
+            return int64_t(0);
+        const int64_t n = std::stoll(text);
+        return n <= LMConfigLimits::n_layers ? n : 0;
+    };
+    const int64_t linear = colon == std::string::npos ? 0 : whole(ratio.substr(0, colon));
+    const int64_t full = colon == std::string::npos ? 0 : whole(ratio.substr(colon + 1));
+    if (linear < 1 || full < 1)
+        throw std::invalid_argument("hybrid '" + printable(ratio) +
+                                    "' is not L:F, L linear-attention layers then F full ones, whole numbers ≥ 1 (3:1)");
+    if (n_layers % (linear + full) != 0)
+        throw std::invalid_argument("hybrid " + ratio + " repeats " + std::to_string(linear + full) +
+                                    " layers, which do not divide n_layers " + std::to_string(n_layers));
+    std::vector<LayerType> types;
+    for (int64_t l = 0; l < n_layers; ++l)
+        types.push_back(l % (linear + full) < linear ? LayerType::linear_attention : LayerType::full_attention);
+    return types;
+}
+
 // ---------------------------------------------------------------- memory
 
 namespace {
@@ -194,25 +216,41 @@ AttentionOptions block_attention(const LMConfig& c) {
 }
 }  // namespace
 
-TransformerBlock::TransformerBlock(const LMConfig& c)
+GatedDeltaNetOptions LMConfig::linear_attention() const {
+    GatedDeltaNetOptions o;
+    o.d_model = d_model;
+    o.n_k_heads = attn.n_heads;
+    o.head_k_dim = attn.head_dim();
+    o.norm_eps = norm_eps;
+    return o;
+}
+
+TransformerBlock::TransformerBlock(const LMConfig& c, int64_t layer)
     : norm1(register_module("norm1", std::make_shared<RMSNorm>(c.d_model, c.norm_eps))) {
-    if (c.attn.kv_rank > 0) mla = register_module("attn", std::make_shared<MultiHeadLatentAttention>(block_attention(c)));
-    else attn = register_module("attn", std::make_shared<GatedAttention>(block_attention(c)));
+    if (c.layer_type(layer) == LayerType::linear_attention)
+        linear_attn = register_module("linear_attn", std::make_shared<GatedDeltaNet>(c.linear_attention()));
+    else if (c.attn.kv_rank > 0)
+        mla = register_module("attn", std::make_shared<MultiHeadLatentAttention>(block_attention(c)));
+    else
+        attn = register_module("attn", std::make_shared<GatedAttention>(block_attention(c)));
     if (!c.ffn) return;
     norm2 = register_module("norm2", std::make_shared<RMSNorm>(c.d_model, c.norm_eps));
     if (c.n_experts > 0) moe = register_module("moe", std::make_shared<MoE>(c.d_model, c.n_experts, c.top_k, c.ffn_hidden()));
     else ffn = register_module("ffn", std::make_shared<SwiGLU>(c.d_model, c.ffn_hidden()));
 }
 
-Tensor TransformerBlock::forward(const Tensor& x_in, KVCache* cache, AttentionCapture* capture, Tensor* aux_loss,
+Tensor TransformerBlock::forward(const Tensor& x_in, LayerCache* cache, BlockCapture capture, Tensor* aux_loss,
                                  const LayerHooks* hooks) const {
     const Tensor x = hook(hooks, HookPoint::resid_pre, x_in);
     // G4's gate reads the raw residual stream x; every other position ignores gate_source.
     // Both residual sums are taken inside the output projections' GEMMs (Linear::forward),
     // but for a hook on mlp_out, which sees the FFN's output alone.
-    const Tensor attended = mla ? mla->forward(norm1->forward(x), cache, capture, x, false, hooks)
-                                : attn->forward(norm1->forward(x), cache, x, capture, x, hooks);
-    Tensor h = hook(hooks, HookPoint::resid_mid, attended);
+    KVCache* kv = cache ? &cache->kv : nullptr;
+    const Tensor mixed =
+        attn  ? attn->forward(norm1->forward(x), kv, x, capture.attention, x, hooks)
+        : mla ? mla->forward(norm1->forward(x), kv, capture.attention, x, false, hooks)
+              : linear_attn->forward(norm1->forward(x), cache ? &cache->linear : nullptr, x, capture.linear);
+    Tensor h = hook(hooks, HookPoint::resid_mid, mixed);
     const bool mlp_hooked = hooks && hooks->any(HookPoint::mlp_out);
     if (ffn && !mlp_hooked) h = ffn->forward(norm2->forward(h), h);
     if (ffn && mlp_hooked) h = h + (*hooks)(HookPoint::mlp_out, ffn->forward(norm2->forward(h)));
@@ -242,12 +280,19 @@ void init_gpt2(GatedTransformerLM& m, double std) {
         normal_(f.w3->weight, residual_std);
     };
     for (const auto& block : m.blocks) {
-        if (block->attn)
-            for (const auto& w : {block->attn->w_q, block->attn->w_k, block->attn->w_v}) normal_(w->weight, std);
-        if (const auto& a = block->mla)
+        if (const auto& a = block->attn) {
+            for (const auto& w : {a->w_q, a->w_k, a->w_v}) normal_(w->weight, std);
+            normal_(a->w_o->weight, residual_std);
+        }
+        if (const auto& a = block->mla) {
             for (const auto& w : {a->w_q, a->w_qr, a->w_dkv, a->w_kr, a->w_uk, a->w_uv})
                 if (w) normal_(w->weight, std);
-        normal_((block->attn ? block->attn->w_o : block->mla->w_o)->weight, residual_std);
+            normal_(a->w_o->weight, residual_std);
+        }
+        if (const auto& a = block->linear_attn) {  // its decay, convolution and norm keep their own
+            for (const auto& w : {a->w_q, a->w_k, a->w_v, a->w_z, a->w_beta, a->w_alpha}) normal_(w->weight, std);
+            normal_(a->w_o->weight, residual_std);
+        }
         if (block->ffn) swiglu(*block->ffn);
         if (block->moe) {
             normal_(block->moe->router->weight, std);
@@ -277,7 +322,7 @@ GatedTransformerLM::GatedTransformerLM(const LMConfig& config, DType dtype) : co
         pos_emb = register_module("pos_emb", in_dtype(std::make_shared<LearnedPositionalEmbedding>(config.max_len,
                                                                                                     config.d_model)));
     for (int64_t l = 0; l < config.n_layers; ++l)
-        blocks.push_back(register_module("layers." + std::to_string(l), in_dtype(std::make_shared<TransformerBlock>(config_))));
+        blocks.push_back(register_module("layers." + std::to_string(l), in_dtype(std::make_shared<TransformerBlock>(config_, l))));
     norm_f = register_module("norm_f", in_dtype(std::make_shared<RMSNorm>(config.d_model, config.norm_eps)));
     if (!config.tie_embeddings)
         lm_head = register_module("lm_head", in_dtype(std::make_shared<Linear>(config.d_model, config.vocab_size, false)));
@@ -285,7 +330,7 @@ GatedTransformerLM::GatedTransformerLM(const LMConfig& config, DType dtype) : co
     if (dtype != DType::f32 && !convert) to(dtype);
 }
 
-LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, std::vector<KVCache>* caches,
+LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, std::vector<LayerCache>* caches,
                                      LMCapture* capture, const Hooks* hooks) const {
     check_defined(ids, "GatedTransformerLM");
     if (ids.dim() != 2 || ids.dtype() != DType::i64)
@@ -302,6 +347,7 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
                 throw std::invalid_argument("GatedTransformerLM: capture layer " + std::to_string(l) + " is outside [0, " +
                                             std::to_string(blocks.size()) + ")");
         capture->attention.assign(blocks.size(), {});
+        capture->linear.assign(blocks.size(), {});
         capture->hidden.assign(blocks.size(), {});
     }
     Tensor aux;
@@ -309,7 +355,9 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
         Tensor block_aux;  // a MoE block's load-balancing loss
         const bool keep = capture && capture->keeps(l);
         const LayerHooks layer_hooks{hooks, int64_t(l)};
-        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr, keep ? &capture->attention[l] : nullptr, &block_aux,
+        const BlockCapture block_capture =
+            keep ? BlockCapture{&capture->attention[l], &capture->linear[l]} : BlockCapture{};
+        x = blocks[l]->forward(x, caches ? &(*caches)[l] : nullptr, block_capture, &block_aux,
                                hooks ? &layer_hooks : nullptr);
         if (keep) capture->hidden[l] = x.detach();
         if (block_aux.defined()) aux = aux.defined() ? aux + block_aux : block_aux;
@@ -334,7 +382,8 @@ bool LMCapture::keeps(size_t layer) const {
 
 void GatedTransformerLM::set_rope_options(const RopeOptions& options) {
     for (auto& block : blocks)
-        if (RoPE* rope = block->attn ? block->attn->rope() : block->mla->rope()) rope->set_options(options);
+        if (RoPE* rope = block->attn ? block->attn->rope() : block->mla ? block->mla->rope() : nullptr)
+            rope->set_options(options);
 }
 
 // ---------------------------------------------------------------- sampling
@@ -367,8 +416,10 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
     const int64_t total = N > INT64_MAX - P ? INT64_MAX : P + N;
     check_memory(c, Workload::inference, 1, options.context > 0 ? std::max(P, std::min(total, options.context)) : total);
     NoGradGuard no_grad;
-    std::vector<KVCache> caches(model.blocks.size());
-    for (KVCache& cache : caches) cache.keep = options.context;
+    // A linear layer's state holds all it keeps of the past in fixed memory: the context bounds
+    // only the full layers' keys.
+    std::vector<LayerCache> caches(model.blocks.size());
+    for (LayerCache& cache : caches) cache.kv.keep = options.context;
     std::vector<int64_t> out;
     const Device device = model.parameters().front().device();  // the tokens go where the model is
     Tensor ids = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}).to(device);

@@ -1,17 +1,21 @@
 // transformer.h — the pre-norm block and the language model built from it.
 //
 //   block:  h = x + Attn(RMSNorm(x))           (G4: x + σ(x W_g) ⊙ Attn(RMSNorm(x)))
+//           or, in a linear-attention layer of a hybrid, h = x + GatedDeltaNet(RMSNorm(x))
 //           y = h + FFN(RMSNorm(h))            FFN = SwiGLU, or a MoE of SwiGLU experts
 //   model:  ids → token embedding (+ learned positions, or RoPE inside attention)
 //           → blocks → RMSNorm → lm_head → logits; loss = cross-entropy (+ MoE balance loss)
 #pragma once
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "nn/attention.h"
 #include "nn/mla.h"
+#include "nn/gated_deltanet.h"
 #include "nn/moe.h"
+#include "nn/names.h"
 
 namespace gg::nn {
 
@@ -30,12 +34,30 @@ enum class LMInit { gpt2, torch };
 LMInit parse_lm_init(const std::string& name);  // "gpt2", "torch", any case
 const char* lm_init_name(LMInit init);
 
+// What mixes the tokens in a layer: full (softmax-family) attention, with the gate and the
+// options of LMConfig::attn, or Gated DeltaNet linear attention (nn/gated_deltanet.h). The
+// hybrids of Qwen3-Next and Qwen3.5 put three linear layers before each full one; their
+// configs name each layer's type with these names.
+enum class LayerType { full_attention, linear_attention };
+inline const Names<LayerType> kLayerTypes{
+    "layer type", {{"full_attention", LayerType::full_attention}, {"linear_attention", LayerType::linear_attention}}};
+
+// The layer types of a hybrid of n_layers written "L:F": L linear-attention layers, then F
+// full-attention ones, repeated. 3:1 is Qwen3-Next's and Qwen3.5's (their config's
+// full_attention_interval 4: layer i is full when (i + 1) mod 4 is 0, so layers 3, 7, ...) and
+// Kimi Linear's. Throws std::invalid_argument naming the ratio unless L, F ≥ 1 are whole numbers
+// and L + F divides n_layers.
+std::vector<LayerType> hybrid_layer_types(const std::string& ratio, int64_t n_layers);
+
 struct LMConfig {
     int64_t vocab_size = 257;  // 256 bytes + BOS
     int64_t max_len = 128;     // learned positions; also the training context
     int64_t d_model = 64;
     int64_t n_layers = 2;
     AttentionOptions attn;     // d_model is kept equal to the model's
+    // One per layer, or empty: every layer full attention. A linear layer has as many key and
+    // value heads as attn has heads, of attn's head size, and a convolution of 4 taps.
+    std::vector<LayerType> layer_types;
     PositionEncoding positions = PositionEncoding::rope;
     bool ffn = true;           // false: attention-only blocks (tutorial 08's FFN ablation)
     int64_t d_ff = 0;          // SwiGLU hidden size; 0 picks 8/3·d rounded up to a multiple of 8
@@ -51,6 +73,10 @@ struct LMConfig {
     // Multi-head latent attention's rotary part d_r (nn/mla.h): attn.rope_dim, else half a head
     // of this model's width; 0 with learned positions.
     int64_t latent_rope_dim() const;
+    LayerType layer_type(int64_t layer) const {
+        return layer_types.empty() ? LayerType::full_attention : layer_types[size_t(layer)];
+    }
+    GatedDeltaNetOptions linear_attention() const;  // a linear layer's options
     // The JSON of the fields, as the table of settings gives them (nn/config_fields.h).
     std::string to_json() const;
     // Throws naming the bad field: a wrong JSON type, or a value validate() refuses.
@@ -112,17 +138,36 @@ uint64_t cgroup_memory_max(const std::string& proc_self_cgroup, const std::strin
 void check_memory(const LMConfig& config, Workload workload = Workload::weights, int64_t batch = 0,
                   int64_t seq_len = 0, uint64_t budget = 0);
 
+// What a layer carries from one decoding step to the next: a full-attention layer its keys and
+// values, a linear one its state (the other stays empty).
+struct LayerCache {
+    KVCache kv;
+    DeltaNetCache linear;
+    int64_t seen() const { return std::max(kv.seen(), linear.seen()); }  // tokens consumed so far
+};
+
+// What a block computed in one forward pass, for analysis: a full-attention layer fills
+// attention, a linear one linear.
+struct BlockCapture {
+    AttentionCapture* attention = nullptr;
+    DeltaNetCapture* linear = nullptr;
+};
+
 class TransformerBlock : public Module {
 public:
-    TransformerBlock(const LMConfig& config);
-    // (B, T, d) → (B, T, d); capture receives the attention's probabilities and gates.
+    // The block of layer `layer` of the config (its type: LMConfig::layer_type).
+    TransformerBlock(const LMConfig& config, int64_t layer = 0);
+    // (B, T, d) → (B, T, d); capture receives the attention's probabilities and gates, or the
+    // linear layer's decays and state.
     // aux_loss: where a MoE block puts its load-balancing loss (left undefined by dense blocks).
-    // hooks: this block's points of nn/hooks.h.
-    Tensor forward(const Tensor& x, KVCache* cache = nullptr, AttentionCapture* capture = nullptr,
+    // hooks: this block's points of nn/hooks.h (a linear-attention block has resid_pre,
+    // resid_mid, mlp_out and resid_post; its mixer has no attention points).
+    Tensor forward(const Tensor& x, LayerCache* cache = nullptr, BlockCapture capture = {},
                    Tensor* aux_loss = nullptr, const LayerHooks* hooks = nullptr) const;
     std::shared_ptr<RMSNorm> norm1, norm2;
-    std::shared_ptr<GatedAttention> attn;         // one of attn / mla
+    std::shared_ptr<GatedAttention> attn;           // one of attn / mla / linear_attn
     std::shared_ptr<MultiHeadLatentAttention> mla;  // when the config's attn.kv_rank > 0
+    std::shared_ptr<GatedDeltaNet> linear_attn;     // a linear_attention layer of a hybrid
     std::shared_ptr<SwiGLU> ffn;  // one of ffn / moe, or neither
     std::shared_ptr<MoE> moe;
 };
@@ -134,7 +179,8 @@ using GatedAttentionMoEBlock = TransformerBlock;
 // What one forward pass of the LM computed, layer by layer, for analysis (analysis/analysis.h).
 // Owned by the caller and passed to forward(); costs memory only when passed.
 struct LMCapture {
-    std::vector<AttentionCapture> attention;  // per layer: probabilities (B, H, T, T) and gates
+    std::vector<AttentionCapture> attention;  // per full-attention layer: probabilities (B, H, T, T) and gates
+    std::vector<DeltaNetCapture> linear;      // per linear-attention layer: decays and last state
     std::vector<Tensor> hidden;               // per layer: (B, T, d) after the block
     // Which layers to keep, set before the pass; empty: all. The others' entries stay
     // undefined. A layer's probabilities take 4·B·H·T² bytes: 67 MB for 16 × 256 tokens of
@@ -160,7 +206,7 @@ public:
     // With capture, each layer's attention probabilities, gates and output are kept in it.
     // With hooks, every block runs them at its points (nn/hooks.h; run_with_hooks in
     // nn/analysis/activation_cache.h).
-    LMOutput forward(const Tensor& ids, const Tensor& targets = Tensor(), std::vector<KVCache>* caches = nullptr,
+    LMOutput forward(const Tensor& ids, const Tensor& targets = Tensor(), std::vector<LayerCache>* caches = nullptr,
                      LMCapture* capture = nullptr, const Hooks* hooks = nullptr) const;
     const LMConfig& config() const { return config_; }
     // The final RMSNorm and the unembedding: the last block's output (…, d) → logits (…, V).

@@ -39,7 +39,7 @@ TEST_CASE("nn: TransformerBlock is x + attn(norm1 x), then h + ffn(norm2 h); G4'
     const Tensor attn = reference_attention(*block.attn, normed, x).y;  // x + σ(x W_g) ⊙ Attn(norm(x))
     const Tensor h = x + attn;
     AttentionCapture seen;
-    CHECK(max_abs_diff(block.forward(x, nullptr, &seen), h + block.ffn->forward(block.norm2->forward(h))) < 1e-10);
+    CHECK(max_abs_diff(block.forward(x, nullptr, {&seen}), h + block.ffn->forward(block.norm2->forward(h))) < 1e-10);
     CHECK(max_abs_diff(merge_heads(seen.gate), sigmoid(matmul(x, block.attn->w_g->weight.t()))) < 1e-12);
     // A gate reading norm(x) instead would give other numbers.
     CHECK(max_abs_diff(attn, reference_attention(*block.attn, normed).y) > 1e-3);
@@ -153,7 +153,7 @@ TEST_CASE("nn: GatedTransformerLM forward is embed (+ positions), blocks, RMSNor
             double aux = 0;
             for (const auto& block : model.blocks) {
                 Tensor block_aux;
-                x = block->forward(x, nullptr, nullptr, &block_aux);
+                x = block->forward(x, nullptr, {}, &block_aux);
                 aux += block_aux.item();
             }
             x = model.norm_f->forward(x);
@@ -295,7 +295,7 @@ void check_incremental_decoding(const LMConfig& c, uint64_t seed) {
     model.eval();
     const Tensor ids = randint(0, c.vocab_size, {2, 9}, gen);
     const Tensor full = model.forward(ids).logits;
-    std::vector<KVCache> caches;
+    std::vector<LayerCache> caches;
     std::vector<Tensor> parts;
     int64_t at = 0;
     for (int64_t len : {4, 2, 1, 1, 1}) {
@@ -303,7 +303,7 @@ void check_incremental_decoding(const LMConfig& c, uint64_t seed) {
         at += len;
     }
     REQUIRE(caches.size() == size_t(c.n_layers));
-    CHECK(caches[1].length() == 9);
+    CHECK(caches[1].kv.length() == 9);
     const double diff = max_abs_diff(cat(parts, 1), full);
     CHECK(diff < 1e-5);
     CHECK(amax(abs(full)).item() > 0.1);  // the logits are not trivially small

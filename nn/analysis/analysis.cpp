@@ -68,6 +68,21 @@ void set_shares(LayerAnalysis& layer, const HeadShares& shares, ModelAnalysis& o
 }
 }  // namespace
 
+namespace {
+LinearLayerAnalysis analyze_linear(const DeltaNetCapture& seen, int64_t index) {
+    LinearLayerAnalysis layer;
+    layer.layer = index;
+    const Tensor S = seen.state.to(DType::f64);  // (B, Hv, dk, dv)
+    layer.state_norm = mean(sqrt(sum(S * S, {2, 3})), {0}).to_vector<double>();  // (Hv)
+    layer.decay = mean(seen.decay.to(DType::f64), {0, 1}).to_vector<double>();   // (Hv)
+    for (size_t h = 0; h < layer.decay.size(); ++h) {
+        layer.mean_state_norm += layer.state_norm[h] / double(layer.decay.size());
+        layer.mean_decay += layer.decay[h] / double(layer.decay.size());
+    }
+    return layer;
+}
+}  // namespace
+
 ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold,
                       const std::vector<int64_t>& layers, const Hooks& hooks) {
     if (ids.dim() != 2 || ids.size(1) < 2)
@@ -80,9 +95,21 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
     out.threshold = threshold;
     out.score_fn = model.config().attn.score_fn;
     const int64_t T = ids.size(1);
-    const double measured = double(layers.empty() ? model.blocks.size() : layers.size());
+    // A hybrid's linear layers have no attention to analyse: their state and decay come from a
+    // second pass that keeps those layers' DeltaNetCapture (with the same hooks).
+    LMCapture linear;
+    double measured = 0;  // full-attention layers
     for (int64_t l = 0; l < int64_t(model.blocks.size()); ++l) {
         if (!cache.has(HookPoint::resid_post, l)) continue;  // a layer not asked for
+        if (model.blocks[size_t(l)]->linear_attn) linear.layers.push_back(l);
+        else ++measured;
+    }
+    if (!linear.layers.empty()) {
+        model.forward(ids, Tensor(), nullptr, &linear, &hooks);
+        for (const int64_t l : linear.layers) out.linear_layers.push_back(analyze_linear(linear.linear[size_t(l)], l));
+    }
+    for (int64_t l = 0; l < int64_t(model.blocks.size()); ++l) {
+        if (!cache.has(HookPoint::resid_post, l) || model.blocks[size_t(l)]->linear_attn) continue;
         const Tensor probs = cache.at(HookPoint::probs, l).to(DType::f64);  // (B, H, T, T)
         const Tensor slot = cache.has(HookPoint::slot, l) ? cache.at(HookPoint::slot, l) : Tensor();  // (B, H, T)
         LayerAnalysis layer;
@@ -142,6 +169,13 @@ std::string ModelAnalysis::to_json() const {
                                {"gate_below_0_1", l.gate_below_0_1},
                                {"max_abs_hidden", l.max_abs_hidden},
                                {"max_abs_hidden_first", l.max_abs_hidden_first}});
+    if (!linear_layers.empty()) j["linear_layers"] = nlohmann::ordered_json::array();  // a hybrid's
+    for (const LinearLayerAnalysis& l : linear_layers)
+        j["linear_layers"].push_back({{"layer", l.layer},
+                                      {"state_norm", l.state_norm},
+                                      {"decay", l.decay},
+                                      {"mean_state_norm", l.mean_state_norm},
+                                      {"mean_decay", l.mean_decay}});
     return j.dump(2);
 }
 
@@ -179,12 +213,21 @@ std::string ModelAnalysis::table() const {
                   static_cast<long long>(sink_layers), layers.size(), heads_above.c_str(), threshold,
                   static_cast<long long>(sink_heads), static_cast<long long>(heads));
     s += means + line;
-    if (score_fn == ScoreFunction::softmax) return s;
-    std::snprintf(line, sizeof line, "sink rate (Gu et al. 2024, heads above %.2f): first token %.1f%%", threshold,
-                  100 * first_token_sink_rate);
-    s += line;
-    if (slot) std::snprintf(line, sizeof line, ", slot %.1f%%", 100 * slot_sink_rate), s += line;
-    return s + "\n";
+    if (score_fn != ScoreFunction::softmax) {
+        std::snprintf(line, sizeof line, "sink rate (Gu et al. 2024, heads above %.2f): first token %.1f%%", threshold,
+                      100 * first_token_sink_rate);
+        s += line;
+        if (slot) std::snprintf(line, sizeof line, ", slot %.1f%%", 100 * slot_sink_rate), s += line;
+        s += "\n";
+    }
+    if (linear_layers.empty()) return s;
+    // A hybrid's linear layers: their state and how fast it decays, per layer (means over heads).
+    s += "linear layer  state norm  decay  (Gated DeltaNet: |S| after the last token, mean alpha over tokens)\n";
+    for (const LinearLayerAnalysis& x : linear_layers) {
+        std::snprintf(line, sizeof line, "%12lld  %10.3f  %5.3f\n", (long long)x.layer, x.mean_state_norm, x.mean_decay);
+        s += line;
+    }
+    return s;
 }
 
 }  // namespace gg::nn

@@ -55,11 +55,23 @@ struct LayerAnalysis {
     double max_abs_hidden_first = 0;        // at position 0 (the BOS token)
 };
 
+// A linear-attention layer of a hybrid (Gated DeltaNet) has no attention map to look for a
+// sink in; what it carries is its state. Per value head: the Frobenius norm ‖S‖ of the state
+// after the last token (mean over the batch) and the mean decay α = e^g over every token, the
+// share of the state a token keeps (near 1: a long memory; near 0: it forgets at once).
+struct LinearLayerAnalysis {
+    int64_t layer = 0;
+    std::vector<double> state_norm;  // per head
+    std::vector<double> decay;       // per head
+    double mean_state_norm = 0, mean_decay = 0;  // over heads
+};
+
 struct ModelAnalysis {
     double threshold = 0.3;
     ScoreFunction score_fn = ScoreFunction::softmax;
-    std::vector<LayerAnalysis> layers;
-    double mean_first_token_share = 0;  // over layers
+    std::vector<LayerAnalysis> layers;  // the full-attention layers measured
+    std::vector<LinearLayerAnalysis> linear_layers;  // the linear-attention layers measured
+    double mean_first_token_share = 0;  // over (full-attention) layers
     double mean_slot_share = 0;         // over layers
     double mean_row_sum = 0;            // over layers
     int64_t sink_layers = 0;            // LayerAnalysis::sink
@@ -75,7 +87,9 @@ struct ModelAnalysis {
 
 // Per-layer statistics from one forward pass over ids (B, T) without gradients, read through
 // run_with_cache (activation_cache.h). layers: which ones to measure (empty: all); the means are
-// over those. hooks: edits to make in the same pass (interventions.h), whose results it measures.
+// over the full-attention ones among them, and the linear-attention ones among them (a hybrid's)
+// go to linear_layers. hooks: edits to make in the same pass (interventions.h), whose results it
+// measures.
 ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double threshold = 0.3,
                       const std::vector<int64_t>& layers = {}, const Hooks& hooks = {});
 

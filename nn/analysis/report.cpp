@@ -23,6 +23,7 @@ AttentionMaps capture_attention_maps(const GatedTransformerLM& model, const Tens
     maps.tokens = ids.to(Device::CPU).select(0, 0).to_vector<int64_t>();
     const int64_t T = ids.size(1);
     for (const AttentionCapture& layer : capture.attention) {
+        if (!layer.probs.defined()) continue;  // a linear-attention layer of a hybrid: no map
         const Tensor probs = layer.probs.select(0, 0).to(Device::CPU);  // (H, T, T)
         maps.probs.push_back(probs);
         if (!layer.gate.defined()) continue;
@@ -176,10 +177,12 @@ std::string training_charts(const std::vector<RunReport>& runs, size_t max_point
 // score function has a slot (softmax1, sink) has a second bar, the slot's share, where its sink
 // may sit instead.
 std::string sink_chart(const std::vector<RunReport>& runs) {
-    size_t layers = 0;
-    for (const RunReport& run : runs) layers = std::max(layers, run.sink.layers.size());
+    // Named by the model's index of the layer: a hybrid's full-attention layers are 3, 7, ...
+    const RunReport* most = &runs[0];
+    for (const RunReport& run : runs)
+        if (run.sink.layers.size() > most->sink.layers.size()) most = &run;
     std::vector<std::string> groups;
-    for (size_t l = 0; l < layers; ++l) groups.push_back("layer " + std::to_string(l));
+    for (const LayerAnalysis& l : most->sink.layers) groups.push_back("layer " + std::to_string(l.layer));
     std::vector<BarSeries> bars;
     double threshold = NAN;
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -188,7 +191,7 @@ std::string sink_chart(const std::vector<RunReport>& runs) {
         const ModelAnalysis& sink = runs[i].sink;
         const auto series = [&](const std::string& name, size_t color, double LayerAnalysis::*share) {
             BarSeries s{name, {}, chart_color(color), {}};
-            for (size_t l = 0; l < layers; ++l) s.values.push_back(l < sink.layers.size() ? sink.layers[l].*share : NAN);
+            for (size_t l = 0; l < groups.size(); ++l) s.values.push_back(l < sink.layers.size() ? sink.layers[l].*share : NAN);
             bars.push_back(s);
         };
         series(runs[i].name, i, &LayerAnalysis::mean_first_token_share);  // the run's colour in every chart
@@ -377,8 +380,8 @@ function sinkTables() {
     const head = ["layer", "first-token share", ...(slot ? ["slot"] : []), ...(rows ? ["row sum"] : []), "sink",
                   "entropy", "gated entropy", "gate mean", "gate<0.1", "max|h|", "max|h@0|"];
     const table = element("table", {}, element("tr", {}, ...head.map((h) => element("th", {}, h))));
-    s.layers.forEach((l, i) => {
-      const cells = [String(i), fixed(l.mean_first_token_share, 3), ...(slot ? [fixed(l.mean_slot_share, 3)] : []),
+    s.layers.forEach((l) => {
+      const cells = [String(l.layer), fixed(l.mean_first_token_share, 3), ...(slot ? [fixed(l.mean_slot_share, 3)] : []),
                      ...(rows ? [fixed(l.mean_row_sum, 3)] : []), l.sink ? "yes" : "no", fixed(l.entropy, 3),
                      fixed(l.gated_entropy, 3), fixed(l.gate_mean, 3), fixed(l.gate_below_0_1, 3),
                      fixed(l.max_abs_hidden, 1), fixed(l.max_abs_hidden_first, 1)];
@@ -397,9 +400,10 @@ function sinkTables() {
 }
 
 const layers = Math.max(...data.runs.map((r) => r.layers.length));
+const widest = data.runs.find((r) => r.layers.length == layers);  // its layers' indices name the choices
 const heads = Math.max(...data.runs.map((r) => Math.max(...r.layers.map((l) => l.probs.length))));
 const layerSelect = document.getElementById("layer"), headSelect = document.getElementById("head");
-for (let l = 0; l < layers; ++l) layerSelect.append(element("option", {value: l}, String(l)));
+for (let l = 0; l < layers; ++l) layerSelect.append(element("option", {value: l}, String(widest.sink.layers[l].layer)));
 for (let h = 0; h < heads; ++h) headSelect.append(element("option", {value: h}, String(h)));
 
 // Per run: the chosen map, its gate column, and what the pointer is over.
@@ -443,7 +447,8 @@ function show(layer, head) {
     }
     paint(map, l.probs[head], T, T, heat);
     paint(gate, l.gates ? l.gates[head] : [0], l.gates ? T : 1, 1, gateColor);
-    readout.textContent = "layer " + layer + ", head " + head + ": " + headShares(run.sink, layer, head, 3) +
+    readout.textContent = "layer " + run.sink.layers[layer].layer + ", head " + head + ": " +
+                          headShares(run.sink, layer, head, 3) +
                           " (over the sink's sequences)";
     map.onmousemove = (event) => {
       const q = Math.floor(event.offsetY / map.clientHeight * T), k = Math.floor(event.offsetX / map.clientWidth * T);
@@ -462,7 +467,7 @@ function thumbnails() {
   for (const run of data.runs) {
     const T = run.tokens.length, table = element("table", {class: "thumbs"});
     run.layers.forEach((l, layer) => {
-      const row = element("tr", {}, element("td", {}, "layer " + layer));
+      const row = element("tr", {}, element("td", {}, "layer " + run.sink.layers[layer].layer));
       l.probs.forEach((probs, head) => {
         const canvas = element("canvas", {class: "thumb", "data-layer": layer, "data-head": head});
         paint(canvas, probs, T, T, heat);

@@ -41,6 +41,7 @@ StabilityStats measure_stability(const GatedTransformerLM& model, const Tensor& 
     StabilityStats s;
     for (size_t l = 0; l < capture.attention.size(); ++l) {
         const AttentionCapture& seen = capture.attention[l];
+        if (!seen.probs.defined()) continue;  // a linear-attention layer of a hybrid
         const Tensor p = seen.probs.to(DType::f64);                            // (B, H, T, T)
         const Tensor row_max = seen.lse.to(DType::f64) + log(amax(p, {-1}));  // (B, H, T): max_j z_ij
         s.max_attn_logit.push_back(amax(row_max).item());

@@ -99,8 +99,8 @@ std::vector<double> rolling_cache_loss(const GatedTransformerLM& model, const st
     check_memory(c, Workload::inference, 1, o.cache);
     const Device device = model.parameters().front().device();
     NoGradGuard no_grad;
-    std::vector<KVCache> caches(model.blocks.size());
-    for (KVCache& cache : caches) cache.keep = o.cache, cache.keep_first = o.keep_first;
+    std::vector<LayerCache> caches(model.blocks.size());  // the window bounds the full layers' keys
+    for (LayerCache& cache : caches) cache.kv.keep = o.cache, cache.kv.keep_first = o.keep_first;
     std::vector<double> nll;
     nll.reserve(size_t(N - 1));
     for (int64_t i = 0; i + 1 < N; ++i) {
