@@ -58,6 +58,10 @@ void add_train(CLI::App& app, TrainArgs& a) {
         ->check(bounded(0, 1e9, false))
         ->type_name("S");
     add_device_option(cmd, a.device);
+    cmd->add_option("--hybrid", a.hybrid,
+                    "linear-attention (Gated DeltaNet) and full-attention layers mixed: L linear then F full, repeated "
+                    "through --layers (3:1 as Qwen3-Next and Qwen3.5: layers 3, 7, ... full); sets layer_types")
+        ->type_name("L:F");
 
     // One option for each setting of a run that has a flag, with its row's check, help and
     // default (nn/config_fields.h). The options above are no settings: they choose the base

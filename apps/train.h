@@ -15,6 +15,7 @@
 struct TrainArgs {
     CLI::App* cmd = nullptr;
     std::string preset, config_file, out, device = "cpu";
+    std::string hybrid;  // "L:F": the model's layer_types (hybrid_layer_types)
     bool resume = false, force = false, quiet = false, allow_data_change = false;
     double rank_timeout = 0;  // 0: Trainer's default
     // One option for each setting with a flag (nn/config_fields.h), given on top of the base config.

@@ -50,6 +50,11 @@ TrainConfig train_config(const TrainArgs& a) {
     const TrainConfig base = c;
     a.options->apply(c);
     if (a.options->option("seq_len")->count()) c.model.max_len = c.seq_len;
+    try {
+        if (!a.hybrid.empty()) c.model.layer_types = hybrid_layer_types(a.hybrid, c.model.n_layers);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--hybrid: ") + e.what());
+    }
     if (rescale && a.steps->count() && base.steps > 0) {
         // Keep warmup and evaluation the same share of the run (tiny: 30 of 600 steps warm up).
         if (!a.warmup->count()) c.warmup = base.warmup * c.steps / base.steps;

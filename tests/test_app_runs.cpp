@@ -418,6 +418,46 @@ TEST_CASE("train --kv-rank: latent attention trains, prints its KV cache beside 
     CHECK(!fs::exists(tmp.path / "bad"));
 }
 
+TEST_CASE("train --hybrid 3:1: Gated DeltaNet layers before each full one; resumes, samples, and sink reports both kinds") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    const fs::path corpus = write_corpus(tmp), run = tmp.path / "hybrid", ckpt = run / "model.safetensors";
+    const auto layers = [&](int n) {  // tiny(corpus) with n layers
+        return " --data " + corpus.string() + " --layers " + std::to_string(n) + " --d-model 16 --heads 2 --batch 2 --seq-len 16";
+    };
+    const Outcome first = run_app(tmp, "train" + layers(4) + " --hybrid 3:1 --steps 2 --out " + run.string());
+    REQUIRE_MESSAGE(first.code == 0, first.err);
+    const auto config = [&] { return nlohmann::json::parse(read_file(run / "config.json")); };
+    const nlohmann::json types = {"linear_attention", "linear_attention", "linear_attention", "full_attention"};
+    CHECK(config()["model"]["layer_types"] == types);
+    const Outcome resumed = run_app(tmp, "train --resume --steps 3 --quiet --out " + run.string());
+    REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
+    CHECK(config()["model"]["layer_types"] == types);
+    CHECK(log_lines(run).size() == 3);
+    check_error(run_app(tmp, "train --resume --hybrid 1:1 --steps 4 --out " + run.string()), 2,
+                "a resumed run keeps its architecture: layer_types is linear_attention linear_attention "
+                "linear_attention full_attention in the run, linear_attention full_attention linear_attention "
+                "full_attention given");
+    const Outcome sample = run_app(tmp, "sample --ckpt " + ckpt.string() + " --tokens 12 --seed 3");
+    REQUIRE_MESSAGE(sample.code == 0, sample.err);
+    // sink measures the one full-attention layer (3) and reports the three linear ones' state and decay.
+    const Outcome sink = run_app(tmp, "sink --ckpt " + ckpt.string() + " --batches 1");
+    REQUIRE_MESSAGE(sink.code == 0, sink.err);
+    const std::string table = sink.out.substr(sink.out.find("layer  first-token share"));
+    CHECK(table.find("\n    3  ") != std::string::npos);
+    CHECK(table.find("\n    0  ") == std::string::npos);
+    CHECK(table.find("sink layers 0 of 1;") != std::string::npos);
+    const std::string linear = table.substr(table.find("linear layer  state norm  decay"));
+    for (const char* layer : {"\n           0  ", "\n           1  ", "\n           2  "})
+        CHECK(linear.find(layer) != std::string::npos);
+    for (const std::string bad : {"3:x", "0:1", "3"})
+        check_error(run_app(tmp, "train" + layers(4) + " --hybrid " + bad + " --out " + (tmp.path / "bad").string()),
+                    2, "--hybrid: hybrid '" + bad + "' is not L:F");
+    check_error(run_app(tmp, "train" + layers(6) + " --hybrid 3:1 --out " + (tmp.path / "bad").string()), 2,
+                "--hybrid: hybrid 3:1 repeats 4 layers, which do not divide n_layers 6");
+    CHECK(!fs::exists(tmp.path / "bad"));
+}
+
 TEST_CASE("train: a log that cannot take a step stops the run in one line, after a checkpoint; --resume misses no step") {
     REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
     TempDir tmp;
