@@ -325,6 +325,11 @@ TEST_CASE("hf: the export refuses what the Qwen3 layout cannot hold") {
     c.attn.gate = GatePosition::after_merge;
     GatedTransformerLM g5(c);
     CHECK_THROWS_WITH_AS(hf::save_folder(g5, scratch("refuse").string()), doctest::Contains("gate g5"), std::invalid_argument);
+    c.attn.gate = GatePosition::sdpa_output;
+    c.layer_types = {LayerType::linear_attention};
+    GatedTransformerLM hybrid(c);
+    CHECK_THROWS_WITH_AS(hf::save_folder(hybrid, scratch("refuse").string()),
+                         doctest::Contains("linear-attention (Gated DeltaNet) layers"), std::invalid_argument);
     fs::remove_all(scratch("refuse"));
 }
 

@@ -374,6 +374,8 @@ std::vector<std::string> save_folder(const GatedTransformerLM& model, const std:
     };
     if (c.positions != PositionEncoding::rope) refuse("learned positions (it uses RoPE)");
     if (!c.ffn || c.n_experts > 0) refuse(c.ffn ? "MoE FFN" : "attention-only blocks");
+    if (std::ranges::find(c.layer_types, LayerType::linear_attention) != c.layer_types.end())
+        refuse("linear-attention (Gated DeltaNet) layers of a hybrid");
     if (a.window > 0 || a.exclude_self || !a.causal) refuse("window, exclude_self or non-causal attention");
     const bool gated = a.gated();
     if (gated && !(a.gate == GatePosition::sdpa_output && a.gate_fn == GateFunction::sigmoid &&
