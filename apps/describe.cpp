@@ -37,16 +37,24 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
                 gate_init_name(at.gate_init) + ")";
     std::string ffn = !m.ffn ? "none" : m.n_experts > 0 ? std::to_string(m.n_experts) + " experts, top " + std::to_string(m.top_k)
                                                         : "SwiGLU " + std::to_string(m.ffn_hidden());
+    // A hybrid: which layers are full attention, the rest Gated DeltaNet.
+    std::string layers = std::to_string(m.n_layers) + " layers", full;
+    int64_t linear = 0;
+    for (int64_t l = 0; l < int64_t(m.layer_types.size()); ++l)
+        if (m.layer_type(l) == LayerType::linear_attention) ++linear;
+        else full += (full.empty() ? "" : " ") + std::to_string(l);
+    if (linear > 0)
+        layers += " (" + std::to_string(linear) + " Gated DeltaNet, full attention at " + (full.empty() ? "none" : full) + ")";
     std::string data;
     for (const std::string& d : c.data) data += (data.empty() ? "" : " ") + d;
     char text[1024];
     std::snprintf(text, sizeof text,
-                  "model     %lld layers, d_model %lld, %lld heads (%lld kv), attention %s%s%s, %s positions, FFN %s\n"
+                  "model     %s, d_model %lld, %lld heads (%lld kv), attention %s%s%s, %s positions, FFN %s\n"
                   "          %lld parameters\n"
                   "training  %lld steps, batch %s%lld x %lld tokens, lr %g (warmup %lld, cosine to %g), weight decay %g, "
                   "clip %g, seed %llu\n"
                   "          validate every %lld steps, checkpoint every %lld (0: at the end) and every %g minutes\n",
-                  (long long)m.n_layers, (long long)m.d_model, (long long)at.n_heads, (long long)at.kv_heads(), gate.c_str(),
+                  layers.c_str(), (long long)m.d_model, (long long)at.n_heads, (long long)at.kv_heads(), gate.c_str(),
                   at.qk_norm ? ", qk-norm" : "", at.window > 0 ? (", window " + std::to_string(at.window)).c_str() : "",
                   m.positions == PositionEncoding::rope ? "RoPE" : "learned", ffn.c_str(), (long long)parameters,
                   (long long)c.steps,
@@ -62,6 +70,7 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
     if (at.gate != GatePosition::none) shown.insert({"gate_fn", "gate_sharing", "gate_init"});
     if (m.ffn) shown.insert({"n_experts", m.n_experts > 0 ? "top_k" : "d_ff"});
     if (at.kv_rank > 0) shown.insert({"kv_rank", "rope_dim"});
+    if (linear > 0) shown.insert("layer_types");
     std::string other;
     for (const auto& [field, was, now] : differences(run_fields(), TrainConfig(), c))
         if (!shown.contains(field->key)) other += (other.empty() ? "" : ", ") + name(*field) + " " + now;

@@ -427,6 +427,7 @@ TEST_CASE("train --hybrid 3:1: Gated DeltaNet layers before each full one; resum
     };
     const Outcome first = run_app(tmp, "train" + layers(4) + " --hybrid 3:1 --steps 2 --out " + run.string());
     REQUIRE_MESSAGE(first.code == 0, first.err);
+    CHECK(first.out.find("model     4 layers (3 Gated DeltaNet, full attention at 3), d_model 16") != std::string::npos);
     const auto config = [&] { return nlohmann::json::parse(read_file(run / "config.json")); };
     const nlohmann::json types = {"linear_attention", "linear_attention", "linear_attention", "full_attention"};
     CHECK(config()["model"]["layer_types"] == types);
