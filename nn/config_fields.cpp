@@ -60,6 +60,8 @@ const Fields<LMConfig>& lm_config_fields() {
         {"positions", at<&L::positions>(parse_position_encoding, position_encoding_name), "--positions",
          "position encoding: rope or learned", keep},
         {"rope_base", at<&L::attn, &A::rope_options, &R::base>({1, 1e12, true}), nullptr, "RoPE's base", keep},
+        {"partial_rotary_factor", at<&L::attn, &A::rope_options, &R::partial>({0, 1, true}), nullptr,
+         "the share of each head's channels RoPE turns (Qwen3-Next: 0.25)", keep},
         {"rope_scaling", at<&L::attn, &A::rope_options, &R::scaling>(parse_rope_scaling, rope_scaling_name), nullptr,
          "RoPE's long-context scaling: none, pi, ntk, yarn", keep},
         {"rope_factor", at<&L::attn, &A::rope_options, &R::factor>({1, 1e6}), nullptr,
@@ -130,6 +132,14 @@ void LMConfig::validate() const {
              std::to_string(attn.kv_heads()) + ", gate " + gate_position_name(attn.gate) + ")");
     if (attn.kv_rank > 0 && latent_rope_dim() % 2 != 0)
         fail("RoPE needs an even rope_dim, but it is " + std::to_string(latent_rope_dim()));
+    if (attn.kv_rank > 0 && attn.rope_options.partial != 1.0)  // its rotary key has a size of its own
+        fail("kv_rank " + std::to_string(attn.kv_rank) + " (latent attention) sizes its rotary key with rope_dim, "
+             "not partial_rotary_factor " + std::to_string(attn.rope_options.partial));
+    const int64_t head = attn.head_size > 0 ? attn.head_size : d_model / attn.n_heads;
+    if (const auto turned = int64_t(double(head) * attn.rope_options.partial);
+        positions == PositionEncoding::rope && (turned < 2 || turned % 2 != 0))
+        fail("partial_rotary_factor " + std::to_string(attn.rope_options.partial) + " turns " + std::to_string(turned) +
+             " of the head's " + std::to_string(head) + " channels; RoPE needs an even number ≥ 2");
     if (!layer_types.empty() && int64_t(layer_types.size()) != n_layers)
         fail("layer_types names " + std::to_string(layer_types.size()) + " layers, but n_layers is " +
              std::to_string(n_layers));

@@ -38,11 +38,18 @@ void RoPE::set_options(const RopeOptions& options) {
                                     " base " + std::to_string(options.base));
     if (options.scaling == RopeScaling::yarn && options.original_length <= 0)
         throw std::invalid_argument("RoPE: YaRN needs the original (training) length");
+    const int64_t R = int64_t(double(head_dim_) * options.partial);
+    if (!(options.partial > 0 && options.partial <= 1) || R < 2 || R % 2 != 0)
+        throw std::invalid_argument("RoPE: partial " + std::to_string(options.partial) + " of head dim " +
+                                    std::to_string(head_dim_) + " turns " + std::to_string(R) +
+                                    " channels; need an even number ≥ 2");
     options_ = options;
 }
 
+int64_t RoPE::rotary_dim() const { return int64_t(double(head_dim_) * options_.partial); }
+
 std::vector<double> RoPE::frequencies() const {
-    const int64_t D = head_dim_;
+    const int64_t D = rotary_dim();
     const double s = options_.factor;
     double base = options_.base;
     if (options_.scaling == RopeScaling::ntk) base *= std::pow(s, double(D) / (D - 2));
@@ -62,7 +69,7 @@ std::vector<double> RoPE::frequencies() const {
 }
 
 std::pair<Tensor, Tensor> RoPE::tables(int64_t T, int64_t offset, DType dtype, Device device) const {
-    const int64_t D = head_dim_;
+    const int64_t D = rotary_dim();
     const std::vector<double> theta = frequencies();
     const double mscale = options_.scaling == RopeScaling::yarn ? 0.1 * std::log(options_.factor) + 1 : 1.0;
     std::vector<double> cos_v(T * D), sin_v(T * D);
@@ -83,7 +90,9 @@ Tensor RoPE::forward(const Tensor& x, int64_t offset) const {
                                     shape_str(x.shape()));
     const auto [cos, sin] = tables(x.size(2), offset, x.dtype(), x.device());
     // (x1, x2) ↦ (x1 cos − x2 sin, x2 cos + x1 sin), one fused kernel each way
-    return rope(x, cos, sin);
+    const int64_t R = rotary_dim();
+    if (R == head_dim_) return rope(x, cos, sin);
+    return cat({rope(x.narrow(-1, 0, R), cos, sin), x.narrow(-1, R, head_dim_ - R)}, -1);  // the rest passes
 }
 
 }  // namespace gg::nn

@@ -9,6 +9,9 @@
 //   YaRN:                   per channel, blend θ_c and θ_c/s by how many turns the channel
 //                           makes within L (ramp between β_slow and β_fast turns), and scale
 //                           the logits by (0.1 ln s + 1)² via cos/sin.
+// Partial rotary (GPT-NeoX; Qwen3-Next and Qwen3.5 rotate a quarter): only the first
+// R = ⌊partial · D⌋ channels of a head turn, as a RoPE of size R (pairs (c, c + R/2), θ_c =
+// base^(−2c/R)); the other D − R carry no position.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,6 +31,7 @@ struct RopeOptions {
     int64_t original_length = 0;   // L, used by YaRN
     double yarn_beta_fast = 32;    // channels turning more than this within L keep θ_c
     double yarn_beta_slow = 1;     // channels turning less than this use θ_c / s
+    double partial = 1;            // the share of each head's channels that turn, in (0, 1]
 };
 
 class RoPE {
@@ -37,10 +41,11 @@ public:
     Tensor forward(const Tensor& x, int64_t offset = 0) const;
     const RopeOptions& options() const { return options_; }
     void set_options(const RopeOptions& options);  // e.g. switch scaling for evaluation
-    std::vector<double> frequencies() const;      // θ_c after scaling, c < D/2
+    std::vector<double> frequencies() const;      // θ_c after scaling, c < R/2
+    int64_t rotary_dim() const;                    // R: the channels that turn
 
 private:
-    // cos and sin of every angle, (T, D) with each frequency written twice, on `device`.
+    // cos and sin of every angle, (T, R) with each frequency written twice, on `device`.
     std::pair<Tensor, Tensor> tables(int64_t T, int64_t offset, DType dtype, Device device) const;
     int64_t head_dim_;
     RopeOptions options_;

@@ -246,7 +246,7 @@ TEST_CASE("config fields: a config.json written before the table loads as it was
     const TrainConfig plain;
     // The rows added since: the file has not got them, so they load as their defaults and are
     // written back beside the file's own fields, each as one line.
-    const std::vector<std::string> added = {"layer_types", "score_fn", "kv_rank", "rope_dim"};
+    const std::vector<std::string> added = {"layer_types", "partial_rotary_factor", "score_fn", "kv_rank", "rope_dim"};
     std::string written = c.to_json();
     for (const std::string& key : added) {
         const Field<TrainConfig>& f = *std::ranges::find(run_fields(), key, [](const auto& row) { return row.key; });

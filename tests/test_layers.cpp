@@ -364,6 +364,60 @@ TEST_CASE("nn: RoPE rotates channel pairs (c, c + D/2), keeps norms, and q·k de
     }
 }
 
+TEST_CASE("nn: partial RoPE turns the first R = partial·D channels as a RoPE of size R and passes the rest") {
+    Generator gen(16);
+    const int64_t D = 16, T = 6, offset = 2;
+    for (RopeScaling scaling : kAllScalings) {
+        CAPTURE(rope_scaling_name(scaling));
+        RopeOptions o = rope_options(scaling);
+        o.partial = 0.25;  // Qwen3-Next's: 4 of 16 channels
+        const RoPE partial(D, o);
+        CHECK(partial.rotary_dim() == 4);
+        // θ_c = base^(−2c/R), as Hugging Face computes inv_freq over the rotary dims.
+        RopeOptions whole = o;
+        whole.partial = 1;
+        CHECK(partial.frequencies() == RoPE(4, whole).frequencies());
+        const Tensor x = randn({1, 2, T, D}, gen, DType::f64);
+        const Tensor y = partial.forward(x, offset);
+        CHECK(max_abs_diff(y.narrow(-1, 0, 4), RoPE(4, whole).forward(x.narrow(-1, 0, 4).contiguous(), offset)) < 1e-12);
+        CHECK(max_abs_diff(y.narrow(-1, 4, D - 4), x.narrow(-1, 4, D - 4)) == 0);
+        CHECK(max_abs_diff(y.narrow(-1, 0, 4), x.narrow(-1, 0, 4)) > 1e-3);  // the first ones did turn
+        const GradcheckResult r = gradcheck([&](const std::vector<Tensor>& in) { return partial.forward(in[0], offset); },
+                                            {randn({1, 2, 3, D}, gen, DType::f64).requires_grad_()});
+        CHECK_MESSAGE(r.ok, r.message);
+    }
+    RopeOptions odd;
+    odd.partial = 0.3;  // 4.8 channels of 16: 4 turn
+    CHECK(RoPE(16, odd).rotary_dim() == 4);
+    odd.partial = 0.2;  // 3 channels of 16
+    CHECK_THROWS_WITH_AS(RoPE(16, odd), doctest::Contains("turns 3 channels; need an even number ≥ 2"), std::invalid_argument);
+    LMConfig c = small_lm();  // 4 heads of 4
+    c.attn.rope_options.partial = 0.25;
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("partial_rotary_factor 0.250000 turns 1 of the head's 4 channels"),
+                         std::invalid_argument);
+    c.attn.rope_options.partial = 0;
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("partial_rotary_factor 0 is outside (0, 1]"), std::invalid_argument);
+}
+
+TEST_CASE("nn: a hybrid LM with partial RoPE on its full layers: float64 gradcheck of the attention's weights") {
+    Generator gen(17);
+    LMConfig c = small_lm();
+    c.d_model = 16;
+    c.attn.n_heads = 2;  // heads of 8: 4 channels turn
+    c.attn.rope_options.partial = 0.5;
+    c.attn.qk_norm = true;
+    c.layer_types = {LayerType::linear_attention, LayerType::full_attention};
+    GatedTransformerLM model(c);
+    model.to(DType::f64);
+    randomize(model, gen, 0.5);
+    CHECK(model.blocks[1]->attn->rope()->rotary_dim() == 4);
+    const Tensor ids = randint(0, c.vocab_size, {1, 6}, gen), targets = randint(0, c.vocab_size, {1, 6}, gen);
+    GradcheckOptions options;
+    options.full_jacobian_limit = 64;
+    check_gradients(model, {}, [&](const std::vector<Tensor>&) { return model.forward(ids, targets).loss; },
+                    only({"layers.1.attn.w_q.weight", "layers.1.attn.w_k.weight", "tok_emb.weight"}), options);
+}
+
 // ================================================================ Module
 
 TEST_CASE("nn: Module train()/eval() propagate, zero_grad clears, to(dtype) converts every parameter") {
