@@ -201,7 +201,10 @@ int64_t kv_cache_bytes_per_token(const LMConfig& c, DType dtype) {
     AttentionOptions a = c.attn;
     a.d_model = c.d_model;
     const int64_t numbers = a.kv_rank > 0 ? a.kv_rank + c.latent_rope_dim() : 2 * a.kv_heads() * a.head_dim();
-    return numbers * c.n_layers * int64_t(dtype_size(dtype));
+    // A hybrid's linear layers keep a state of fixed size, not a cache that grows per token.
+    int64_t full_layers = 0;
+    for (int64_t l = 0; l < c.n_layers; ++l) full_layers += c.layer_type(l) == LayerType::full_attention;
+    return numbers * full_layers * int64_t(dtype_size(dtype));
 }
 
 // ---------------------------------------------------------------- block

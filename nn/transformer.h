@@ -97,7 +97,7 @@ struct LMConfigLimits {
 
 // What decoding keeps per token, in bytes of `dtype`, over all layers: 2 · h_kv · dk (a key
 // and a value per kv head) for standard and grouped-query attention, d_c + d_r (the latent
-// and the rotary key, nn/mla.h) with kv_rank.
+// and the rotary key, nn/mla.h) with kv_rank; a hybrid's linear layers keep none (their state does not grow).
 int64_t kv_cache_bytes_per_token(const LMConfig& config, DType dtype);
 
 // What a model of some config costs in memory, in bytes (float32): an estimate meant to be

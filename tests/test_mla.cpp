@@ -169,7 +169,7 @@ TEST_CASE("nn: a GatedTransformerLM with kv_rank decodes with its cache as its f
     CHECK(model.blocks[0]->mla->rope_dim() == 2);  // head size 4, halved
     const Tensor ids = from_vector(std::vector<int64_t>{1, 5, 2, 7, 3, 9}, {1, 6});
     const Tensor full = model.forward(ids).logits;
-    std::vector<KVCache> caches(2);
+    std::vector<LayerCache> caches(2);
     std::vector<Tensor> parts{model.forward(ids.narrow(1, 0, 3), Tensor(), &caches).logits};
     for (int64_t t = 3; t < 6; ++t) parts.push_back(model.forward(ids.narrow(1, t, 1), Tensor(), &caches).logits);
     CHECK(max_abs_diff(cat(parts, 1), full) < 1e-12);
@@ -178,6 +178,16 @@ TEST_CASE("nn: a GatedTransformerLM with kv_rank decodes with its cache as its f
     CHECK(kv_cache_bytes_per_token(c, DType::f32) == (4 + 2) * 2 * 4);
     c.attn.kv_rank = 0;
     CHECK(kv_cache_bytes_per_token(c, DType::f32) == 2 * 2 * 4 * 2 * 4);
+    c.layer_types = {LayerType::linear_attention, LayerType::full_attention};  // a linear layer's state does not grow
+    CHECK(kv_cache_bytes_per_token(c, DType::f32) == 2 * 2 * 4 * 1 * 4);
+    // In a hybrid, the full layers are latent ones: decoding still equals the full pass.
+    c.attn.kv_rank = 4;
+    GatedTransformerLM hybrid(c, DType::f64);
+    CHECK((hybrid.blocks[0]->linear_attn && hybrid.blocks[1]->mla));
+    std::vector<LayerCache> layer_caches(2);
+    std::vector<Tensor> steps{hybrid.forward(ids.narrow(1, 0, 3), Tensor(), &layer_caches).logits};
+    for (int64_t t = 3; t < 6; ++t) steps.push_back(hybrid.forward(ids.narrow(1, t, 1), Tensor(), &layer_caches).logits);
+    CHECK(max_abs_diff(cat(steps, 1), hybrid.forward(ids).logits) < 1e-12);
 }
 
 TEST_CASE("nn: the sink report reads a latent-attention model through its hooks; points it has not are refused") {
