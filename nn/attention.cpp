@@ -310,8 +310,8 @@ GatedAttention::GatedAttention(const AttentionOptions& options) : options_(optio
     w_v = register_module("w_v", std::make_shared<Linear>(d, Hkv * dk, false));
     w_o = register_module("w_o", std::make_shared<Linear>(H * dk, d, false));
     if (options.qk_norm) {
-        q_norm = register_module("q_norm", std::make_shared<RMSNorm>(dk, options.qk_norm_eps));
-        k_norm = register_module("k_norm", std::make_shared<RMSNorm>(dk, options.qk_norm_eps));
+        q_norm = register_module("q_norm", std::make_shared<RMSNorm>(dk, options.qk_norm_eps, options.qk_norm_zero_centred));
+        k_norm = register_module("k_norm", std::make_shared<RMSNorm>(dk, options.qk_norm_eps, options.qk_norm_zero_centred));
     }
     if (options.rope) rope_.emplace(dk, options.rope_options);
     if (options.score_fn == ScoreFunction::sink) {

@@ -88,6 +88,7 @@ struct AttentionOptions {
     RopeOptions rope_options;
     bool qk_norm = false;  // RMSNorm on each query and key head (Qwen3)
     double qk_norm_eps = 1e-6;
+    bool qk_norm_zero_centred = false;  // the norms scale by 1 + weight (RMSNorm; Qwen3-Next)
     bool causal = true;
     int64_t window = 0;    // sliding window, 0 = none
     bool exclude_self = false;  // hide each query's own key (SdpaOptions::exclude_self)

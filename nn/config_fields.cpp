@@ -26,6 +26,16 @@ const Fields<LMConfig>& lm_config_fields() {
         {"n_layers", at<&L::n_layers>({0, Limit::n_layers}), "--layers", "transformer blocks", keep},
         {"layer_types", at<&L::layer_types>(kLayerTypes), nullptr,
          "each layer's token mixer, full_attention or linear_attention (Gated DeltaNet); none: all full", keep},
+        {"linear_k_heads", at<&L::linear_k_heads>({0, Limit::d_model}), nullptr,
+         "a linear layer's key heads (0: n_heads)", keep},
+        {"linear_v_heads", at<&L::linear_v_heads>({0, Limit::d_model}), nullptr,
+         "a linear layer's value heads, a multiple of its key heads (0: as many as key heads)", keep},
+        {"linear_k_head_size", at<&L::linear_k_head_size>({0, Limit::d_model}), nullptr,
+         "a linear layer's key head size (0: the attention's head size)", keep},
+        {"linear_v_head_size", at<&L::linear_v_head_size>({0, Limit::d_model}), nullptr,
+         "a linear layer's value head size (0: its key head size)", keep},
+        {"linear_conv_kernel", at<&L::linear_conv_kernel>({0, 64}), nullptr,
+         "taps of a linear layer's causal convolution (0: 4)", keep},
         {"n_heads", at<&L::attn, &A::n_heads>({1, Limit::d_model}), "--heads", "attention heads", keep},
         {"n_kv_heads", at<&L::attn, &A::n_kv_heads>({0, Limit::d_model}, "--heads"), "--kv-heads",
          "key/value heads for grouped-query attention (must divide --heads)", keep},
@@ -80,6 +90,8 @@ const Fields<LMConfig>& lm_config_fields() {
         {"aux_loss_weight", at<&L::aux_loss_weight>({0, 1e6}), nullptr, "weight of the experts' balance loss"},
         {"tie_embeddings", at<&L::tie_embeddings>(), nullptr, "the output layer shares the token embedding", keep},
         {"norm_eps", at<&L::norm_eps>({0, 1}), nullptr, "RMSNorm's ε", keep},
+        {"zero_centred_norm", at<&L::zero_centred_norm>(), nullptr,
+         "the norms scale by 1 + weight, the weight starting at 0 (Qwen3-Next, Qwen3.5)", keep},
         {"init", at<&L::init>(parse_lm_init, lm_init_name), nullptr, "gpt2 or torch initialisation (LMConfig::init)",
          keep},
         {"init_std", at<&L::init_std>({0, 1e3}), nullptr, "σ of the gpt2 init", keep},
@@ -143,6 +155,9 @@ void LMConfig::validate() const {
     if (!layer_types.empty() && int64_t(layer_types.size()) != n_layers)
         fail("layer_types names " + std::to_string(layer_types.size()) + " layers, but n_layers is " +
              std::to_string(n_layers));
+    if (const GatedDeltaNetOptions o = linear_attention(); o.v_heads() % o.n_k_heads != 0)
+        fail("linear_v_heads " + std::to_string(o.v_heads()) + " is not a multiple of linear_k_heads " +
+             std::to_string(o.n_k_heads));
     if (attn.exclude_self && attn.window == 1) fail("exclude_self needs a window of 0 or at least 2, not 1");
     if (attn.head_size > 0 && attn.gated() && attn.n_heads * attn.head_size != d_model &&
         (attn.gate == GatePosition::residual || attn.gate == GatePosition::after_merge))

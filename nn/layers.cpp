@@ -68,14 +68,14 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, double init_std) {
 
 Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
 
-RMSNorm::RMSNorm(int64_t dim, double eps_) : eps(eps_) {
-    weight = ones({dim});
+RMSNorm::RMSNorm(int64_t dim, double eps_, bool zero_centred_) : eps(eps_), zero_centred(zero_centred_) {
+    weight = zero_centred ? zeros({dim}) : ones({dim});
     register_parameter("weight", weight);
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const {
     check_last_dim("RMSNorm", x, weight.size(0));
-    return rms_norm(x, weight, eps);
+    return rms_norm(x, zero_centred ? weight + 1.0 : weight, eps);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps_) : eps(eps_) {

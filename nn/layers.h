@@ -42,12 +42,16 @@ public:
 };
 
 // y = x / √(mean(x²) + ε) ⊙ g   (Zhang & Sennrich 2019)
+// Zero-centred, as Qwen3-Next and Qwen3.5 store their norms: g = 1 + weight, the weight
+// starting at 0, so that weight decay pulls the scale towards 1 rather than towards 0. In
+// bfloat16 the sum 1 + weight is rounded to bfloat16 (steps of 2⁻⁷ near 1).
 class RMSNorm : public Module {
 public:
-    explicit RMSNorm(int64_t dim, double eps = 1e-6);
+    explicit RMSNorm(int64_t dim, double eps = 1e-6, bool zero_centred = false);
     Tensor forward(const Tensor& x) const;  // (..., dim) → (..., dim)
     Tensor weight;
     double eps;
+    bool zero_centred;
 };
 
 // y = (x − mean) / √(var + ε) ⊙ g + b, biased variance as torch.

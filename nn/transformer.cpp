@@ -215,6 +215,7 @@ AttentionOptions block_attention(const LMConfig& c) {
     a.d_model = c.d_model;
     a.rope = c.positions == PositionEncoding::rope;
     a.qk_norm_eps = c.norm_eps;
+    a.qk_norm_zero_centred = c.zero_centred_norm;
     return a;
 }
 }  // namespace
@@ -222,14 +223,17 @@ AttentionOptions block_attention(const LMConfig& c) {
 GatedDeltaNetOptions LMConfig::linear_attention() const {
     GatedDeltaNetOptions o;
     o.d_model = d_model;
-    o.n_k_heads = attn.n_heads;
-    o.head_k_dim = attn.head_dim();
+    o.n_k_heads = linear_k_heads > 0 ? linear_k_heads : attn.n_heads;
+    o.n_v_heads = linear_v_heads;
+    o.head_k_dim = linear_k_head_size > 0 ? linear_k_head_size : attn.head_dim();
+    o.head_v_dim = linear_v_head_size;
+    if (linear_conv_kernel > 0) o.conv_kernel = linear_conv_kernel;
     o.norm_eps = norm_eps;
     return o;
 }
 
 TransformerBlock::TransformerBlock(const LMConfig& c, int64_t layer)
-    : norm1(register_module("norm1", std::make_shared<RMSNorm>(c.d_model, c.norm_eps))) {
+    : norm1(register_module("norm1", std::make_shared<RMSNorm>(c.d_model, c.norm_eps, c.zero_centred_norm))) {
     if (c.layer_type(layer) == LayerType::linear_attention)
         linear_attn = register_module("linear_attn", std::make_shared<GatedDeltaNet>(c.linear_attention()));
     else if (c.attn.kv_rank > 0)
@@ -237,7 +241,7 @@ TransformerBlock::TransformerBlock(const LMConfig& c, int64_t layer)
     else
         attn = register_module("attn", std::make_shared<GatedAttention>(block_attention(c)));
     if (!c.ffn) return;
-    norm2 = register_module("norm2", std::make_shared<RMSNorm>(c.d_model, c.norm_eps));
+    norm2 = register_module("norm2", std::make_shared<RMSNorm>(c.d_model, c.norm_eps, c.zero_centred_norm));
     if (c.n_experts > 0) moe = register_module("moe", std::make_shared<MoE>(c.d_model, c.n_experts, c.top_k, c.ffn_hidden()));
     else ffn = register_module("ffn", std::make_shared<SwiGLU>(c.d_model, c.ffn_hidden()));
 }
@@ -326,7 +330,7 @@ GatedTransformerLM::GatedTransformerLM(const LMConfig& config, DType dtype) : co
                                                                                                     config.d_model)));
     for (int64_t l = 0; l < config.n_layers; ++l)
         blocks.push_back(register_module("layers." + std::to_string(l), in_dtype(std::make_shared<TransformerBlock>(config_, l))));
-    norm_f = register_module("norm_f", in_dtype(std::make_shared<RMSNorm>(config.d_model, config.norm_eps)));
+    norm_f = register_module("norm_f", in_dtype(std::make_shared<RMSNorm>(config.d_model, config.norm_eps, config.zero_centred_norm)));
     if (!config.tie_embeddings)
         lm_head = register_module("lm_head", in_dtype(std::make_shared<Linear>(config.d_model, config.vocab_size, false)));
     if (config.init == LMInit::gpt2) init_gpt2(*this, config.init_std);

@@ -55,8 +55,8 @@ struct LMConfig {
     int64_t d_model = 64;
     int64_t n_layers = 2;
     AttentionOptions attn;     // d_model is kept equal to the model's
-    // One per layer, or empty: every layer full attention. A linear layer has as many key and
-    // value heads as attn has heads, of attn's head size, and a convolution of 4 taps.
+    // One per layer, or empty: every layer full attention. A linear layer's sizes are the
+    // linear_* fields below.
     std::vector<LayerType> layer_types;
     PositionEncoding positions = PositionEncoding::rope;
     bool ffn = true;           // false: attention-only blocks (tutorial 08's FFN ablation)
@@ -66,6 +66,11 @@ struct LMConfig {
     double aux_loss_weight = 0.01;
     bool tie_embeddings = false;
     double norm_eps = 1e-6;
+    bool zero_centred_norm = false;  // every norm but a linear layer's output norm scales by 1 + weight (RMSNorm)
+    // A linear layer's sizes (Qwen3-Next's linear_num_key_heads, ...); 0: attn's heads and
+    // head size, as many value heads as key heads, a kernel of 4.
+    int64_t linear_k_heads = 0, linear_v_heads = 0, linear_k_head_size = 0, linear_v_head_size = 0,
+            linear_conv_kernel = 0;
     LMInit init = LMInit::gpt2;
     double init_std = 0.02;    // σ of the gpt2 init
 

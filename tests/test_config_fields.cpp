@@ -107,10 +107,10 @@ TEST_CASE("config fields: every member of the configs is a row, a struct of rows
     const std::vector<Region> regions = {
         {"TrainConfig", &c, sizeof c, member_count<TrainConfig>(), 2, {}},  // model, split
         {"LMConfig", &c.model, sizeof c.model, member_count<LMConfig>(), 1, {}},  // attn
-        // The block sets these from the model's: d_model, RoPE from positions, the norm's ε;
-        // a language model's attention is causal.
+        // The block sets these from the model's: d_model, RoPE from positions, the norm's ε and
+        // whether it is zero-centred; a language model's attention is causal.
         {"AttentionOptions", &c.model.attn, sizeof c.model.attn, member_count<AttentionOptions>(), 1,
-         {"d_model", "rope", "qk_norm_eps", "causal"}},
+         {"d_model", "rope", "qk_norm_eps", "qk_norm_zero_centred", "causal"}},
         {"RopeOptions", &c.model.attn.rope_options, sizeof c.model.attn.rope_options, member_count<RopeOptions>(), 0, {}},
         {"CorpusSplit", &c.split, sizeof c.split, member_count<CorpusSplit>(), 0, {}},
     };
@@ -246,13 +246,18 @@ TEST_CASE("config fields: a config.json written before the table loads as it was
     const TrainConfig plain;
     // The rows added since: the file has not got them, so they load as their defaults and are
     // written back beside the file's own fields, each as one line.
-    const std::vector<std::string> added = {"layer_types", "partial_rotary_factor", "score_fn", "kv_rank", "rope_dim"};
+    const std::vector<std::string> added = {"layer_types",        "partial_rotary_factor", "score_fn",
+                                            "kv_rank",            "rope_dim",              "linear_k_heads",
+                                            "linear_v_heads",     "linear_k_head_size",    "linear_v_head_size",
+                                            "linear_conv_kernel", "zero_centred_norm"};
     std::string written = c.to_json();
     for (const std::string& key : added) {
         const Field<TrainConfig>& f = *std::ranges::find(run_fields(), key, [](const auto& row) { return row.key; });
         CHECK(text(f, c) == text(f, plain));
         const std::string value = nlohmann::json::parse(plain.to_json())["model"][key].dump();  // quoted or not
-        const std::string line = "\n    \"" + key + "\": " + value + ",";
+        std::string line = "\n    \"" + key + "\": " + value + ",";
+        if (written.find(line) == std::string::npos) line = ",\n    \"" + key + "\": " + value;  // the last member
+        INFO(line);
         REQUIRE(written.find(line) != std::string::npos);
         written.erase(written.find(line), line.size());
     }

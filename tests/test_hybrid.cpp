@@ -68,6 +68,32 @@ TEST_CASE("hybrid: layer_types is a row of the config: JSON, checks, and the blo
     CHECK(!gg::testing::contains(names, "layers.0.attn.w_q.weight"));
 }
 
+TEST_CASE("hybrid: the linear layers' sizes and zero-centred norms are rows of the config, as Qwen3.5 sets them") {
+    LMConfig c = hybrid_lm(4);
+    c.attn.qk_norm = true;
+    c.linear_k_heads = 2, c.linear_v_heads = 4, c.linear_k_head_size = 8, c.linear_v_head_size = 6;
+    c.linear_conv_kernel = 3;
+    c.zero_centred_norm = true;
+    const LMConfig back = LMConfig::from_json(c.to_json());
+    CHECK(back.linear_v_head_size == 6);
+    CHECK(back.zero_centred_norm);
+    const GatedTransformerLM model(back);
+    const GatedDeltaNetOptions& o = model.blocks[0]->linear_attn->options();
+    CHECK(o.n_k_heads == 2);
+    CHECK(o.v_heads() == 4);
+    CHECK(o.k_dim() == 8);
+    CHECK(o.v_dim() == 6);
+    CHECK(o.conv_kernel == 3);
+    // Every norm of the model starts at 0 (a scale of 1 + 0), but the linear layer's output norm.
+    for (const Tensor& w : {model.norm_f->weight, model.blocks[0]->norm1->weight, model.blocks[3]->norm2->weight,
+                            model.blocks[3]->attn->q_norm->weight, model.blocks[3]->attn->k_norm->weight})
+        CHECK(max_abs_diff(w, zeros(w.shape())) == 0);
+    CHECK(max_abs_diff(model.blocks[0]->linear_attn->norm->weight, ones({6})) == 0);
+    c.linear_v_heads = 3;
+    CHECK_THROWS_WITH_AS(c.validate(), "LMConfig: linear_v_heads 3 is not a multiple of linear_k_heads 2",
+                         std::invalid_argument);
+}
+
 TEST_CASE("hybrid: float64 gradcheck of the loss w.r.t. every parameter of a tiny hybrid LM") {
     Generator gen(46);
     LMConfig c = small_lm(GatePosition::sdpa_output);

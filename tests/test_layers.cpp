@@ -150,6 +150,20 @@ TEST_CASE("nn: RMSNorm and LayerNorm follow their formulas; gradients check") {
         check_gradients(rms, {x.clone().requires_grad_()}, [&](const std::vector<Tensor>& in) { return rms.forward(in[0]); });
     }
 
+    // Zero-centred (Qwen3-Next, Qwen3.5): the weight starts at 0 and scales by 1 + weight, so
+    // that it equals a plain norm whose weight is one more.
+    RMSNorm centred(6, 1e-5, true);
+    CHECK(max_abs_diff(centred.weight, zeros({6})) == 0);
+    centred.to(DType::f64);
+    randomize(centred, gen);
+    {
+        NoGradGuard no_grad;
+        rms.weight.copy_(centred.weight + 1.0);
+    }
+    CHECK(max_abs_diff(centred.forward(x), rms.forward(x)) < 1e-15);
+    CHECK(check_gradients(centred, {x.clone().requires_grad_()},
+                          [&](const std::vector<Tensor>& in) { return centred.forward(in[0]); }) == 1);
+
     LayerNorm ln(6);
     CHECK(max_abs_diff(ln.weight, ones({6})) == 0);
     CHECK(max_abs_diff(ln.bias, zeros({6})) == 0);
