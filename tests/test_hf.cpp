@@ -487,3 +487,128 @@ TEST_CASE("hf: export writes a new folder: an older export is refused, or replac
     fs::remove_all(dir);
     fs::remove_all(outside.parent_path());
 }
+
+// ================================================================ the hybrids: Qwen3-Next, Qwen3.5
+//
+// tests/reference/hf_hybrid.py writes qwen3_5 (the multimodal wrapper: text weights under
+// model.language_model., a stand-in vision tower and MTP head beside them) and qwen3_next (a
+// dense Qwen3NextForCausalLM, its linear layers' projections joined per key head), with the
+// float64 logits and residual stream of its recurrent-form reference.
+
+namespace {
+
+// max relative error of the logits and of every block's output against the reference.
+double hybrid_error(const std::string& name, const hf::LoadOptions& options) {
+    CAPTURE(name);
+    const auto model = hf::load_folder(kFixtures + name, options);
+    auto ref = reference(name);
+    const Outputs out = run(*model, ref["input_ids"]);
+    double err = relative_error(out.logits, ref["logits"]);
+    for (size_t l = 0; l < model->blocks.size(); ++l)
+        err = std::max(err, relative_error(out.capture.hidden[l], ref["hidden." + std::to_string(l)]));
+    return err;
+}
+
+}  // namespace
+
+TEST_CASE("hf: Qwen3.5 and Qwen3-Next configs map onto a hybrid LMConfig") {
+    for (const char* name : {"qwen3_5", "qwen3_next"}) {
+        CAPTURE(name);
+        const hf::Config parsed = hf::parse_config(read(kFixtures + name + "/config.json"));
+        const LMConfig& c = parsed.config;
+        const auto L = LayerType::linear_attention, F = LayerType::full_attention;
+        CHECK(c.layer_types == std::vector<LayerType>{L, L, L, F});  // listed, or full_attention_interval 4
+        CHECK(c.zero_centred_norm);
+        CHECK(c.attn.rope_options.partial == 0.25);
+        CHECK(c.attn.rope_options.base == 1e7);
+        CHECK(c.attn.qk_norm);
+        CHECK(c.attn.gate == GatePosition::sdpa_output);
+        CHECK(c.attn.sharing == GateSharing::elementwise);
+        CHECK(parsed.gate_layout == hf::GateLayout::interleaved);
+        const GatedDeltaNetOptions o = c.linear_attention();
+        CHECK(o.n_k_heads == 2);
+        CHECK(o.v_heads() == 4);
+        CHECK(o.k_dim() == 8);
+        CHECK(o.v_dim() == 6);
+        CHECK(o.conv_kernel == 4);
+        const LMConfig back = LMConfig::from_json(c.to_json());  // as our checkpoints keep it
+        CHECK(back.zero_centred_norm);
+        CHECK(back.linear_attention().v_dim() == 6);
+        CHECK(back.layer_types == c.layer_types);
+    }
+    CHECK(hf::parse_config(read(kFixtures + "qwen3_5/config.json")).prefix == "model.language_model.");
+    CHECK(hf::parse_config(read(kFixtures + "qwen3_next/config.json")).family == hf::Family::qwen3_next);
+}
+
+TEST_CASE("hf: the hybrid fixtures match the float64 recurrent-form reference") {
+    for (const std::string name : {"qwen3_5", "qwen3_next"}) {
+        const double f64 = hybrid_error(name, {.dtype = DType::f64}), f32 = hybrid_error(name, {});
+        MESSAGE(name << ": logits and residual stream relative error, float64 " << f64 << ", float32 " << f32);
+        CHECK(f64 < 1e-10);
+        CHECK(f32 < 1e-5);
+    }
+}
+
+TEST_CASE("hf: a hybrid's q_proj read in the grouped layout gives a wrong model") {
+    // G = 2 query heads per kv head, so the grouped order moves rows: [q0 q1 | g0 g1] is not [q0 | g0][q1 | g1].
+    const double wrong = hybrid_error("qwen3_5", {.gate_layout = hf::GateLayout::grouped});
+    MESSAGE("logits relative error with the gate read grouped: " << wrong);
+    CHECK(wrong > 0.01);
+}
+
+TEST_CASE("hf: a misdeclared hybrid config is refused in one line naming the key or tensor") {
+    struct Case {
+        const char* fixture;
+        std::string from, to, expect;
+    };
+    const Case cases[] = {
+        {"qwen3_5", "\"linear_num_value_heads\": 4", "\"linear_num_value_heads\": 3",
+         "linear_num_value_heads 3 is not a multiple of linear_num_key_heads 2"},
+        {"qwen3_5", "\"linear_num_value_heads\": 4", "\"linear_num_value_heads\": 6",
+         "linear_attn.in_proj_qkv.weight' has shape (56,32) but config.json needs (68,32)"},
+        {"qwen3_5", "\"linear_key_head_dim\": 8", "\"linear_key_head_dim\": 0", "linear_key_head_dim 0 is not a positive"},
+        {"qwen3_5", "\"linear_conv_kernel_dim\": 4", "\"linear_conv_kernel_dim\": 3",
+         "model.language_model.layers.0.linear_attn.conv1d.weight' has shape (56,1,4) but config.json needs (56,1,3)"},
+        {"qwen3_5", "\"linear_value_head_dim\": 6", "\"linear_value_head_dim\": 5", "in_proj_qkv.weight' has shape"},
+        {"qwen3_5", "\"mrope_interleaved\": true\n    }", "\"mrope_interleaved\": true\n    }, \"full_attention_interval\": 2",
+         "layer_types and full_attention_interval 2 name other layers"},
+        {"qwen3_5", "\"linear_attention\",\n      \"full", "\"mamba\",\n      \"full",
+         "layer_types[2] 'mamba' is not full_attention or linear_attention"},
+        {"qwen3_5", "\"linear_attention\",\n      \"full", "\"full_attention\",\n      \"full",
+         "tensor 'model.language_model.layers.2.self_attn.q_proj.weight' is missing"},
+        {"qwen3_5", "\"linear_attention\",\n      \"full_attention\"", "\"linear_attention\"",
+         "layer_types is not a list of num_hidden_layers (4) names"},
+        {"qwen3_5", "\"partial_rotary_factor\": 0.25", "\"partial_rotary_factor\": 0.1",
+         "partial_rotary_factor 0.100000 turns 1 of the head's 16 channels"},
+        {"qwen3_5", "\"attn_output_gate\": true", "\"attn_output_gate\": false",
+         "self_attn.q_proj.weight' has shape (128,32) but config.json needs (64,32)"},
+        {"qwen3_5", "\"attn_output_gate\": true", "\"gatedgrad_gate_layout\": \"grouped\"", "gatedgrad_gate_layout 'grouped'"},
+        {"qwen3_5", "\"tie_word_embeddings\": false,\n  \"torch_dtype\"", "\"tie_word_embeddings\": true,\n  \"torch_dtype\"",
+         "tie_word_embeddings differs between the file and its text_config"},
+        {"qwen3_5", "\"text_config\"", "\"language_config\"", "text_config: the multimodal wrapper has no text_config"},
+        {"qwen3_5", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+         "architecture 'Qwen3_5MoeForConditionalGeneration' is not supported"},
+        {"qwen3_next", "\"num_experts\": 0", "\"num_experts\": 8",
+         "num_experts 8: layer 0 is a mixture of experts, which is not supported"},
+        {"qwen3_next", "\"full_attention_interval\": 4", "\"full_attention_interval\": 0",
+         "full_attention_interval 0 is not a positive integer"},
+        {"qwen3_next", "\"full_attention_interval\": 4", "\"full_attention_interval\": 2",
+         "tensor 'model.layers.1.self_attn.q_proj.weight' is missing"},
+        {"qwen3_next", "\"partial_rotary_factor\": 0.25", "\"partial_rotary_factor\": 0.25, \"rope_parameters\": "
+         "{\"rope_theta\": 1e7, \"partial_rotary_factor\": 0.5}",
+         "partial_rotary_factor is 0.250000 at the top and 0.500000 in rope_parameters"},
+        {"qwen3_next", "Qwen3NextForCausalLM", "Qwen3ForCausalLM", "tensor 'model.layers.0.self_attn.q_proj.weight' is missing"},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.to);
+        const fs::path dir = copy_fixture(c.fixture);
+        CHECK(load_error(dir) == "(loaded)");
+        replace_in(dir / "config.json", c.from, c.to);
+        const std::string error = load_error(dir);
+        CAPTURE(error);
+        CHECK(error.find("hf: " + dir.string() + ": ") == 0);
+        CHECK(error.find('\n') == std::string::npos);
+        CHECK(error.find(c.expect) != std::string::npos);
+        fs::remove_all(dir);
+    }
+}

@@ -2,6 +2,7 @@
 #include "nn/io/hf.h"
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,37 +42,25 @@ T field(const json& j, const char* name, T fallback) {
     return it->get<T>();
 }
 
-}  // namespace
-
-Config parse_config(const std::string& text) {
-    json j;
-    try {
-        j = parse_untrusted_json(text);
-    } catch (const std::invalid_argument& e) {
-        config_error(e.what());
-    }
-    if (!j.is_object()) config_error(std::string("is a JSON ") + j.type_name() + ", not an object");
-    std::string architecture = field<std::string>(j, "model_type", "");
-    if (const auto a = j.find("architectures"); a != j.end() && a->is_array() && !a->empty() && (*a)[0].is_string())
-        architecture = (*a)[0].get<std::string>();
-    if (architecture != "Qwen3ForCausalLM" && architecture != "qwen3")
-        config_error("architecture '" + printable(architecture) +
-                     "' is not supported (Qwen3ForCausalLM, with or without the authors' output gate)");
+// The fields every family reads alike: sizes, the norm's ε, tying, RoPE's base and scaling,
+// the weights' dtype. `top` is the file's outer object (a multimodal wrapper's, where j is its
+// text_config), whose tie_word_embeddings and torch_dtype count when j has none.
+void read_common(const json& j, const json& top, LMConfig& c, DType& dtype) {
     if (const std::string act = field<std::string>(j, "hidden_act", "silu"); act != "silu")
         config_error("hidden_act '" + printable(act) + "' is not supported (silu)");
     if (field<bool>(j, "attention_bias", false) || field<bool>(j, "qkv_bias", false))
         config_error("attention_bias: projections with biases are not supported");
     if (field<bool>(j, "use_sliding_window", false)) config_error("use_sliding_window is not supported");
-
-    Config out;
-    LMConfig& c = out.config;
     c.vocab_size = field<int64_t>(j, "vocab_size", 0);
     c.d_model = field<int64_t>(j, "hidden_size", 0);
     c.d_ff = field<int64_t>(j, "intermediate_size", 0);
     c.n_layers = field<int64_t>(j, "num_hidden_layers", 0);
     c.max_len = field<int64_t>(j, "max_position_embeddings", 4096);
     c.norm_eps = field<double>(j, "rms_norm_eps", 1e-6);
-    c.tie_embeddings = field<bool>(j, "tie_word_embeddings", false);
+    const bool tied_outside = field<bool>(top, "tie_word_embeddings", false);
+    c.tie_embeddings = field<bool>(j, "tie_word_embeddings", tied_outside);
+    if (&top != &j && top.contains("tie_word_embeddings") && c.tie_embeddings != tied_outside)
+        config_error("tie_word_embeddings differs between the file and its text_config");
     c.positions = PositionEncoding::rope;
     c.init = LMInit::torch;  // every weight comes from the file: skip GPT-2's second draw
     AttentionOptions& a = c.attn;
@@ -83,8 +72,45 @@ Config parse_config(const std::string& text) {
                      ", num_attention_heads " + std::to_string(a.n_heads) + ", vocab_size " +
                      std::to_string(c.vocab_size) + ")");
     a.head_size = field<int64_t>(j, "head_dim", c.d_model / a.n_heads);
+    // RoPE: rope_theta and rope_scaling at the top, or (newer files) one rope_parameters object.
+    const auto params = j.find("rope_parameters");
+    const bool has_params = params != j.end() && !params->is_null();
+    if (has_params && !params->is_object())
+        config_error(std::string("rope_parameters is a JSON ") + params->type_name() + ", not an object");
+    a.rope_options.base = has_params ? field<double>(*params, "rope_theta", field<double>(j, "rope_theta", 10000.0))
+                                     : field<double>(j, "rope_theta", 10000.0);
+    const auto s = has_params ? params : j.find("rope_scaling");
+    if (s != j.end() && !s->is_null()) {
+        const char* key = has_params ? "rope_parameters" : "rope_scaling";
+        if (!s->is_object()) config_error(std::string(key) + " is a JSON " + s->type_name() + ", not an object");
+        const std::string type = field<std::string>(*s, "rope_type", field<std::string>(*s, "type", "default"));
+        RopeOptions& r = a.rope_options;
+        if (type == "linear") {
+            r.scaling = RopeScaling::interpolation;
+            r.factor = field<double>(*s, "factor", 1.0);
+        } else if (type == "yarn") {
+            r.scaling = RopeScaling::yarn;
+            r.factor = field<double>(*s, "factor", 1.0);
+            r.original_length = field<int64_t>(*s, "original_max_position_embeddings", c.max_len);
+            r.yarn_beta_fast = field<double>(*s, "beta_fast", 32.0);
+            r.yarn_beta_slow = field<double>(*s, "beta_slow", 1.0);
+            if (s->contains("attention_factor") && !(*s)["attention_factor"].is_null())
+                config_error(std::string(key) + ": YaRN's attention_factor is fixed at 0.1 ln(factor) + 1 here");
+        } else if (type != "default" && type != "dynamic") {
+            config_error(std::string(key) + " type '" + printable(type) + "' is not supported (linear, yarn, dynamic)");
+        }
+    }
+    const std::string outer_dtype = field<std::string>(top, "torch_dtype", field<std::string>(top, "dtype", "float32"));
+    const std::string torch_dtype = field<std::string>(j, "torch_dtype", field<std::string>(j, "dtype", outer_dtype));
+    if (torch_dtype != "float32" && torch_dtype != "bfloat16")
+        config_error("torch_dtype '" + printable(torch_dtype) + "' is not supported (float32, bfloat16)");
+    dtype = torch_dtype == "bfloat16" ? DType::bf16 : DType::f32;
+}
+
+// Qwen3: the paper authors' gate flags, and the layout of the gate in q_proj.
+void read_qwen3(const json& j, Config& out) {
+    AttentionOptions& a = out.config.attn;
     a.qk_norm = field<bool>(j, "use_qk_norm", true);  // the authors' flag; transformers' Qwen3 always has it
-    a.rope_options.base = field<double>(j, "rope_theta", 10000.0);
     const bool headwise = field<bool>(j, "headwise_attn_output_gate", false),
                elementwise = field<bool>(j, "elementwise_attn_output_gate", false);
     if (headwise && elementwise)
@@ -98,32 +124,122 @@ Config parse_config(const std::string& text) {
     out.gate_layout = layout == "interleaved" ? GateLayout::interleaved : GateLayout::grouped;
     if (out.gate_layout == GateLayout::interleaved && headwise)
         config_error("the interleaved layout holds an element-wise gate, not a head-wise one");
+}
 
-    if (const auto s = j.find("rope_scaling"); s != j.end() && !s->is_null()) {
-        if (!s->is_object()) config_error(std::string("rope_scaling is a JSON ") + s->type_name() + ", not an object");
-        const std::string type = field<std::string>(*s, "rope_type", field<std::string>(*s, "type", "default"));
-        RopeOptions& r = a.rope_options;
-        if (type == "linear") {
-            r.scaling = RopeScaling::interpolation;
-            r.factor = field<double>(*s, "factor", 1.0);
-        } else if (type == "yarn") {
-            r.scaling = RopeScaling::yarn;
-            r.factor = field<double>(*s, "factor", 1.0);
-            r.original_length = field<int64_t>(*s, "original_max_position_embeddings", c.max_len);
-            r.yarn_beta_fast = field<double>(*s, "beta_fast", 32.0);
-            r.yarn_beta_slow = field<double>(*s, "beta_slow", 1.0);
-            if (s->contains("attention_factor") && !(*s)["attention_factor"].is_null())
-                config_error("rope_scaling: YaRN's attention_factor is fixed at 0.1 ln(factor) + 1 here");
-        } else if (type != "default" && type != "dynamic") {
-            config_error("rope_scaling type '" + printable(type) + "' is not supported (linear, yarn, dynamic)");
+// Qwen3-Next and Qwen3.5: which layers are linear, the linear layers' sizes, partial rotary, the
+// gate interleaved in q_proj, zero-centred norms; transformers' defaults where a field is absent.
+void read_hybrid(const json& j, Config& out) {
+    LMConfig& c = out.config;
+    AttentionOptions& a = c.attn;
+    a.head_size = field<int64_t>(j, "head_dim", 256);
+    a.qk_norm = true;
+    c.zero_centred_norm = true;
+    a.gate = field<bool>(j, "attn_output_gate", true) ? GatePosition::sdpa_output : GatePosition::none;
+    a.gate_fn = GateFunction::sigmoid;
+    a.sharing = GateSharing::elementwise;
+    if (const std::string layout = field<std::string>(j, "gatedgrad_gate_layout", "interleaved"); layout != "interleaved")
+        config_error("gatedgrad_gate_layout '" + printable(layout) +
+                     "': Qwen3-Next and Qwen3.5 hold each head's query and gate side by side (interleaved)");
+    out.gate_layout = GateLayout::interleaved;
+
+    const std::pair<const char*, int64_t*> sizes[] = {
+        {"linear_num_key_heads", &c.linear_k_heads}, {"linear_num_value_heads", &c.linear_v_heads},
+        {"linear_key_head_dim", &c.linear_k_head_size}, {"linear_value_head_dim", &c.linear_v_head_size},
+        {"linear_conv_kernel_dim", &c.linear_conv_kernel}};
+    const int64_t defaults[] = {16, 32, 128, 128, 4};
+    for (size_t i = 0; i < std::size(sizes); ++i)
+        if ((*sizes[i].second = field<int64_t>(j, sizes[i].first, defaults[i])) < 1)
+            config_error(std::string(sizes[i].first) + " " + std::to_string(*sizes[i].second) + " is not a positive integer");
+    if (c.linear_v_heads % c.linear_k_heads != 0)
+        config_error("linear_num_value_heads " + std::to_string(c.linear_v_heads) +
+                     " is not a multiple of linear_num_key_heads " + std::to_string(c.linear_k_heads));
+
+    // partial_rotary_factor at the top (Qwen3-Next) or in rope_parameters (Qwen3.5), 0.25 if neither.
+    const double top = field<double>(j, "partial_rotary_factor", 0.25);
+    const auto params = j.find("rope_parameters");
+    const double partial = params != j.end() && params->is_object() ? field<double>(*params, "partial_rotary_factor", top) : top;
+    if (partial != top && j.contains("partial_rotary_factor"))
+        config_error("partial_rotary_factor is " + std::to_string(top) + " at the top and " + std::to_string(partial) +
+                     " in rope_parameters");
+    a.rope_options.partial = partial;
+
+    // layer_types, or every full_attention_interval-th layer full (transformers' rule).
+    if (c.n_layers < 0) config_error("num_hidden_layers " + std::to_string(c.n_layers) + " is negative");
+    const int64_t interval = field<int64_t>(j, "full_attention_interval", 4);
+    if (interval < 1) config_error("full_attention_interval " + std::to_string(interval) + " is not a positive integer");
+    std::vector<LayerType> by_interval;
+    for (int64_t l = 0; l < std::min(c.n_layers, LMConfigLimits::n_layers + 1); ++l)
+        by_interval.push_back((l + 1) % interval == 0 ? LayerType::full_attention : LayerType::linear_attention);
+    c.layer_types = by_interval;
+    if (const auto types = j.find("layer_types"); types != j.end() && !types->is_null()) {
+        if (!types->is_array() || int64_t(types->size()) != c.n_layers)
+            config_error("layer_types is not a list of num_hidden_layers (" + std::to_string(c.n_layers) + ") names");
+        for (size_t l = 0; l < types->size(); ++l) {
+            const json& t = (*types)[l];
+            const std::string name = t.is_string() ? t.get<std::string>() : t.dump();
+            if (name != "full_attention" && name != "linear_attention")
+                config_error("layer_types[" + std::to_string(l) + "] '" + printable(name) +
+                             "' is not full_attention or linear_attention");
+            c.layer_types[l] = name == "full_attention" ? LayerType::full_attention : LayerType::linear_attention;
         }
+        if (j.contains("full_attention_interval") && c.layer_types != by_interval)
+            config_error("layer_types and full_attention_interval " + std::to_string(interval) + " name other layers");
     }
-    const std::string torch_dtype = field<std::string>(j, "torch_dtype", field<std::string>(j, "dtype", "float32"));
-    if (torch_dtype != "float32" && torch_dtype != "bfloat16")
-        config_error("torch_dtype '" + printable(torch_dtype) + "' is not supported (float32, bfloat16)");
-    out.dtype = torch_dtype == "bfloat16" ? DType::bf16 : DType::f32;
+
+    // Qwen3-Next's mixture of experts: layer l is one unless listed in mlp_only_layers, when
+    // num_experts > 0 and (l + 1) is a multiple of decoder_sparse_step.
+    const int64_t experts = field<int64_t>(j, "num_experts", out.family == Family::qwen3_next ? 512 : 0);
+    const int64_t step = field<int64_t>(j, "decoder_sparse_step", 1);
+    std::set<int64_t> dense;
+    if (const auto m = j.find("mlp_only_layers"); m != j.end() && m->is_array())
+        for (const json& l : *m)
+            if (l.is_number_integer()) dense.insert(l.get<int64_t>());
+    for (int64_t l = 0; experts > 0 && step > 0 && l < int64_t(c.layer_types.size()); ++l)
+        if (!dense.count(l) && (l + 1) % step == 0)
+            config_error("num_experts " + std::to_string(experts) + ": layer " + std::to_string(l) +
+                         " is a mixture of experts, which is not supported (dense models only: num_experts 0, "
+                         "or every layer in mlp_only_layers)");
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text) {
+    json j;
     try {
-        c.validate();
+        j = parse_untrusted_json(text);
+    } catch (const std::invalid_argument& e) {
+        config_error(e.what());
+    }
+    if (!j.is_object()) config_error(std::string("is a JSON ") + j.type_name() + ", not an object");
+    std::string architecture = field<std::string>(j, "model_type", "");
+    if (const auto a = j.find("architectures"); a != j.end() && a->is_array() && !a->empty() && (*a)[0].is_string())
+        architecture = (*a)[0].get<std::string>();
+    Config out;
+    const json* text_model = &j;
+    if (architecture == "Qwen3ForCausalLM" || architecture == "qwen3") {
+        out.family = Family::qwen3;
+    } else if (architecture == "Qwen3NextForCausalLM" || architecture == "qwen3_next") {
+        out.family = Family::qwen3_next;
+    } else if (architecture == "Qwen3_5ForCausalLM" || architecture == "qwen3_5_text") {
+        out.family = Family::qwen3_5;
+    } else if (architecture == "Qwen3_5ForConditionalGeneration" || architecture == "qwen3_5") {
+        // The multimodal wrapper: the text model's fields in text_config, its weights under
+        // model.language_model., beside the vision tower's (model.visual.), which are not read.
+        out.family = Family::qwen3_5;
+        out.prefix = "model.language_model.";
+        const auto t = j.find("text_config");
+        if (t == j.end() || !t->is_object()) config_error("text_config: the multimodal wrapper has no text_config object");
+        text_model = &*t;
+    } else {
+        config_error("architecture '" + printable(architecture) +
+                     "' is not supported (Qwen3ForCausalLM, with or without the authors' output gate; the dense "
+                     "text models of Qwen3NextForCausalLM, Qwen3_5ForCausalLM and Qwen3_5ForConditionalGeneration)");
+    }
+    read_common(*text_model, j, out.config, out.dtype);
+    if (out.family == Family::qwen3) read_qwen3(j, out);
+    else read_hybrid(*text_model, out);
+    try {
+        out.config.validate();
     } catch (const std::invalid_argument& e) {
         config_error(e.what());
     }
@@ -132,13 +248,22 @@ Config parse_config(const std::string& text) {
 
 // ---------------------------------------------------------------- the gate inside q_proj
 
+namespace {
+
+// Rows [offset, offset + n) of each of `groups` equal groups of rows of a (rows, d) weight,
+// joined: (groups·n, d). How a joined projection is taken apart.
+Tensor group_rows(const Tensor& t, int64_t groups, int64_t offset, int64_t n) {
+    const int64_t d = t.size(1);
+    return t.view({groups, t.size(0) / groups, d}).narrow(1, offset, n).reshape({groups * n, d});
+}
+
+}  // namespace
+
 std::pair<Tensor, Tensor> split_q_proj(const Tensor& q_proj, int64_t H, int64_t Hkv, int64_t dk, int64_t w,
                                        GateLayout layout) {
-    const int64_t G = H / Hkv, d = q_proj.size(1);
-    // grouped: (Hkv, G·dk + G·w, d), the queries first in each group; interleaved: (H, dk + w, d).
-    const Tensor rows = layout == GateLayout::grouped ? q_proj.view({Hkv, G * (dk + w), d}) : q_proj.view({H, dk + w, d});
-    const int64_t queries = layout == GateLayout::grouped ? G * dk : dk;
-    return {rows.narrow(1, 0, queries).reshape({H * dk, d}), rows.narrow(1, queries, rows.size(1) - queries).reshape({H * w, d})};
+    // grouped: Hkv groups, the queries of its G heads first; interleaved: H groups, [q_h | g_h].
+    const int64_t groups = layout == GateLayout::grouped ? Hkv : H, per = H / groups;
+    return {group_rows(q_proj, groups, 0, per * dk), group_rows(q_proj, groups, per * dk, per * w)};
 }
 
 Tensor join_q_proj(const Tensor& w_q, const Tensor& w_g, int64_t H, int64_t Hkv, int64_t dk, int64_t w,
@@ -152,23 +277,27 @@ Tensor join_q_proj(const Tensor& w_q, const Tensor& w_g, int64_t H, int64_t Hkv,
 
 namespace {
 
-// Our name → HF's, for every tensor but the gate (which rides in q_proj).
-std::string hf_name(const std::string& ours) {
+// Our name → HF's, for every tensor stored whole under a name of its own (not the gate, which
+// rides in q_proj, nor the parts of a linear layer's joined projections); `prefix` is the text
+// model's (Config::prefix).
+std::string hf_name(const std::string& ours, const std::string& prefix = "model.") {
     static const std::pair<const char*, const char*> kLayer[] = {
         {"norm1.weight", "input_layernorm.weight"},       {"norm2.weight", "post_attention_layernorm.weight"},
         {"attn.w_q.weight", "self_attn.q_proj.weight"},   {"attn.w_k.weight", "self_attn.k_proj.weight"},
         {"attn.w_v.weight", "self_attn.v_proj.weight"},   {"attn.w_o.weight", "self_attn.o_proj.weight"},
         {"attn.q_norm.weight", "self_attn.q_norm.weight"}, {"attn.k_norm.weight", "self_attn.k_norm.weight"},
         {"ffn.w1.weight", "mlp.gate_proj.weight"},        {"ffn.w2.weight", "mlp.up_proj.weight"},
-        {"ffn.w3.weight", "mlp.down_proj.weight"}};
-    if (ours == "tok_emb.weight") return "model.embed_tokens.weight";
-    if (ours == "norm_f.weight") return "model.norm.weight";
+        {"ffn.w3.weight", "mlp.down_proj.weight"},        {"linear_attn.w_o.weight", "linear_attn.out_proj.weight"},
+        {"linear_attn.dt_bias", "linear_attn.dt_bias"},   {"linear_attn.A_log", "linear_attn.A_log"},
+        {"linear_attn.norm.weight", "linear_attn.norm.weight"}};
+    if (ours == "tok_emb.weight") return prefix + "embed_tokens.weight";
+    if (ours == "norm_f.weight") return prefix + "norm.weight";
     if (ours == "lm_head.weight") return "lm_head.weight";
     if (ours.starts_with("layers.")) {
         const size_t dot = ours.find('.', 7);
         const std::string rest = ours.substr(dot + 1);
         for (const auto& [a, b] : kLayer)
-            if (rest == a) return "model." + ours.substr(0, dot + 1) + b;
+            if (rest == a) return prefix + ours.substr(0, dot + 1) + b;
     }
     return "";
 }
@@ -249,35 +378,68 @@ DType from_safetensors(const std::string& dtype, const std::string& name) {
     throw std::runtime_error("tensor '" + printable(name) + "' is " + dtype + ", not F32, BF16 or F64");
 }
 
-// Every tensor a Qwen3 model of config `c` has, under HF's names, with its shape; w is the
-// gate's width per head in q_proj (0: no gate, 1: head-wise, dk: element-wise).
-std::vector<std::pair<std::string, Shape>> qwen3_tensors(const LMConfig& c, int64_t w) {
+// Every tensor a model of `parsed` has, under HF's names, with its shape; w is the gate's width
+// per head in q_proj (0: no gate, 1: head-wise, dk: element-wise).
+std::vector<std::pair<std::string, Shape>> hf_tensors(const Config& parsed, int64_t w) {
+    const LMConfig& c = parsed.config;
     const AttentionOptions& a = c.attn;
     const int64_t d = c.d_model, H = a.n_heads, Hkv = a.kv_heads(), dk = a.head_dim(), ff = c.ffn_hidden();
-    std::vector<std::pair<std::string, Shape>> out = {{"model.embed_tokens.weight", {c.vocab_size, d}}};
+    const GatedDeltaNetOptions o = c.linear_attention();
+    const int64_t Hk = o.n_k_heads, Hv = o.v_heads(), lk = o.k_dim(), lv = o.v_dim();
+    std::vector<std::pair<std::string, Shape>> out = {{parsed.prefix + "embed_tokens.weight", {c.vocab_size, d}}};
     for (int64_t l = 0; l < c.n_layers; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".";
+        const std::string p = parsed.prefix + "layers." + std::to_string(l) + ".";
         out.insert(out.end(), {{p + "input_layernorm.weight", {d}},
-                               {p + "self_attn.q_proj.weight", {H * (dk + w), d}},
-                               {p + "self_attn.k_proj.weight", {Hkv * dk, d}},
-                               {p + "self_attn.v_proj.weight", {Hkv * dk, d}},
-                               {p + "self_attn.o_proj.weight", {d, H * dk}},
                                {p + "post_attention_layernorm.weight", {d}},
                                {p + "mlp.gate_proj.weight", {ff, d}},
                                {p + "mlp.up_proj.weight", {ff, d}},
                                {p + "mlp.down_proj.weight", {d, ff}}});
+        if (c.layer_type(l) == LayerType::linear_attention) {
+            const std::string q = p + "linear_attn.";
+            if (parsed.family == Family::qwen3_next)
+                out.insert(out.end(), {{q + "in_proj_qkvz.weight", {2 * Hk * lk + 2 * Hv * lv, d}},
+                                       {q + "in_proj_ba.weight", {2 * Hv, d}}});
+            else
+                out.insert(out.end(), {{q + "in_proj_qkv.weight", {2 * Hk * lk + Hv * lv, d}},
+                                       {q + "in_proj_z.weight", {Hv * lv, d}},
+                                       {q + "in_proj_b.weight", {Hv, d}},
+                                       {q + "in_proj_a.weight", {Hv, d}}});
+            out.insert(out.end(), {{q + "conv1d.weight", {o.conv_channels(), 1, o.conv_kernel}},
+                                   {q + "dt_bias", {Hv}},
+                                   {q + "A_log", {Hv}},
+                                   {q + "norm.weight", {lv}},
+                                   {q + "out_proj.weight", {d, Hv * lv}}});
+            continue;
+        }
+        out.insert(out.end(), {{p + "self_attn.q_proj.weight", {H * (dk + w), d}},
+                               {p + "self_attn.k_proj.weight", {Hkv * dk, d}},
+                               {p + "self_attn.v_proj.weight", {Hkv * dk, d}},
+                               {p + "self_attn.o_proj.weight", {d, H * dk}}});
         if (a.qk_norm) out.insert(out.end(), {{p + "self_attn.q_norm.weight", {dk}}, {p + "self_attn.k_norm.weight", {dk}}});
     }
-    out.push_back({"model.norm.weight", {d}});
+    out.push_back({parsed.prefix + "norm.weight", {d}});
     if (!c.tie_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, d}});
     return out;
+}
+
+const char* family_name(Family family) {
+    return family == Family::qwen3 ? "Qwen3" : family == Family::qwen3_next ? "Qwen3-Next" : "Qwen3.5";
+}
+
+// Tensors a folder may hold beside the text model, which are not read: RoPE's inv_freq tables
+// (older checkpoints), and in the hybrids' folders the multi-token-prediction head (mtp.) and,
+// in Qwen3.5's multimodal wrapper, the vision tower (model.visual.).
+bool unread(const std::string& name, const Config& parsed) {
+    return name.ends_with("rotary_emb.inv_freq") || (parsed.family != Family::qwen3 && name.starts_with("mtp.")) ||
+           (parsed.prefix == "model.language_model." && name.starts_with("model.visual."));
 }
 
 // The files against config.json, before a byte is allocated for the model: every tensor it
 // implies there with its shape, all of one dtype (returned), and no other tensor. The
 // headers were checked against the files' sizes when they were opened, so the bytes are there.
-DType check_against_config(const Shards& shards, const LMConfig& c, int64_t w) {
-    const auto wanted = qwen3_tensors(c, w);
+DType check_against_config(const Shards& shards, const Config& parsed, int64_t w) {
+    const LMConfig& c = parsed.config;
+    const auto wanted = hf_tensors(parsed, w);
     std::optional<DType> dtype;
     for (const auto& [name, shape] : wanted) {
         const auto it = shards.by_tensor.find(name);
@@ -292,13 +454,70 @@ DType check_against_config(const Shards& shards, const LMConfig& c, int64_t w) {
                                      dtype_name(*dtype));
         dtype = t;
     }
-    // Tied checkpoints may keep lm_head.weight anyway; older ones keep RoPE's inv_freq tables.
+    // Tied checkpoints may keep lm_head.weight anyway.
     std::set<std::string> known;
     for (const auto& [name, shape] : wanted) known.insert(name);
     for (const auto& [name, file] : shards.by_tensor)
-        if (!known.count(name) && !(c.tie_embeddings && name == "lm_head.weight") && !name.ends_with("rotary_emb.inv_freq"))
-            throw std::runtime_error("tensor '" + printable(name) + "' is not part of a Qwen3 model of this config");
+        if (!known.count(name) && !(c.tie_embeddings && name == "lm_head.weight") && !unread(name, parsed))
+            throw std::runtime_error("tensor '" + printable(name) + "' is not part of a " + family_name(parsed.family) +
+                                     " model of this config");
     return *dtype;
+}
+
+// Where a tensor of ours is in the files: the HF tensor `name` of shape `shape`, whole (no
+// `part`), or the rows `part` takes out of it: q_proj's queries or gate, or a piece of a linear
+// layer's joined projections (the layouts: nn/gated_deltanet.h).
+struct Source {
+    std::string name;
+    Shape shape;
+    std::function<Tensor(const Tensor&)> part;
+};
+
+Source source_of(const std::string& ours, const Shape& shape, const Config& parsed, int64_t w, GateLayout layout) {
+    const LMConfig& c = parsed.config;
+    const AttentionOptions& a = c.attn;
+    const int64_t d = c.d_model;
+    const size_t dot = ours.starts_with("layers.") ? ours.find('.', 7) : std::string::npos;
+    const std::string layer = dot == std::string::npos ? "" : parsed.prefix + ours.substr(0, dot + 1);
+    const std::string rest = dot == std::string::npos ? ours : ours.substr(dot + 1);
+    const auto rows = [](int64_t groups, int64_t offset, int64_t n) {
+        return [=](const Tensor& t) { return group_rows(t, groups, offset, n); };
+    };
+    if (a.gated() && (rest == "attn.w_q.weight" || rest == "attn.w_g.weight")) {
+        const int64_t H = a.n_heads, Hkv = a.kv_heads(), dk = a.head_dim();
+        const bool gate = rest == "attn.w_g.weight";
+        return {layer + "self_attn.q_proj.weight", {H * (dk + w), d}, [=](const Tensor& t) {
+                    const auto [q, g] = split_q_proj(t, H, Hkv, dk, w, layout);
+                    return gate ? g : q;
+                }};
+    }
+    const GatedDeltaNetOptions o = c.linear_attention();
+    const int64_t Hk = o.n_k_heads, Hv = o.v_heads(), dk = o.k_dim(), dv = o.v_dim(), r = Hv / Hk;
+    const std::string p = layer + "linear_attn.";
+    if (rest == "linear_attn.conv_weight") {
+        const int64_t C = o.conv_channels(), K = o.conv_kernel;
+        return {p + "conv1d.weight", {C, 1, K}, [=](const Tensor& t) { return t.reshape({C, K}); }};
+    }
+    if (parsed.family == Family::qwen3_next) {  // per key head: [q | k | its r heads' v | their z], [b | a]
+        const Shape qkvz = {2 * Hk * dk + 2 * Hv * dv, d}, ba = {2 * Hv, d};
+        if (rest == "linear_attn.w_q.weight") return {p + "in_proj_qkvz.weight", qkvz, rows(Hk, 0, dk)};
+        if (rest == "linear_attn.w_k.weight") return {p + "in_proj_qkvz.weight", qkvz, rows(Hk, dk, dk)};
+        if (rest == "linear_attn.w_v.weight") return {p + "in_proj_qkvz.weight", qkvz, rows(Hk, 2 * dk, r * dv)};
+        if (rest == "linear_attn.w_z.weight") return {p + "in_proj_qkvz.weight", qkvz, rows(Hk, 2 * dk + r * dv, r * dv)};
+        if (rest == "linear_attn.w_beta.weight") return {p + "in_proj_ba.weight", ba, rows(Hk, 0, r)};
+        if (rest == "linear_attn.w_alpha.weight") return {p + "in_proj_ba.weight", ba, rows(Hk, r, r)};
+    } else {  // q ‖ k ‖ v in one, then z, b and a each on its own
+        const Shape qkv = {2 * Hk * dk + Hv * dv, d};
+        if (rest == "linear_attn.w_q.weight") return {p + "in_proj_qkv.weight", qkv, rows(1, 0, Hk * dk)};
+        if (rest == "linear_attn.w_k.weight") return {p + "in_proj_qkv.weight", qkv, rows(1, Hk * dk, Hk * dk)};
+        if (rest == "linear_attn.w_v.weight") return {p + "in_proj_qkv.weight", qkv, rows(1, 2 * Hk * dk, Hv * dv)};
+        if (rest == "linear_attn.w_z.weight") return {p + "in_proj_z.weight", shape, {}};
+        if (rest == "linear_attn.w_beta.weight") return {p + "in_proj_b.weight", shape, {}};
+        if (rest == "linear_attn.w_alpha.weight") return {p + "in_proj_a.weight", shape, {}};
+    }
+    const std::string name = hf_name(ours, parsed.prefix);
+    if (name.empty()) throw std::logic_error("hf: no HF name for " + ours);
+    return {name, shape, {}};
 }
 
 // A tensor of the files, in its own dtype, read straight into `into` when that is given and
@@ -326,11 +545,10 @@ std::shared_ptr<GatedTransformerLM> load_folder(const std::string& dir, const Lo
         const GateLayout layout = options.gate_layout.value_or(parsed.gate_layout);
         const LMConfig& c = parsed.config;
         const AttentionOptions& a = c.attn;
-        const int64_t H = a.n_heads, Hkv = a.kv_heads(), dk = a.head_dim();
-        const int64_t w = a.gated() ? (a.sharing == GateSharing::headwise ? 1 : dk) : 0;
+        const int64_t w = a.gated() ? (a.sharing == GateSharing::headwise ? 1 : a.head_dim()) : 0;
         const Shards shards = open_shards(dir);
         // The weights' dtype is the files', whatever torch_dtype says.
-        const DType file_dtype = check_against_config(shards, c, w);
+        const DType file_dtype = check_against_config(shards, parsed, w);
         check_memory(c, Workload::weights, 0, 0, options.memory.value_or(0));
         const DType dtype = options.dtype.value_or(file_dtype);
         // Every weight is read below: drawing random ones first would only cost time.
@@ -339,21 +557,16 @@ std::shared_ptr<GatedTransformerLM> load_folder(const std::string& dir, const Lo
             return std::make_shared<GatedTransformerLM>(c, dtype);
         }();
         NoGradGuard no_grad;
-        const NamedTensors state = model->state_dict();
-        const std::map<std::string, Tensor> by_name(state.begin(), state.end());
-        for (const auto& [ours, target] : state) {
-            const std::string name = hf_name(ours);
-            if (ours.ends_with("attn.w_g.weight")) continue;  // filled with w_q below
-            if (name.empty()) throw std::logic_error("hf: no HF name for " + ours);
-            if (ours.ends_with("attn.w_q.weight") && a.gated()) {
-                const Tensor q_proj = read_tensor(shards, name, {H * (dk + w), c.d_model});
-                const auto [w_q, w_g] = split_q_proj(q_proj, H, Hkv, dk, w, layout);
-                target.copy_(w_q.to(dtype));
-                by_name.at(ours.substr(0, ours.size() - std::string("w_q.weight").size()) + "w_g.weight").copy_(w_g.to(dtype));
+        std::pair<std::string, Tensor> joined;  // the last joined tensor read: its parts come in a row
+        for (const auto& [ours, target] : model->state_dict()) {
+            const Source source = source_of(ours, target.shape(), parsed, w, layout);
+            if (!source.part) {
+                const Tensor read = read_tensor(shards, source.name, target.shape(), target);
+                if (read.view_desc().data != target.view_desc().data) target.copy_(read.to(dtype));
                 continue;
             }
-            const Tensor read = read_tensor(shards, name, target.shape(), target);
-            if (read.view_desc().data != target.view_desc().data) target.copy_(read.to(dtype));
+            if (joined.first != source.name) joined = {source.name, read_tensor(shards, source.name, source.shape)};
+            target.copy_(source.part(joined.second).to(dtype));
         }
         model->eval();
         return model;

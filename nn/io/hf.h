@@ -1,4 +1,5 @@
-// hf.h — Hugging Face checkpoints in and out: Qwen3 models, with or without the paper's gate.
+// hf.h — Hugging Face checkpoints in and out: Qwen3 models, with or without the paper's gate, and
+// (in only) the dense hybrids of Qwen3-Next and Qwen3.5.
 //
 // A checkpoint folder holds config.json (the architecture and its sizes) and the weights, in
 // model.safetensors or sharded over several files that model.safetensors.index.json lists.
@@ -22,6 +23,24 @@
 // dk per head). Transformers' Qwen3-Next interleaves them per head instead, [q_h | g_h]. Both
 // are the same numbers in other rows, so reading one as the other gives a model that runs and
 // is wrong: the layout is an explicit choice (GateLayout), tested both ways.
+//
+// The hybrids of Qwen3-Next and Qwen3.5 (their dense text models; tests/reference/hf_hybrid.py
+// is the reference) are this block with, per layer_types (or every full_attention_interval-th
+// layer full, 4 when neither is given), Gated DeltaNet in the other layers:
+//   layers.N.linear_attn.*     model.layers.N.linear_attn.*, as nn/gated_deltanet.h maps them:
+//                              Qwen3.5's in_proj_qkv / in_proj_z / in_proj_b / in_proj_a, or
+//                              Qwen3-Next's in_proj_qkvz / in_proj_ba joined per key head
+// and in the full layers the gate always there, element-wise and interleaved ([q_h | g_h],
+// config.json's attn_output_gate), partial rotary (partial_rotary_factor, at the top or in
+// rope_parameters; 0.25 when absent), and every norm but the linear layers' output norm
+// zero-centred (1 + weight, LMConfig::zero_centred_norm). Sizes absent from config.json take
+// transformers' defaults (head_dim 256, linear_num_key_heads 16, ...). Qwen3.5's multimodal
+// wrapper (Qwen3_5ForConditionalGeneration) keeps the text model's fields in text_config and
+// its weights under model.language_model. instead of model.; its vision tower (model.visual.*)
+// is not read, nor the multi-token-prediction head (mtp.*) either family may hold. Its RoPE is
+// sectioned by axis (mrope_section); text alone puts a token at one position on every axis,
+// which is plain RoPE. A Qwen3-Next config with mixture-of-experts layers (num_experts > 0,
+// the default, on layers outside mlp_only_layers) is refused, as are Qwen3.5's MoE models.
 #pragma once
 #include <optional>
 #include <string>
@@ -36,20 +55,28 @@ enum class GateLayout {
     interleaved,  // Qwen3-Next: per head, its query then its gate
 };
 
+// The families of models read here: Qwen3 (the block above), and the hybrids of Qwen3-Next
+// and Qwen3.5, which differ in how their linear layers' projections are stored (below).
+enum class Family { qwen3, qwen3_next, qwen3_5 };
+
 // What config.json says, in the library's terms.
 struct Config {
     LMConfig config;
     GateLayout gate_layout = GateLayout::grouped;
     DType dtype = DType::f32;  // of the weights in the files (torch_dtype, checked against them)
+    Family family = Family::qwen3;
+    std::string prefix = "model.";  // of the text model's weights ("model.language_model." in a wrapper)
 };
 
 // config.json's text → the model it describes. Throws std::invalid_argument with one line naming
-// the field for an architecture other than Qwen3, an activation other than SiLU, biases, a
-// sliding window, a rope_scaling it cannot map, or sizes LMConfig::validate() refuses.
+// the field for an architecture other than these, an activation other than SiLU, biases, a
+// sliding window, a rope_scaling it cannot map, layer types that are neither or disagree with
+// full_attention_interval, experts, or sizes LMConfig::validate() refuses.
 //   rope_scaling: linear → position interpolation; yarn → YaRN (factor, original length, β);
 //   dynamic → none, which is exact up to max_position_embeddings (HF rescales only past it).
-// A field "gatedgrad_gate_layout": "interleaved" selects that layout (for tests and Qwen3-Next
-// style exports); without it the authors' grouped layout is read.
+// A field "gatedgrad_gate_layout": "interleaved" selects that layout in a Qwen3 folder (for
+// tests and Qwen3-Next style exports); without it the authors' grouped layout is read. The
+// hybrids hold the interleaved one only: "grouped" there is refused.
 Config parse_config(const std::string& config_json);
 
 struct LoadOptions {

@@ -1,6 +1,7 @@
 // model.h — one door for every model. open_model(path) opens a checkpoint of ours (a
 // .safetensors file that train, export or import-hf wrote: load_checkpoint, nn/io/checkpoint.h)
-// or a Hugging Face Qwen3 folder (nn/io/hf.h), and gives back the same four things for both:
+// or a Hugging Face folder (Qwen3, or a Qwen3-Next / Qwen3.5 hybrid: nn/io/hf.h), and gives back
+// the same four things for both:
 //   model       — the GatedTransformerLM, in eval mode, on the device asked for;
 //   tokenizer   — what turns text into the model's ids: a folder's tokenizer.json, the one
 //                 import-hf kept in the checkpoint, or, for our byte models, the byte
