@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 
 namespace gg::nn {
@@ -245,9 +246,14 @@ Tensor GatedDeltaNet::forward(const Tensor& x, DeltaNetCache* cache, const Tenso
     const std::vector<Tensor> p = fused_linear(x, {w_q.get(), w_k.get(), w_v.get(), w_z.get(), w_beta.get(), w_alpha.get()});
 
     // The short convolution mixes each channel of q, k and v with its last K − 1 inputs.
-    const Tensor past = cache && cache->conv.defined() ? cache->conv : zeros({B, K - 1, channels}, x.dtype(), x.device());
+    // Zeros of the projections' dtype, which is bfloat16 under autocast whatever x is.
+    const Tensor past =
+        cache && cache->conv.defined() ? cache->conv : zeros({B, K - 1, channels}, p[0].dtype(), x.device());
     const Tensor conv_in = cat({past, cat({p[0], p[1], p[2]}, 2)}, 1);  // (B, K − 1 + T, channels)
-    const std::vector<Tensor> qkv = split(silu(causal_conv(conv_in, conv_weight)), {Hk * dk, Hk * dk, Hv * dv}, 2);
+    // Under bfloat16 autocast the delta rule still runs in float32, as Hugging Face's code runs
+    // it: its state sums every token of the sequence.
+    const Tensor mixed = autocast_float32(silu(causal_conv(conv_in, conv_weight)));
+    const std::vector<Tensor> qkv = split(mixed, {Hk * dk, Hk * dk, Hv * dv}, 2);
 
     // Unit-length keys, queries of length 1/√dk; each key head repeated for its r value heads.
     const int64_t r = Hv / Hk;
@@ -255,16 +261,20 @@ Tensor GatedDeltaNet::forward(const Tensor& x, DeltaNetCache* cache, const Tenso
     const Tensor q = repeat_interleave(l2_normalize(heads(qkv[0], Hk, dk), 1 / std::sqrt(double(dk))), r, 2);
     const Tensor k = repeat_interleave(l2_normalize(heads(qkv[1], Hk, dk), 1.0), r, 2);  // (B, T, Hv, dk)
     const Tensor v = heads(qkv[2], Hv, dv);                                               // (B, T, Hv, dv)
-    const Tensor beta = sigmoid(p[4]);                                                    // (B, T, Hv)
-    const Tensor g = -exp(A_log) * softplus(p[5] + dt_bias);                              // (B, T, Hv) log α ≤ 0
+    const Tensor beta = sigmoid(autocast_float32(p[4]));                                  // (B, T, Hv)
+    const Tensor g = -exp(autocast_float32(A_log)) *
+                     softplus(autocast_float32(p[5]) + autocast_float32(dt_bias));        // (B, T, Hv) log α ≤ 0
 
-    // The delta rule, on (B, Hv, T, ·) heads.
+    // The delta rule, on (B, Hv, T, ·) heads, with autocast off: its inputs are float32 (above).
     const Tensor S0 = cache ? cache->state : Tensor();
-    const auto rule = T == 1 || o.form == DeltaRuleForm::recurrent
-                          ? gated_delta_rule_recurrent(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                       g.transpose(1, 2), beta.transpose(1, 2), S0)
-                          : gated_delta_rule_chunked(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                     g.transpose(1, 2), beta.transpose(1, 2), S0, o.chunk_size);
+    const auto rule = [&] {
+        const Autocast full_precision(DType::f32);
+        return T == 1 || o.form == DeltaRuleForm::recurrent
+                   ? gated_delta_rule_recurrent(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                g.transpose(1, 2), beta.transpose(1, 2), S0)
+                   : gated_delta_rule_chunked(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                              g.transpose(1, 2), beta.transpose(1, 2), S0, o.chunk_size);
+    }();
     if (cache) {
         NoGradGuard no_grad;
         cache->conv = conv_in.narrow(1, T, K - 1).detach().contiguous();

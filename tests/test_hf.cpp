@@ -549,6 +549,14 @@ TEST_CASE("hf: the hybrid fixtures match the float64 recurrent-form reference") 
     }
 }
 
+TEST_CASE("hf: a hybrid in bfloat16 runs under autocast within the bound Qwen3's does") {
+    // Real Qwen3.5 folders are bfloat16, which --precision auto keeps. The linear layers'
+    // convolution used to pad its float32 input with float32 zeros beside bfloat16 projections.
+    const double err = hybrid_error("qwen3_5", {.dtype = DType::bf16});
+    MESSAGE("bf16 compute, logits and residual stream relative error " << err);
+    CHECK(err < 5e-2);
+}
+
 TEST_CASE("hf: a hybrid's q_proj read in the grouped layout gives a wrong model") {
     // G = 2 query heads per kv head, so the grouped order moves rows: [q0 q1 | g0 g1] is not [q0 | g0][q1 | g1].
     const double wrong = hybrid_error("qwen3_5", {.gate_layout = hf::GateLayout::grouped});
