@@ -16,8 +16,8 @@ namespace fs = std::filesystem;
 
 void add_model_options(CLI::App* cmd, ModelArgs& a) {
     CLI::Option* ckpt = cmd->add_option("--ckpt", a.ckpt, "a checkpoint written by train")->type_name("FILE");
-    cmd->add_option("--hf", a.hf, "a Hugging Face Qwen3 model folder (config.json, safetensors, tokenizer.json) "
-                                  "instead of --ckpt")
+    cmd->add_option("--hf", a.hf, "a Hugging Face model folder (config.json, safetensors, tokenizer.json): Qwen3, "
+                                  "or the dense text model of Qwen3-Next or Qwen3.5; instead of --ckpt")
         ->type_name("DIR")
         ->excludes(ckpt);
     cmd->add_option("--precision", a.precision, "auto (a --hf folder's dtype; float32 for --ckpt), f32 or bf16")

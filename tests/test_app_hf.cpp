@@ -29,6 +29,19 @@ double number_after(const std::string& text, const std::string& label) {
     return std::stod(text.substr(at + label.size()));
 }
 
+// `logits --hf DIR` on the ids of DIR's reference.safetensors: max |ours − reference| as a share
+// of the reference logits' largest.
+double logits_error(const TempDir& tmp, const std::string& dir) {
+    const std::string out = (tmp.path / "logits.safetensors").string();
+    const Outcome o = run_app(tmp, "logits --hf " + dir + " --ids " + dir + "/reference.safetensors --out " + out);
+    INFO(o.out << o.err);
+    REQUIRE(o.code == 0);
+    std::map<std::string, Tensor> ref, got;
+    for (const auto& [n, t] : load_tensors(dir + "/reference.safetensors")) ref[n] = t;
+    for (const auto& [n, t] : load_tensors(out)) got[n] = t;
+    return amax(abs(got["logits"].to(DType::f64) - ref["logits"])).item() / amax(abs(ref["logits"])).item();
+}
+
 }  // namespace
 
 TEST_CASE("app: a trained model goes out as a Hugging Face folder and every --hf command reads it") {
@@ -139,15 +152,7 @@ TEST_CASE("app: a trained model goes out as a Hugging Face folder and every --hf
 
 TEST_CASE("app: logits --hf gives the reference's logits on its fixtures, and export --hf refuses what Qwen3 lacks") {
     const TempDir tmp;
-    const std::string dir = "tests/reference/hf/elementwise", out = (tmp.path / "logits.safetensors").string();
-    const Outcome o = run_app(tmp, "logits --hf " + dir + " --ids " + dir + "/reference.safetensors --out " + out);
-    INFO(o.out << o.err);
-    REQUIRE(o.code == 0);
-    std::map<std::string, Tensor> ref, got;
-    for (const auto& [n, t] : load_tensors(dir + "/reference.safetensors")) ref[n] = t;
-    for (const auto& [n, t] : load_tensors(out)) got[n] = t;
-    const double scale = amax(abs(ref["logits"])).item();
-    CHECK(amax(abs(got["logits"].to(DType::f64) - ref["logits"])).item() < 1e-5 * scale);
+    CHECK(logits_error(tmp, "tests/reference/hf/elementwise") < 1e-5);
 
     const fs::path run = tmp.path / "learned";
     REQUIRE(run_app(tmp, "train --data tests/reference/hf/elementwise/config.json --layers 1 --d-model 16 --heads 2 "
@@ -350,4 +355,31 @@ TEST_CASE("app: --help says the defaults a model from elsewhere gets") {
     CHECK(eval.out.find("(default: half a window)") != std::string::npos);
     CHECK(eval.out.find("--bos") != std::string::npos);
     CHECK(sink.out.find("(default: the training length; 256 for a model trained elsewhere)") != std::string::npos);
+}
+
+TEST_CASE("app: a Qwen3.5-layout hybrid folder opens through --hf: logits, eval, sample and sink") {
+    // tests/reference/hf/qwen3_5: the multimodal wrapper of a random 4-layer hybrid (3 Gated
+    // DeltaNet layers, then gated full attention), its reference computed by hf_hybrid.py.
+    const TempDir tmp;
+    const std::string dir = "tests/reference/hf/qwen3_5";
+    CHECK(logits_error(tmp, dir) < 1e-5);
+
+    const std::string text = " --data " + write_text(tmp).string() + " --seq-len 32 --batch 2";
+    const Outcome eval = run_app(tmp, "eval --hf " + dir + text);
+    INFO(eval.out << eval.err);
+    REQUIRE(eval.code == 0);
+    CHECK(std::isfinite(number_after(eval.out, "mean next-token loss ")));
+    // Greedy decoding carries the linear layers' states and the full layer's keys and values.
+    const std::string prompt = " --prompt 'The gate' --tokens 12 --temperature 0";
+    const Outcome a = run_app(tmp, "sample --hf " + dir + prompt), b = run_app(tmp, "sample --hf " + dir + prompt);
+    INFO(a.out << a.err);
+    REQUIRE(a.code == 0);
+    CHECK(a.out.rfind("The gate", 0) == 0);
+    CHECK(a.out == b.out);
+    const Outcome sink = run_app(tmp, "sink --hf " + dir + text);
+    INFO(sink.out << sink.err);
+    REQUIRE(sink.code == 0);
+    CHECK(sink.out.find("\n    3 ") != std::string::npos);  // the one full-attention layer
+    CHECK(sink.out.find("sink layers 0 of 1") != std::string::npos);
+    CHECK(sink.out.find("linear layer  state norm") != std::string::npos);  // and the three linear ones
 }
