@@ -8,6 +8,8 @@ Run from the repository root with Debian's Python, which has PyTorch:
 
     /usr/bin/python3 tests/reference/hf_hybrid.py make     # writes tests/reference/hf/qwen3_5, qwen3_next
     /usr/bin/python3 tests/reference/hf_hybrid.py check    # meson's test hf_hybrid_reference
+    /usr/bin/python3 tests/reference/hf_hybrid.py forward DIR OUT.safetensors   # any such folder
+                                                           # in one model.safetensors (tools/hf-check)
 
 `make` writes two random checkpoints, each with reference.safetensors (input_ids I64 (B, T), logits
 F64 (B, T, V), hidden.L F64 (B, T, C) after block L, loss F64 (), the mean cross-entropy of
@@ -83,11 +85,12 @@ def text_config(cfg):
     text = cfg.get("text_config", cfg)
     prefix = "model.language_model." if "text_config" in cfg else "model."
     types = text.get("layer_types") or [
-        "full_attention" if (i + 1) % cfg["full_attention_interval"] == 0 else "linear_attention"
+        "full_attention" if (i + 1) % text.get("full_attention_interval", 4) == 0 else "linear_attention"
         for i in range(text["num_hidden_layers"])]
-    rope = text.get("rope_parameters") or dict(rope_theta=text["rope_theta"],
-                                               partial_rotary_factor=text["partial_rotary_factor"])
-    return dict(text, rope_theta=rope["rope_theta"], partial_rotary_factor=rope["partial_rotary_factor"]), prefix, types
+    rope = text.get("rope_parameters") or {}
+    theta = rope.get("rope_theta", text.get("rope_theta", 10000.0))
+    partial = rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))
+    return dict(text, rope_theta=theta, partial_rotary_factor=partial), prefix, types
 
 
 def random_weights(layout, seed):
@@ -177,10 +180,11 @@ def forward(cfg, w, ids):
     return out
 
 
-def reference(folder):
+def reference(folder, batch=2, seq=12, seed=0):
+    """forward() on random ids of the folder's vocabulary, the weights widened to float64."""
     cfg = json.loads((folder / "config.json").read_text())
     w = {name: t.double() for name, t in read_safetensors(folder / "model.safetensors")[0].items()}
-    ids = torch.randint(300, (2, 12), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(text_config(cfg)[0]["vocab_size"], (batch, seq), generator=torch.Generator().manual_seed(seed))
     return forward(cfg, w, ids)
 
 
@@ -210,8 +214,12 @@ def check():
 
 
 if __name__ == "__main__":
+    torch.set_grad_enabled(False)
+    if len(sys.argv) == 4 and sys.argv[1] == "forward":
+        write_safetensors(pathlib.Path(sys.argv[3]), reference(pathlib.Path(sys.argv[2]), seq=16, seed=7),
+                          {"written_by": "tests/reference/hf_hybrid.py"})
+        sys.exit(0)
     commands = {"make": make, "check": check}
     if len(sys.argv) != 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
-    torch.set_grad_enabled(False)
     commands[sys.argv[1]]()
