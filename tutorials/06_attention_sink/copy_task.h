@@ -46,11 +46,14 @@ double even_alpha(const CopySetup& s);
 struct QueryClass {
     double count = 0, loss = 0, hits = 0, oracle_loss = 0;
     // alpha_gated: α times the query's mean gate (α alone for the baseline) — the share of what
-    // reaches W_O that comes from BOS.
-    std::vector<double> alpha, alpha_gated, self, previous, gate;
+    // reaches W_O that comes from BOS. row_sum: Σ_j of the query's weights, 1 for softmax, less
+    // where a slot (softmax1, sink) took the rest, anything for sigmoid and softpick; and
+    // alpha_normalised, α over the row sum (Gu et al.'s reading of unnormalised weights; 0 for a
+    // row of sum 0): tutorial 14 compares the score functions with these.
+    std::vector<double> alpha, alpha_gated, self, previous, gate, row_sum, alpha_normalised;
 
     void resize(size_t n) {
-        for (auto* v : {&alpha, &alpha_gated, &self, &previous, &gate}) v->assign(n, 0);
+        for (auto* v : {&alpha, &alpha_gated, &self, &previous, &gate, &row_sum, &alpha_normalised}) v->assign(n, 0);
     }
     double mean_of(const std::vector<double>& v, size_t i) const { return v[i] / count; }
     double mean_all(const std::vector<double>& v) const {  // over queries, heads and layers
@@ -65,7 +68,8 @@ struct CopyReport {
     bool gated = false;
     QueryClass trigger, other;
     // The value drain: per (layer, head), the mean ‖v‖ of BOS's value vector and of the other
-    // positions' (v = W_V RMSNorm(x) of the head; a sink whose value is small adds little).
+    // positions' (v = W_V RMSNorm(x) of the head; a sink whose value is small adds little). NaN
+    // for multi-head latent attention, whose values come from the latent (nn/mla.h).
     std::vector<double> value_bos, value_other;
     double layer_mean(const QueryClass& c, const std::vector<double>& v, int64_t l) const {
         double s = 0;

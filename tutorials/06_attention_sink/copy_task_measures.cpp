@@ -1,6 +1,7 @@
 // copy_task_measures.cpp — tutorial 06, part (a): what is measured for each kind of query
 // (copy_task.h): where its attention goes, its loss against the best possible, G1's gate,
 // and the size of the value vectors at BOS and elsewhere.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,15 +12,34 @@ using namespace gg;
 using namespace gg::nn;
 using namespace tutorial;
 
+// Both parts (and tutorial 14) score a prediction the same way: its cross-entropy in nats, and
+// whether the most likely token is the right one. In double precision, from the logits of one row.
+TokenScores score_tokens(const Tensor& logits, const Tensor& targets) {
+    const int64_t V = logits.size(2), N = logits.size(0) * logits.size(1);
+    const std::vector<float> z = logits.to_vector<float>();
+    const std::vector<int64_t> y = targets.to_vector<int64_t>();
+    TokenScores s{std::vector<double>(N), std::vector<bool>(N)};
+    for (int64_t n = 0; n < N; ++n) {
+        const float* row = z.data() + n * V;
+        const int64_t best = std::max_element(row, row + V) - row;
+        double sum = 0;
+        for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - row[best]);
+        s.loss[n] = std::log(sum) + row[best] - row[y[n]];  // log Σ e^z − z_target
+        s.hit[n] = best == y[n];
+    }
+    return s;
+}
+
 namespace {
 
 // The value vectors of layer l, (B, T, H, dk) as floats: the layer's input is the embedding for
-// l = 0 and the previous block's output after that.
+// l = 0 and the previous block's output after that. Empty for a latent attention layer.
 std::vector<float> layer_values(const GatedTransformerLM& model, const Tensor& ids, const LMCapture& capture,
                                 int64_t l) {
     Tensor x = l == 0 ? model.tok_emb->forward(ids) : capture.hidden[l - 1];  // (B, T, d)
     if (l == 0 && model.pos_emb) x = x + model.pos_emb->forward(ids.size(1));
     const TransformerBlock& block = *model.blocks[l];
+    if (!block.attn) return {};
     return block.attn->w_v->forward(block.norm1->forward(x)).to_vector<float>();  // (B, T, H·dk)
 }
 
@@ -44,6 +64,10 @@ CopyReport measure_copy(const GatedTransformerLM& model, const BigramBackcopy& d
             probs[l] = c.probs.to_vector<float>();                               // (B, H, T, T)
             if (r.gated) gates[l] = per_query_gate(c.gate).to_vector<float>();  // (B, H, T)
             const std::vector<float> v = layer_values(model, batch.inputs, capture, l);  // (B, T, H, dk)
+            if (v.empty()) {
+                for (int64_t h = 0; h < H; ++h) r.value_bos[l * H + h] = r.value_other[l * H + h] = NAN;
+                continue;
+            }
             for (int64_t b = 0; b < B; ++b)
                 for (int64_t t = 0; t < T; ++t)
                     for (int64_t h = 0; h < H; ++h) {
@@ -69,11 +93,15 @@ CopyReport measure_copy(const GatedTransformerLM& model, const BigramBackcopy& d
                         const float* row = probs[l].data() + ((b * H + h) * T + t) * T;  // query t's keys
                         const size_t i = l * H + h;
                         const double g = r.gated ? gates[l][(b * H + h) * T + t] : 1.0;
+                        double sum = 0;
+                        for (int64_t j = 0; j <= t; ++j) sum += row[j];
                         q.alpha[i] += row[0];
                         q.alpha_gated[i] += row[0] * g;
                         q.self[i] += row[t];
                         q.previous[i] += row[t - 1];
                         q.gate[i] += g;
+                        q.row_sum[i] += sum;
+                        q.alpha_normalised[i] += sum > 0 ? row[0] / sum : 0.0;
                     }
             }
     }

@@ -44,24 +44,6 @@
 using namespace gg;
 using namespace tutorial;
 
-// Both parts score a prediction the same way: its cross-entropy in nats, and whether the
-// most likely token is the right one. In double precision, from the logits of one row.
-TokenScores score_tokens(const Tensor& logits, const Tensor& targets) {
-    const int64_t V = logits.size(2), N = logits.size(0) * logits.size(1);
-    const std::vector<float> z = logits.to_vector<float>();
-    const std::vector<int64_t> y = targets.to_vector<int64_t>();
-    TokenScores s{std::vector<double>(N), std::vector<bool>(N)};
-    for (int64_t n = 0; n < N; ++n) {
-        const float* row = z.data() + n * V;
-        const int64_t best = std::max_element(row, row + V) - row;
-        double sum = 0;
-        for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - row[best]);
-        s.loss[n] = std::log(sum) + row[best] - row[y[n]];  // log Σ e^z − z_target
-        s.hit[n] = best == y[n];
-    }
-    return s;
-}
-
 int main(int argc, char** argv) {
     ExperimentOptions options;
     bool demo = false;
