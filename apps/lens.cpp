@@ -42,25 +42,18 @@ void add_lens(CLI::App& app, LensArgs& a) {
 }
 
 // A token as text between quotes, escaped; its id where the model has no tokenizer.
-std::string token_text(const OpenedModel& m, int64_t id) {
-    if (!m.tokenizer || id >= m.tokenizer->vocab_size()) return "#" + std::to_string(id);
-    return "'" + printable(m.tokenizer->decode({id}), 24) + "'";
+std::string quoted(const OpenedModel& m, int64_t id) {
+    const bool known = m.tokenizer && id < m.tokenizer->vocab_size();
+    return known ? "'" + token_text(m, id) + "'" : token_text(m, id);
 }
 
 int run_lens(const LensArgs& a) {
     const OpenedModel m = a.model.open();
-    if (!m.tokenizer) throw UsageError(a.model.path() + " has no tokenizer to read --prompt with");
-    std::vector<int64_t> ids;
-    if (const std::optional<int64_t> bos = bos_token(m, a.bos)) ids.push_back(*bos);
-    for (const int64_t id : m.tokenizer->encode(a.prompt)) ids.push_back(id);
-    if (ids.empty()) throw UsageError("--prompt is empty and there is no BOS to read instead");
+    const std::vector<int64_t> ids = prompt_ids(m, a.prompt, a.bos, Workload::inference);
     const LMConfig& c = m.model->config();
     if (a.top_k > c.vocab_size)
         throw UsageError("--top-k " + std::to_string(a.top_k) + " is more than the " + std::to_string(c.vocab_size) +
                          " tokens of this model");
-    if (c.positions == PositionEncoding::learned && int64_t(ids.size()) > c.max_len)
-        throw UsageError("--prompt is " + std::to_string(ids.size()) + " tokens, more than the " +
-                         std::to_string(c.max_len) + " learned positions of this model");
     std::optional<int64_t> target;
     if (!a.target.empty()) {
         const std::vector<int64_t> token = m.tokenizer->encode(a.target);
@@ -69,16 +62,11 @@ int run_lens(const LensArgs& a) {
                              " tokens for this model's tokenizer, not one");
         target = token[0];
     }
-    try {
-        check_memory(c, Workload::inference, 1, int64_t(ids.size()));
-    } catch (const std::invalid_argument& e) {
-        throw UsageError(std::string("--prompt: ") + e.what());
-    }
     const Autocast precision(m.precision);
     const std::vector<LensLayer> lens = logit_lens(*m.model, ids, a.top_k, target);
     std::printf("%s: %zu tokens, the lens at the last one, %s\n", a.model.path().c_str(), ids.size(),
-                token_text(m, ids.back()).c_str());
-    std::printf("layer  %s%s\n", target ? ("target " + token_text(m, *target) + " rank, p;  ").c_str() : "",
+                quoted(m, ids.back()).c_str());
+    std::printf("layer  %s%s\n", target ? ("target " + quoted(m, *target) + " rank, p;  ").c_str() : "",
                 ("top " + std::to_string(a.top_k) + " (p)").c_str());
     for (const LensLayer& row : lens) {
         std::string line;
@@ -89,7 +77,7 @@ int run_lens(const LensArgs& a) {
         }
         for (size_t i = 0; i < row.top_ids.size(); ++i) {
             std::snprintf(cell, sizeof cell, " (%.3f)", row.top_probs[i]);
-            line += (i ? "  " : "") + token_text(m, row.top_ids[i]) + cell;
+            line += (i ? "  " : "") + quoted(m, row.top_ids[i]) + cell;
         }
         std::printf("%5lld  %s\n", (long long)row.layer, line.c_str());
     }

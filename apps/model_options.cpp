@@ -7,6 +7,7 @@
 
 #include "autograd/ops.h"
 #include "cli.h"
+#include "nn/untrusted.h"
 
 using namespace gg;
 using namespace gg::nn;
@@ -91,6 +92,34 @@ std::optional<int64_t> bos_token(const OpenedModel& m, const std::string& policy
     if (policy == "always" && !bos)
         throw UsageError("--bos always: this model's tokenizer puts no BOS before a text, so there is none to put");
     return bos;
+}
+
+std::vector<int64_t> prompt_ids(const OpenedModel& m, const std::string& prompt, const std::string& bos,
+                                Workload workload, int64_t min_tokens) {
+    if (!m.tokenizer) throw UsageError(m.provenance.path + " has no tokenizer to read --prompt with");
+    std::vector<int64_t> ids;
+    if (const std::optional<int64_t> first = bos_token(m, bos)) ids.push_back(*first);
+    for (const int64_t id : m.tokenizer->encode(prompt)) ids.push_back(id);
+    if (ids.empty()) throw UsageError("--prompt is empty and there is no BOS to read instead");
+    const int64_t T = int64_t(ids.size());
+    if (T < min_tokens)
+        throw UsageError("--prompt is " + std::to_string(T) + " token" + (T == 1 ? "" : "s") + " with --bos " + bos +
+                         ", fewer than the " + std::to_string(min_tokens) + " this command reads");
+    const LMConfig& c = m.model->config();
+    if (c.positions == PositionEncoding::learned && T > c.max_len)
+        throw UsageError("--prompt is " + std::to_string(T) + " tokens, more than the " + std::to_string(c.max_len) +
+                         " learned positions of this model");
+    try {
+        check_memory(c, workload, 1, T);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--prompt: ") + e.what());
+    }
+    return ids;
+}
+
+std::string token_text(const OpenedModel& m, int64_t id) {
+    if (!m.tokenizer || id >= m.tokenizer->vocab_size()) return "#" + std::to_string(id);
+    return printable(m.tokenizer->decode({id}), 24);
 }
 
 ModelOnText open_for_data(DataArgs& a, Workload workload, int64_t per_forward) {

@@ -73,6 +73,17 @@ std::vector<int64_t> text_ids(const gg::nn::OpenedModel& m, const std::vector<st
 // error where there is none; never, none.
 std::optional<int64_t> bos_token(const gg::nn::OpenedModel& m, const std::string& policy);
 
+// A prompt in the model's own tokens, --bos's token first (bos_token), for a command that reads
+// it in one forward pass for `workload` (lens, report --prompt): a usage error naming the counts
+// where the model has no tokenizer, the prompt has fewer than `min_tokens`, or is longer than its
+// learned positions or the memory allows.
+std::vector<int64_t> prompt_ids(const gg::nn::OpenedModel& m, const std::string& prompt, const std::string& bos,
+                                gg::nn::Workload workload, int64_t min_tokens = 1);
+
+// A token as text (printable: control bytes escaped), or "#id" where the model's tokenizer has
+// no such id.
+std::string token_text(const gg::nn::OpenedModel& m, int64_t id);
+
 // Opens the model and fills in --seq-len and --batch: the training ones, or for a model without
 // a training context 256 tokens and the command's default batch. Checks that the model can run at that
 // length and that `per_forward` batches in one forward pass fit in memory for `workload`, on

@@ -1,6 +1,7 @@
 // gatedgrad report — one HTML page (nn/analysis/report.h) on a run or on two side by side: loss
 // and learning-rate curves, stability probes, the sink table and every attention map; with
-// --watch, a page that follows a run while it trains.
+// --watch, a page that follows a run while it trains. With --prompt, the page of a model (--hf
+// or --ckpt) reading one text: its attention maps over the prompt's tokens and their sink report.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -35,7 +36,8 @@ namespace {
 struct ReportArgs {
     CLI::App* cmd = nullptr;
     std::vector<std::string> runs;
-    std::string out, device = "cpu";
+    ModelArgs model;  // with --prompt
+    std::string out, prompt, bos = "auto";
     int64_t batches = 4, map_tokens = 128, watch = 0;
     double threshold = 0.3;
 };
@@ -44,9 +46,14 @@ void add_report(CLI::App& app, ReportArgs& a) {
     a.cmd = app.add_subcommand("report", "one HTML page to look at a run, or at two side by side: loss and learning-rate "
                                          "curves, stability probes, the sink table and every attention map");
     a.cmd->add_option("RUN_DIR", a.runs, "one or two folders written by train (log.jsonl in each; model.safetensors "
-                                         "once the run has saved one)")
-        ->required();
+                                         "once the run has saved one)");
     a.cmd->add_option("--out", a.out, "the page to write (default: report.html in the first RUN_DIR)")->type_name("FILE.html");
+    a.cmd->add_option("--prompt", a.prompt, "instead of RUN_DIR: the page of the model of --hf or --ckpt reading this "
+                                            "text, its tokens shown as text on the maps");
+    a.cmd->add_option("--bos", a.bos, "with --prompt, before it: auto (what the tokenizer's post-processor puts), "
+                                      "always, never")
+        ->check(CLI::IsMember({"auto", "always", "never"}))
+        ->capture_default_str();
     a.cmd->add_option("--batches", a.batches, "validation batches the sink table averages over, as sink --batches")
         ->check(count(1, TrainConfigLimits::eval_batches))
         ->capture_default_str();
@@ -55,7 +62,7 @@ void add_report(CLI::App& app, ReportArgs& a) {
         ->capture_default_str();
     a.cmd->add_option("--map-tokens", a.map_tokens,
                       "the attention maps show the first N tokens of the first validation sequence (at most the "
-                      "training length; the page holds N x N numbers per head)")
+                      "training length; the page holds N x N numbers per head); a --prompt may be N tokens at most")
         ->check(count(2, 512))
         ->capture_default_str();
     a.cmd->add_option("--watch", a.watch,
@@ -63,7 +70,7 @@ void add_report(CLI::App& app, ReportArgs& a) {
                       "every run has finished (its last step logged and saved) or Ctrl-C")
         ->check(count(1, 86400))
         ->type_name("SECONDS");
-    add_device_option(a.cmd, a.device);
+    add_model_options(a.cmd, a.model);
     a.cmd->footer(
         "The page (nn/analysis/report.h) needs no server and no network: open it in any browser. It shows each run's\n"
         "loss and learning rate from DIR/log.jsonl, the stability probes when the run took them (train --probe-every),\n"
@@ -73,7 +80,12 @@ void add_report(CLI::App& app, ReportArgs& a) {
         "runs table marks the settings in which they differ. A run still training, with no checkpoint yet, shows its\n"
         "curves; its sink table and maps come with its first checkpoint.\n"
         "  gatedgrad report runs/baseline runs/g1 --out compare.html\n"
-        "  gatedgrad report runs/g1 --watch 30     # while it trains: open runs/g1/report.html, it follows the run");
+        "  gatedgrad report runs/g1 --watch 30     # while it trains: open runs/g1/report.html, it follows the run\n"
+        "With --prompt, the page is a model's reading of one text (--hf DIR or --ckpt FILE): each layer's and head's\n"
+        "attention over the prompt's tokens, which the pointer on a map names, the gate at each query, and the\n"
+        "sink report of that one sequence (first-token share; the slot's share or the row sum where the score\n"
+        "function has one).\n"
+        "  gatedgrad report --hf models/gated/1B_gate_elementwise --prompt \"The gate closes.\" --out gate.html");
 }
 
 // A run's settings as its config.json holds them, one "name value" pair per field, for the runs
@@ -149,7 +161,7 @@ RunReport measure_run(const RunFiles& f, const ReportArgs& a, const RunReport* l
         return run;
     }
     DataArgs data;
-    data.model.ckpt = f.ckpt.string(), data.model.device = a.device;
+    data.model.ckpt = f.ckpt.string(), data.model.device = a.model.device, data.model.precision = a.model.precision;
     const ModelOnText m = open_for_data(data, Workload::analysis, a.batches);  // every batch in one forward
     if (!m.train) throw std::runtime_error(f.ckpt.string() + ": no training config in it (not a checkpoint of train)");
     run.gate = gate_position_name(m.model().config().attn.gate);
@@ -178,7 +190,63 @@ bool finished(const RunFiles& f, const RunReport& run) {
     return run.log.step.back() >= double(TrainConfig::from_json(read_file(f.config.string(), kMaxConfigFileBytes)).steps);
 }
 
+// A model without a training context in one line: its shape, its gate and its weights' dtype.
+std::string model_line(const GatedTransformerLM& model) {
+    const LMConfig& c = model.config();
+    return std::to_string(c.n_layers) + " layers, " + std::to_string(c.attn.n_heads) + " query heads of " +
+           std::to_string(c.attn.head_dim()) + ", " + std::to_string(c.attn.kv_heads()) + " KV heads, d_model " +
+           std::to_string(c.d_model) + ", vocab " + std::to_string(c.vocab_size) + ", " +
+           std::to_string(model.num_parameters()) + " parameters in " + dtype_name(model.parameters().front().dtype());
+}
+
+// The page of one model reading --prompt: the maps over its tokens, named by the tokenizer, and
+// the sink report of that one sequence.
+RunReport measure_prompt(const ReportArgs& a) {
+    const OpenedModel m = a.model.open();
+    const std::vector<int64_t> ids = prompt_ids(m, a.prompt, a.bos, Workload::analysis, 2);  // a query past the first
+    const int64_t T = int64_t(ids.size());
+    if (T > a.map_tokens)
+        throw UsageError("--prompt is " + std::to_string(T) + " tokens, more than --map-tokens " +
+                         std::to_string(a.map_tokens) + " (the page holds T x T numbers per head)");
+    const GatedTransformerLM& model = *m.model;
+    RunReport run;
+    run.name = fs::path(a.model.path()).lexically_normal().filename().string();
+    if (run.name.empty()) run.name = fs::path(a.model.path()).lexically_normal().parent_path().filename().string();
+    run.gate = gate_position_name(model.config().attn.gate);
+    const std::optional<TrainConfig> train = training_context(m);
+    run.description = train ? joined_lines(describe(*train, model.num_parameters())) : model_line(model);
+    const bool has_bos = bos_token(m, a.bos).has_value();
+    run.sink_data = "the prompt, " + std::to_string(T) + " tokens (" +
+                    (has_bos ? "BOS first" : "no BOS: its own first token") + ", --bos " + a.bos + ")";
+    const Autocast precision(m.precision);
+    const Tensor x = from_vector(ids, {1, T}).to(device_of(model));  // (1, T)
+    run.sink = analyze(model, x, a.threshold);
+    run.maps = capture_attention_maps(model, x);
+    for (int64_t t = 0; t < T; ++t)
+        run.maps.token_texts.push_back(t == 0 && has_bos ? "BOS" : token_text(m, ids[size_t(t)]));
+    return run;
+}
+
+// report --prompt: refuses what only a run folder has (--watch, --batches), then writes the page.
+int run_prompt_report(const ReportArgs& a) {
+    if (!a.runs.empty()) throw UsageError("--prompt reads the model of --hf or --ckpt, not a RUN_DIR: give one or the other");
+    if (a.out.empty()) throw UsageError("--prompt needs --out FILE.html: the page has no run folder to go in");
+    if (a.watch > 0) throw UsageError("--watch follows a run folder as it trains: not with --prompt");
+    if (a.cmd->count("--batches") > 0) throw UsageError("--batches averages over validation batches: not with --prompt");
+    const RunReport run = measure_prompt(a);
+    write_file_atomically(a.out, report_html({run}));
+    size_t maps = 0;
+    for (const Tensor& layer : run.maps.probs) maps += size_t(layer.size(0));
+    std::printf("wrote %s (%s on %s: %zu attention maps)\n", a.out.c_str(), run.name.c_str(), run.sink_data.c_str(), maps);
+    return 0;
+}
+
 int run_report(const ReportArgs& a) {
+    if (a.cmd->count("--prompt") > 0) return run_prompt_report(a);
+    if (a.cmd->count("--bos") > 0) throw UsageError("--bos puts a token before --prompt: give --prompt");
+    if (!a.model.path().empty())
+        throw UsageError("--hf and --ckpt name the model that reads --prompt; a run folder's page needs neither");
+    if (a.runs.empty()) throw UsageError("give one or two RUN_DIR, or --prompt TEXT with --hf DIR or --ckpt FILE");
     if (a.runs.size() > 2)
         throw UsageError("report takes one or two run folders, got " + std::to_string(a.runs.size()));
     const std::string out = !a.out.empty() ? a.out : (fs::path(a.runs.front()) / "report.html").string();

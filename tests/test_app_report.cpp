@@ -2,7 +2,8 @@
 // training (a log, no checkpoint yet), a live page (--watch) that stops reloading when the
 // runs end, the gradient norm and throughput of every log line, the settings two runs do not
 // share, a sink sentence that follows the numbers, and a log of 200,000 steps drawn from a
-// few thousand points per curve. tests/test_report.cpp loads the page in a browser.
+// few thousand points per curve; the page of a model on a prompt (report --prompt), and what it
+// refuses. tests/test_report.cpp loads the pages in a browser.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -203,4 +204,51 @@ TEST_CASE("gatedgrad report: a run still training shows its curves; --watch foll
     fs::create_directories(empty);
     check_error(run_app(tmp, "report " + empty.string()), 1, "empty: not a run folder: no log.jsonl in it");
     check_error(run_app(tmp, "report " + live.string() + " --watch 0"), 2, "--watch");
+}
+
+TEST_CASE("report_html: models read on a prompt have no training section, their tokens as text in the page's data") {
+    RunReport a = measured_run("qwen", 0);
+    a.log = {};
+    a.sink_data = "the prompt, 8 tokens";
+    a.maps.token_texts = {"BOS", "H", "e", "l", "l", "o", "</script>", "!"};
+    const std::string html = report_html({a});
+    CHECK(html.find("<h2>Models</h2>") != std::string::npos);
+    CHECK(html.find("<h2>Training</h2>") == std::string::npos);
+    CHECK(html.find("This model has no sink layer here") != std::string::npos);
+    CHECK(html.find("The prompt, token by token,") != std::string::npos);
+    // A token cannot close the page's <script> early: its '<' is written \u003c in the data.
+    CHECK(html.find("\"token_texts\":[\"BOS\",\"H\"") != std::string::npos);
+    CHECK(count(html, "</script>") == 2);
+    // A run with a log and a model without one do not share a page.
+    RunReport run = measured_run("base", 0);
+    CHECK_THROWS_WITH_AS(report_html({run, a}), "report_html: run 'qwen' has no log and 'base' has one",
+                         std::invalid_argument);
+}
+
+TEST_CASE("gatedgrad report --prompt: the page of a Hugging Face model on a text, and what it refuses") {
+    TempDir tmp;
+    const std::string hf = " --hf tests/reference/hf/headwise", page = (tmp.path / "p.html").string();
+    const Outcome o = run_app(tmp, "report" + hf + " --prompt 'the gate' --out " + page);
+    INFO("stderr: " << o.err);
+    REQUIRE(o.code == 0);
+    CHECK(o.out.find("wrote " + page + " (headwise on the prompt, ") != std::string::npos);
+    CHECK(o.out.find("no BOS: its own first token, --bos auto): 8 attention maps)") != std::string::npos);
+    const std::string html = read_file(page);
+    CHECK(html.find("\"token_texts\":[\"the\"") != std::string::npos);
+    CHECK(html.find("2 layers, 4 query heads of 16, 2 KV heads, d_model 32, vocab 300") != std::string::npos);
+
+    check_error(run_app(tmp, "report --prompt 'the gate' --out " + page), 2, "give --ckpt FILE");
+    check_error(run_app(tmp, "report" + hf + " --prompt 'the gate'"), 2, "--prompt needs --out");
+    check_error(run_app(tmp, "report " + tmp.path.string() + hf + " --prompt x --out " + page), 2,
+                "not a RUN_DIR: give one or the other");
+    check_error(run_app(tmp, "report" + hf + " --prompt x --watch 5 --out " + page), 2, "--watch");
+    check_error(run_app(tmp, "report" + hf + " --prompt x --batches 2 --out " + page), 2, "--batches");
+    check_error(run_app(tmp, "report" + hf + " --prompt the --out " + page), 2,
+                "--prompt is 1 token with --bos auto, fewer than the 2 this command reads");
+    check_error(run_app(tmp, "report" + hf + " --prompt 'the gate is open' --map-tokens 2 --out " + page), 2,
+                "more than --map-tokens 2");
+    check_error(run_app(tmp, "report" + hf + " --prompt x --bos always --out " + page), 2, "--bos always");
+    check_error(run_app(tmp, "report" + hf), 2, "a run folder's page needs neither");
+    check_error(run_app(tmp, "report"), 2, "give one or two RUN_DIR, or --prompt TEXT");
+    check_error(run_app(tmp, "report " + tmp.path.string() + " --bos never"), 2, "--bos puts a token before --prompt");
 }

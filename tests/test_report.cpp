@@ -5,7 +5,9 @@
 // kept in the build folder: <build>/tests/report/report.png, beside the page itself.
 // Control: the same page with its data broken must show the error, so a page that never ran
 // its script cannot pass for one that did. A page of one sink-logit model, whose attention sits
-// in the slot, must show the slot in its sink table, chart and maps.
+// in the slot, must show the slot in its sink table, chart and maps. The page of a model reading
+// a prompt (report --prompt), on the tests' Hugging Face folders and on a checkpoint, must show
+// the prompt's tokens as text, escaped, one box each, and each gated model's gate column.
 // Without chromium on PATH the suite exits 77, which meson counts as skipped, not passed
 // (tools/setup installs it).
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -188,6 +190,75 @@ TEST_CASE("report: a run whose attention sits in a sink logit's slot shows the s
     CHECK(dom.find("layer 0, head 0: first-token share 0.040, slot 0.805 (over the sink's sequences)") !=
           std::string::npos);
     CHECK(count(dom, ", α 0.04, slot 0.81<") == 2);  // each head's thumbnail
+}
+
+// The text of every token box (<span class="tok" ...>text</span>) of a dumped page, one after another.
+std::string token_boxes(const std::string& dom, size_t* boxes) {
+    std::string text;
+    *boxes = 0;
+    for (size_t at = 0; (at = dom.find("<span class=\"tok\"", at)) != std::string::npos; ++*boxes) {
+        at = dom.find('>', at) + 1;
+        const size_t end = dom.find("</span>", at);
+        text += dom.substr(at, end - at);
+        at = end;
+    }
+    return text;
+}
+
+TEST_CASE("report --prompt: a model's attention over a prompt, its tokens as text, on HF folders and a checkpoint") {
+    REQUIRE_MESSAGE(fs::exists(app_path()), "build the app first: " << app_path());
+    TempDir tmp;
+    // '<', '>' and '&' must reach the reader as text: the page escapes them, the script never parses them as HTML.
+    const std::string prompt = "the gate <b>closes</b> & opens";
+    const std::string escaped = "the gate &lt;b&gt;closes&lt;/b&gt; &amp; opens";
+    for (const std::string folder : {"baseline", "headwise", "elementwise"}) {
+        CAPTURE(folder);
+        const fs::path page = tmp.path / (folder + ".html");
+        const Outcome o = run_app(tmp, "report --hf tests/reference/hf/" + folder + " --prompt '" + prompt + "' --out " +
+                                           page.string());
+        INFO("stderr: " << o.err);
+        REQUIRE(o.code == 0);
+        const std::string html = read_file(page);
+        CHECK(html.find("<b>") == std::string::npos);
+        CHECK(html.find("https://") == std::string::npos);
+        const std::string dom = rendered_dom(tmp, page, folder);
+        INFO("status: " << dom.substr(std::min(dom.size(), dom.find("id=\"status\"")), 120));
+        CHECK(dom.find("id=\"status\" hidden=\"\">ok: 8 maps<") != std::string::npos);  // 2 layers of 4 heads
+        size_t T = 0;
+        CHECK(token_boxes(dom, &T) == escaped);  // Qwen3 puts no BOS: the boxes are the prompt, token by token
+        CHECK(T > 10);
+        const std::string square = "width=\"" + std::to_string(T) + "\" height=\"" + std::to_string(T) + "\"";
+        CHECK(count(dom, "<canvas class=\"map\" " + square) == 1);
+        CHECK(count(dom, "<canvas class=\"gate\" width=\"1\" height=\"" + std::to_string(T) + "\"") ==
+              (folder == "baseline" ? 0 : 1));
+        CHECK(count(dom, "mean first-token share ") == 1);
+        CHECK(dom.find("layer 0, head 0: first-token share ") != std::string::npos);
+        CHECK(dom.find(" (over the prompt)</div>") != std::string::npos);
+    }
+
+    // A checkpoint of ours, with a sink logit: BOS first, and the slot's share in its table and maps.
+    const fs::path corpus = tmp.path / "corpus.txt", run = tmp.path / "sink";
+    {
+        std::ofstream out(corpus);
+        for (int i = 0; i < 40; ++i) out << "Fortune number " << i << ": the quick brown fox jumps over the lazy dog.\n";
+    }
+    REQUIRE(run_app(tmp, "train --attn g1 --score-fn sink --data " + corpus.string() +
+                             " --layers 1 --d-model 16 --heads 2 --batch 2 --seq-len 16 --steps 2 --quiet --out " +
+                             run.string()).code == 0);
+    const fs::path page = tmp.path / "ckpt.html";
+    const Outcome o = run_app(tmp, "report --ckpt " + (run / "model.safetensors").string() + " --prompt 'a <fox>' --out " +
+                                       page.string());
+    INFO("stderr: " << o.err);
+    REQUIRE(o.code == 0);
+    const std::string dom = rendered_dom(tmp, page, "ckpt");
+    CHECK(dom.find("id=\"status\" hidden=\"\">ok: 2 maps<") != std::string::npos);
+    size_t T = 0;
+    CHECK(token_boxes(dom, &T) == "BOSa &lt;fox&gt;");  // one box a byte, after BOS
+    CHECK(T == 8);
+    CHECK(dom.find("<th>slot</th>") != std::string::npos);
+    CHECK(dom.find("layer 0, head 0: first-token share ") != std::string::npos);
+    CHECK(dom.find(", slot ") != std::string::npos);
+    CHECK(count(dom, "<canvas class=\"gate\" width=\"1\" height=\"8\"") == 1);
 }
 
 int main(int argc, char** argv) {

@@ -1,5 +1,5 @@
-// report.cpp — the page of report.h: the HTML around plot.h's charts, the numbers as JSON, and
-// the script that draws the attention maps from them.
+// report.cpp — the page of report.h: the HTML around plot.h's charts and the numbers as JSON, which
+// the script of report_script.cpp draws the attention maps from.
 #include "nn/analysis/report.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "autograd/engine.h"
 #include "nn/analysis/plot.h"
+#include "nn/analysis/report_script.h"
 
 namespace gg::nn {
 
@@ -65,6 +66,8 @@ nlohmann::json page_data(const std::vector<RunReport>& runs) {
         out["runs"].push_back({{"name", run.name},
                                {"gate", run.gate},
                                {"tokens", run.maps.tokens},
+                               {"token_texts", run.maps.token_texts.empty() ? nlohmann::json(nullptr)
+                                                                           : nlohmann::json(run.maps.token_texts)},
                                {"layers", layers},
                                {"sink", nlohmann::json::parse(run.sink.to_json())},
                                {"sink_data", run.sink_data}});
@@ -253,10 +256,21 @@ std::string runs_table(const std::vector<RunReport>& runs) {
     return html + "</table>\n";
 }
 
+// One row per model read on a prompt: what it is and what it read.
+std::string models_table(const std::vector<RunReport>& runs) {
+    std::string html = "<table>\n<tr><th class=\"left\">model</th><th class=\"left\">attention</th>"
+                       "<th class=\"left\">architecture</th><th class=\"left\">read</th></tr>\n";
+    for (const RunReport& run : runs)
+        html += "<tr><td class=\"left\">" + escape_xml(run.name) + "</td><td class=\"left\">" + escape_xml(run.gate) +
+                "</td><td class=\"left\">" + escape_xml(run.description) + "</td><td class=\"left\">" +
+                escape_xml(run.sink_data) + "</td></tr>\n";
+    return html + "</table>\n";
+}
+
 // What the measured sink tables say, in words: which runs have sink layers and how many. Only
 // what these numbers show; the paper's claim (a baseline has a sink, G1 none) is for the reader
 // to check against it.
-std::string sink_verdict(const std::vector<const RunReport*>& runs) {
+std::string sink_verdict(const std::vector<const RunReport*>& runs, const std::string& noun) {
     const auto count = [](const RunReport& run) {
         return std::to_string(run.sink.sink_layers) + " of " + std::to_string(run.sink.layers.size()) + " layers";
     };
@@ -271,233 +285,28 @@ std::string sink_verdict(const std::vector<const RunReport*>& runs) {
     char t[32];
     std::snprintf(t, sizeof t, "%g", threshold);
     if (with.empty())
-        return std::string(runs.size() == 1 ? "This run has no" : "Neither run has a") +
+        return (runs.size() == 1 ? "This " + noun + " has no" : "Neither " + noun + " has a") +
                " sink layer here: every layer's " + above + " is at or below the threshold " + t + ".";
-    if (runs.size() == 1) return "This run has a sink in " + count(*with.front()) + " (" + above + " above " + t + ").";
+    if (runs.size() == 1) return "This " + noun + " has a sink in " + count(*with.front()) + " (" + above + " above " + t + ").";
     if (without.empty())
-        return "Both runs have sink layers: " + runs[0]->name + " in " + count(*runs[0]) + ", " + runs[1]->name + " in " +
+        return "Both " + noun + "s have sink layers: " + runs[0]->name + " in " + count(*runs[0]) + ", " + runs[1]->name + " in " +
                count(*runs[1]) + " (" + above + " above " + t + ").";
     return with.front()->name + " has a sink in " + count(*with.front()) + " and " + without.front()->name +
            " in none: its bars stand above the threshold " + t + " where " + without.front()->name + "'s do not.";
 }
 
-const char* kStyle = R"css(
-body { font: 14px/1.45 system-ui, sans-serif; color: #222; margin: 24px auto; max-width: 1320px; padding: 0 16px; }
-h1 { font-size: 22px; margin-bottom: 4px; }
-h2 { font-size: 18px; margin-top: 36px; border-bottom: 1px solid #ddd; }
-h3 { font-size: 15px; margin: 8px 0; }
-p { max-width: 900px; }
-table { border-collapse: collapse; margin: 8px 0; }
-th, td { padding: 2px 10px; text-align: right; border-bottom: 1px solid #eee; }
-th { font-weight: 600; }
-.left { text-align: left; }
-tr.sink td { background: #fde0dd; }
-figure { margin: 0; }
-.row { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
-.run { flex: 0 1 600px; }
-.run table { font-size: 13px; }
-.run th, .run td { padding: 2px 6px; }
-.run th { white-space: normal; vertical-align: bottom; }
-#status.error { font-family: monospace; color: #b00; font-weight: 600; }
-mark { background: #fff1a8; padding: 0 2px; }
-.diff mark { margin-right: 4px; }
-.note { color: #555; }
-.map, .gate, .thumb { image-rendering: pixelated; border: 1px solid #999; }
-.map { width: 384px; height: 384px; cursor: crosshair; }
-.gate { width: 18px; height: 384px; margin-left: 6px; }
-.pair { display: flex; align-items: flex-start; }
-.axis { color: #555; font-size: 12px; }
-.readout { font-family: monospace; min-height: 3em; }
-.thumb { width: 72px; height: 72px; cursor: pointer; border-width: 2px; border-color: #ccc; }
-.thumb.chosen { border-color: #d62728; }
-.thumbs td { text-align: center; font-size: 12px; padding: 2px 4px; }
-.text { font-family: monospace; background: #f6f6f6; padding: 4px 8px; white-space: pre-wrap; word-break: break-all; }
-)css";
-
-// Draws the maps, thumbnails and sink tables from #data; reports in #status.
-const char* kScript = R"js(
-"use strict";
-const status = document.getElementById("status");
-window.onerror = (message, source, line) => {
-  status.textContent = "error: " + message + " (line " + line + ")";
-  status.className = "error";
-  status.hidden = false;
-};
-const data = JSON.parse(document.getElementById("data").textContent);
-
-// A probability in [0, 1] as the PNG heat maps of plot.cpp colour it: white, light blue, dark blue.
-function heat(p) {
-  const stops = [[255, 255, 255], [107, 174, 214], [8, 48, 107]];
-  const u = 2 * Math.min(Math.max(p, 0), 1), seg = u < 1 ? 0 : 1;
-  return stops[0].map((_, k) => Math.round(stops[seg][k] + (u - seg) * (stops[seg + 1][k] - stops[seg][k])));
-}
-// A gate value in [0, 1]: white (closed) to orange (open).
-function gateColor(g) {
-  const v = Math.min(Math.max(g, 0), 1);
-  return [255 - v * 25, 255 - v * 170, 255 - v * 242].map(Math.round);
-}
-
-// One pixel per value, rows × cols, row by row; CSS scales the canvas up with crisp cells.
-function paint(canvas, values, rows, cols, color) {
-  canvas.width = cols;
-  canvas.height = rows;
-  const context = canvas.getContext("2d");
-  const image = context.createImageData(cols, rows);
-  values.forEach((v, i) => {
-    const [r, g, b] = color(v);
-    image.data.set([r, g, b, 255], 4 * i);
-  });
-  context.putImageData(image, 0, 0);
-}
-
-function token(id) {
-  if (id === 256) return "BOS";
-  if (id >= 33 && id < 127) return "'" + String.fromCharCode(id) + "'";
-  return id === 32 ? "' '" : "\\x" + id.toString(16).padStart(2, "0");
-}
-
-function element(tag, attributes, ...children) {
-  const e = document.createElement(tag);
-  Object.entries(attributes || {}).forEach(([k, v]) => e.setAttribute(k, v));
-  children.forEach((c) => e.append(c));
-  return e;
-}
-
-// analysis.h writes −1 for what a layer does not have (a gate), and JSON writes NaN as null.
-const fixed = (v, digits) => (v === null || v < 0 ? "–" : v.toFixed(digits));
-
-// What a run's score function adds to the first-token share (analysis.h): softmax1 and sink the
-// slot's share, sigmoid and softpick the row sum.
-const hasSlot = (s) => s.score_fn === "softmax1" || s.score_fn === "sink";
-const hasRowSum = (s) => s.score_fn === "sigmoid" || s.score_fn === "softpick";
-const percent = (v) => (100 * v).toFixed(1) + "%";
-
-// The sink report of each run, as `gatedgrad sink` prints it.
-function sinkTables() {
-  const box = document.getElementById("sink-tables");
-  for (const run of data.runs) {
-    const s = run.sink, slot = hasSlot(s), rows = hasRowSum(s);
-    const head = ["layer", "first-token share", ...(slot ? ["slot"] : []), ...(rows ? ["row sum"] : []), "sink",
-                  "entropy", "gated entropy", "gate mean", "gate<0.1", "max|h|", "max|h@0|"];
-    const table = element("table", {}, element("tr", {}, ...head.map((h) => element("th", {}, h))));
-    s.layers.forEach((l) => {
-      const cells = [String(l.layer), fixed(l.mean_first_token_share, 3), ...(slot ? [fixed(l.mean_slot_share, 3)] : []),
-                     ...(rows ? [fixed(l.mean_row_sum, 3)] : []), l.sink ? "yes" : "no", fixed(l.entropy, 3),
-                     fixed(l.gated_entropy, 3), fixed(l.gate_mean, 3), fixed(l.gate_below_0_1, 3),
-                     fixed(l.max_abs_hidden, 1), fixed(l.max_abs_hidden_first, 1)];
-      table.append(element("tr", l.sink ? {class: "sink"} : {}, ...cells.map((c) => element("td", {}, c))));
-    });
-    const above = rows ? "normalised alpha" : slot ? "alpha or slot" : "alpha";
-    const summary = "mean first-token share " + fixed(s.mean_first_token_share, 3) +
-                    (slot ? ", slot share " + fixed(s.mean_slot_share, 3) : "") +
-                    (rows ? ", row sum " + fixed(s.mean_row_sum, 3) : "") + "; sink layers " + s.sink_layers + " of " +
-                    s.layers.length + "; sink heads (" + above + " > " + s.threshold + ") " + s.sink_heads + " of " +
-                    s.heads + (s.score_fn === "softmax" ? "" : "; sink rate (Gu et al. 2024): first token " +
-                    percent(s.first_token_sink_rate) + (slot ? ", slot " + percent(s.slot_sink_rate) : ""));
-    box.append(element("div", {class: "run"}, element("h3", {}, run.name + " (" + run.gate + ")"),
-                       element("div", {class: "axis"}, run.sink_data), table, element("div", {}, summary)));
-  }
-}
-
-const layers = Math.max(...data.runs.map((r) => r.layers.length));
-const widest = data.runs.find((r) => r.layers.length == layers);  // its layers' indices name the choices
-const heads = Math.max(...data.runs.map((r) => Math.max(...r.layers.map((l) => l.probs.length))));
-const layerSelect = document.getElementById("layer"), headSelect = document.getElementById("head");
-for (let l = 0; l < layers; ++l) layerSelect.append(element("option", {value: l}, String(widest.sink.layers[l].layer)));
-for (let h = 0; h < heads; ++h) headSelect.append(element("option", {value: h}, String(h)));
-
-// Per run: the chosen map, its gate column, and what the pointer is over.
-const panels = data.runs.map((run) => {
-  const map = element("canvas", {class: "map"}), gate = element("canvas", {class: "gate"});
-  const readout = element("div", {class: "readout"}, "point at the map to read it");
-  const title = element("h3", {}, run.name + " (" + run.gate + ")");
-  const pair = element("div", {class: "pair"}, map);
-  if (run.layers.some((l) => l.gates)) pair.append(gate);
-  const bytes = Uint8Array.from(run.tokens.filter((t) => t < 256));  // the text after BOS, read as UTF-8
-  const text = element("div", {class: "text"}, "⟨BOS⟩" + new TextDecoder().decode(bytes));
-  document.getElementById("maps").append(
-      element("div", {class: "run"}, title, text, element("div", {class: "axis"}, "rows: queries, top to bottom; columns: keys, " +
-              "left to right" + (run.layers.some((l) => l.gates) ? "; right: the head's gate at each query (white 0, orange 1)" : "")),
-              pair, readout));
-  return {run, map, gate, readout};
-});
-
-// One head's shares: α, and the slot's share or the row sum where its score function has one.
-function headShares(s, layer, head, digits, short) {
-  const l = s.layers[layer];
-  return (short ? "α " : "first-token share ") + fixed(l.first_token_share[head], digits) +
-         (hasSlot(s) ? ", slot " + fixed(l.slot_share[head], digits) : "") +
-         (hasRowSum(s) ? (short ? ", Σ " : ", row sum ") + fixed(l.row_sum[head], digits) : "");
-}
-
-// Shows one layer and head in every run's panel; the address keeps the choice (#layer=1&head=2),
-// so a link or a reload opens the page on it.
-function show(layer, head) {
-  layerSelect.value = layer;
-  headSelect.value = head;
-  history.replaceState(null, "", "#layer=" + layer + "&head=" + head);
-  for (const {run, map, gate, readout} of panels) {
-    const T = run.tokens.length, l = run.layers[layer];
-    if (!l || head >= l.probs.length) {
-      paint(map, [0], 1, 1, heat);
-      paint(gate, [0], 1, 1, gateColor);
-      map.onmousemove = null;
-      readout.textContent = "this run has no layer " + layer + ", head " + head;
-      continue;
-    }
-    paint(map, l.probs[head], T, T, heat);
-    paint(gate, l.gates ? l.gates[head] : [0], l.gates ? T : 1, 1, gateColor);
-    readout.textContent = "layer " + run.sink.layers[layer].layer + ", head " + head + ": " +
-                          headShares(run.sink, layer, head, 3) +
-                          " (over the sink's sequences)";
-    map.onmousemove = (event) => {
-      const q = Math.floor(event.offsetY / map.clientHeight * T), k = Math.floor(event.offsetX / map.clientWidth * T);
-      if (q < 0 || k < 0 || q >= T || k >= T) return;
-      readout.textContent = "query " + q + " " + token(run.tokens[q]) + " → key " + k + " " + token(run.tokens[k]) +
-                            ": " + fixed(l.probs[head][q * T + k], 4) + (l.gates ? "; gate " + fixed(l.gates[head][q], 3) : "");
-    };
-  }
-  document.querySelectorAll(".thumb").forEach((t) =>
-      t.classList.toggle("chosen", t.dataset.layer == layer && t.dataset.head == head));
-}
-
-// Every layer and head of each run, small; a click shows it above.
-function thumbnails() {
-  let drawn = 0;
-  for (const run of data.runs) {
-    const T = run.tokens.length, table = element("table", {class: "thumbs"});
-    run.layers.forEach((l, layer) => {
-      const row = element("tr", {}, element("td", {}, "layer " + run.sink.layers[layer].layer));
-      l.probs.forEach((probs, head) => {
-        const canvas = element("canvas", {class: "thumb", "data-layer": layer, "data-head": head});
-        paint(canvas, probs, T, T, heat);
-        canvas.onclick = () => show(layer, head);
-        ++drawn;
-        row.append(element("td", {}, canvas, element("br"), "head " + head + ", " + headShares(run.sink, layer, head, 2, true)));
-      });
-      table.append(row);
-    });
-    document.getElementById("thumbs").append(element("div", {class: "run"}, element("h3", {}, run.name + " (" + run.gate + ")"), table));
-  }
-  return drawn;
-}
-
-sinkTables();
-const drawn = thumbnails();
-layerSelect.onchange = headSelect.onchange = () => show(+layerSelect.value, +headSelect.value);
-const asked = new URLSearchParams(location.hash.slice(1));
-const clamp = (v, n) => Math.min(Math.max(Math.floor(+v) || 0, 0), n - 1);
-show(clamp(asked.get("layer"), layers), clamp(asked.get("head"), heads));
-if (status.className !== "error") status.textContent = "ok: " + drawn + " maps";
-)js";
-
 }  // namespace
 
 std::string report_html(const std::vector<RunReport>& runs, const ReportOptions& options) {
     if (runs.empty()) throw std::invalid_argument("report_html: no runs");
+    const bool trained = !runs.front().log.step.empty();  // runs with logs, or models read on a prompt
     std::vector<const RunReport*> measured;
     for (const RunReport& run : runs) {
-        if (run.log.step.empty()) throw std::invalid_argument("report_html: run '" + run.name + "' has no log");
+        if (run.log.step.empty() == trained)
+            throw std::invalid_argument("report_html: run '" + run.name + (trained ? "' has no log" : "' has a log") +
+                                        " and '" + runs.front().name + (trained ? "' has one" : "' has none"));
+        if (!trained && !run.pending.empty())
+            throw std::invalid_argument("report_html: model '" + run.name + "' without a log needs its maps");
         if (!run.pending.empty()) continue;
         if (run.maps.probs.empty() || run.sink.layers.size() != run.maps.probs.size())
             throw std::invalid_argument("report_html: run '" + run.name + "' needs maps and a sink report of every layer");
@@ -509,20 +318,22 @@ std::string report_html(const std::vector<RunReport>& runs, const ReportOptions&
     std::string html = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
     if (options.refresh_seconds > 0)
         html += "<meta http-equiv=\"refresh\" content=\"" + std::to_string(options.refresh_seconds) + "\">\n";
-    html += "<title>gatedgrad report: " + escape_xml(names) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+    html += "<title>gatedgrad report: " + escape_xml(names) + "</title>\n<style>" + kReportStyle + "</style>\n</head>\n<body>\n";
     html += "<h1>gatedgrad report: " + escape_xml(names) + "</h1>\n";
     if (!measured.empty()) html += "<p id=\"status\" hidden>drawing the attention maps…</p>\n";
     if (options.refresh_seconds > 0)
         html += "<p class=\"note\">A live page: <code>gatedgrad report --watch " + std::to_string(options.refresh_seconds) +
                 "</code> writes it again as the runs go on, and it reloads itself every " +
                 std::to_string(options.refresh_seconds) + " s.</p>\n";
-    html += "<h2>Runs</h2>\n" + runs_table(runs);
-    html += "<h2>Training</h2>\n<p>The training loss at every step (faint), smoothed, and the validation loss where the run "
-            "measured it; the learning rate of the schedule (warmup, cosine); the gradient's norm, which spikes before a "
-            "run goes unstable; and the tokens per second.</p>\n" +
-            training_charts(runs, options.max_points);
+    if (!trained) html += "<h2>Models</h2>\n" + models_table(runs);
+    if (trained)
+        html += "<h2>Runs</h2>\n" + runs_table(runs) +
+                "<h2>Training</h2>\n<p>The training loss at every step (faint), smoothed, and the validation loss where "
+                "the run measured it; the learning rate of the schedule (warmup, cosine); the gradient's norm, which "
+                "spikes before a run goes unstable; and the tokens per second.</p>\n" +
+                training_charts(runs, options.max_points);
     html += "<h2>Attention sink</h2>\n<p>For each layer and head, α is the mean attention that queries 1 … T−1 give to "
-            "position 0 (the BOS token); a layer whose mean α is above the threshold is a sink layer (nn/analysis/analysis.h, "
+            "position 0 (the first token: the BOS of our models, the text's own first token in a Qwen3 text); a layer whose mean α is above the threshold is a sink layer (nn/analysis/analysis.h, "
             "docs/paper.md). A head with nothing to look at parks its attention there; a gate lets it send nothing "
             "instead, and so do two score functions: softmax1 and a sink logit give each row a slot that takes what the "
             "keys leave out of 1, and a layer whose mean slot share is above the threshold is a sink layer too. Sigmoid "
@@ -532,14 +343,17 @@ std::string report_html(const std::vector<RunReport>& runs, const ReportOptions&
     for (const RunReport& run : runs)
         if (!run.pending.empty()) html += "<p class=\"note\">" + escape_xml(run.name) + ": " + escape_xml(run.pending) + "</p>\n";
     if (measured.empty()) return html + "</body>\n</html>\n";
-    html += "<p id=\"sink-verdict\">" + escape_xml(sink_verdict(measured)) + "</p>\n<div class=\"row\">\n" + sink_chart(runs) +
+    html += "<p id=\"sink-verdict\">" + escape_xml(sink_verdict(measured, trained ? "run" : "model")) + "</p>\n<div class=\"row\">\n" + sink_chart(runs) +
             "</div>\n<div class=\"row\" id=\"sink-tables\"></div>\n";
-    html += "<h2>Attention maps</h2>\n<p>The first validation sequence through each model: the attention probability "
-            "that each query (row) gives each key (column). A sink shows as a dark first column. Choose a layer and a head, "
-            "or click a small map below; the address remembers the choice (<code>#layer=1&amp;head=0</code>).</p>\n<p>layer <select id=\"layer\"></select> head <select id=\"head\"></select></p>\n"
+    html += std::string("<h2>Attention maps</h2>\n<p>") +
+            (trained ? "The first validation sequence" : "The prompt, token by token,") +
+            " through each model: the attention probability that each query (row) gives each key (column). A sink shows "
+            "as a dark first column. Point at a map to read a cell, its query and key tokens marked in the text above "
+            "it. Choose a layer and a head, or click a small map below; the address remembers the choice "
+            "(<code>#layer=1&amp;head=0</code>).</p>\n<p>layer <select id=\"layer\"></select> head <select id=\"head\"></select></p>\n"
             "<div class=\"row\" id=\"maps\"></div>\n<h3>Every layer and head</h3>\n<div class=\"row\" id=\"thumbs\"></div>\n";
     html += "<script type=\"application/json\" id=\"data\">" + script_json(page_data(runs)) + "</script>\n";
-    html += std::string("<script>") + kScript + "</script>\n</body>\n</html>\n";
+    html += std::string("<script>") + kReportScript + "</script>\n</body>\n</html>\n";
     return html;
 }
 

@@ -30,6 +30,9 @@ namespace gg::nn {
 // The attention of one sequence, every layer and head.
 struct AttentionMaps {
     std::vector<int64_t> tokens;  // (T) the sequence, BOS first
+    // (T) each token as text, from the model's tokenizer (report --prompt); empty: the page names
+    // byte-level tokens itself (a byte as its character, 256 as BOS)
+    std::vector<std::string> token_texts;
     std::vector<Tensor> probs;    // per layer (H, T, T): query rows, key columns
     std::vector<Tensor> gates;    // per layer (H, T): each head's mean gate value at each query; empty without a gate
 };
@@ -39,7 +42,8 @@ struct AttentionMaps {
 // channels per head (element-wise) is shown as their mean.
 AttentionMaps capture_attention_maps(const GatedTransformerLM& model, const Tensor& ids);
 
-// What the page shows of one run.
+// What the page shows of one run; or of one model read on a prompt (report --prompt), which has
+// no log: its maps and its sink report are then the prompt's, and the page has no training charts.
 struct RunReport {
     std::string name;         // its label: the run's folder
     std::string description;  // the model and its training, one line
@@ -59,7 +63,8 @@ struct ReportOptions {
     size_t max_points = 4000;  // per curve; longer ones are downsampled
 };
 
-// The page: one run, or several compared (the first is drawn left or first in each chart).
+// The page: one run, or several compared (the first is drawn left or first in each chart); runs
+// with a log each or models on a prompt, not both.
 std::string report_html(const std::vector<RunReport>& runs, const ReportOptions& options = {});
 
 }  // namespace gg::nn
