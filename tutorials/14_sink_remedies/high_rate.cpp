@@ -31,7 +31,7 @@ namespace {
 // The largest q·k/√dk any query gives a key it sees, over layers, heads and the batch ids (B, T).
 double largest_attention_logit(const GatedTransformerLM& model, const Remedy& remedy, const Tensor& ids) {
     NoGradGuard no_grad;
-    if (remedy.normalised()) return measure_stability(model, ids).largest_attn_logit();
+    if (is_softmax(remedy.score_fn)) return measure_stability(model, ids).largest_attn_logit();
     double largest = -INFINITY;
     Hooks hooks;
     hooks.read(HookPoint::scores, [&](const Tensor& scores, int64_t) {  // (B, H, T, T), −∞ where masked

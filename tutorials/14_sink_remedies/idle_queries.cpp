@@ -83,7 +83,7 @@ std::string train_idle(const CopySetup& setup, const Eviction& eviction, const R
     return json{{"alpha", idle.mean_all(idle.alpha)},
                 {"alpha_normalised", idle.mean_all(idle.alpha_normalised)},
                 {"row_sum", idle.mean_all(idle.row_sum)},
-                {"slot", remedy.has_slot() ? 1 - idle.mean_all(idle.row_sum) : 0.0},
+                {"slot", has_slot(remedy.score_fn) ? 1 - idle.mean_all(idle.row_sum) : 0.0},
                 {"gate", r.gated ? idle.mean_all(idle.gate) : NAN},
                 {"alpha_times_gate", idle.mean_all(idle.alpha_gated)},
                 {"copy_accuracy", r.trigger.hits / r.trigger.count},

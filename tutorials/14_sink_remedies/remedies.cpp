@@ -32,7 +32,4 @@ void Remedy::apply(LMConfig& model) const {
     model.attn.kv_rank = latent ? model.d_model / 4 : 0;
 }
 
-bool Remedy::has_slot() const { return score_fn == ScoreFunction::softmax1 || score_fn == ScoreFunction::sink; }
-bool Remedy::normalised() const { return score_fn != ScoreFunction::sigmoid && score_fn != ScoreFunction::softpick; }
-
 }  // namespace sink_remedies

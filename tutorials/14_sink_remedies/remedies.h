@@ -25,9 +25,9 @@ struct Remedy {
     gg::ScoreFunction score_fn = gg::ScoreFunction::softmax;
     bool latent = false;  // multi-head latent attention (nn/mla.h), a latent of a quarter of the width
 
+    // Which weights sum to 1 and which leave part to a slot: is_softmax and has_slot of
+    // score_fn (tensor/score_functions.h).
     void apply(gg::nn::LMConfig& model) const;
-    bool has_slot() const;     // softmax1, sink: the weights leave 1 − Σ_j w_j to the slot
-    bool normalised() const;   // softmax's family: each row (and its slot) sums to 1
 };
 const std::vector<Remedy>& remedies();
 

@@ -24,7 +24,7 @@ std::vector<double> values(const std::vector<json>& seeds, const std::string& ke
 // The weight an idle query put on a sink, wherever the sink is: BOS and the slot for softmax's
 // family (which sum to 1 with the rest), BOS's share of the row for sigmoid and softpick.
 double on_a_sink(const Remedy& r, const std::vector<json>& seeds) {
-    return r.normalised() ? average(values(seeds, "alpha")) + average(values(seeds, "slot"))
+    return is_softmax(r.score_fn) ? average(values(seeds, "alpha")) + average(values(seeds, "slot"))
                           : average(values(seeds, "alpha_normalised"));
 }
 
@@ -56,7 +56,7 @@ void report(const Runs& runs, const std::string& out) {
         const double dropped = mean("loss_past_cache_first_dropped") - within;
         const double kept = mean("loss_past_cache_first_kept") - within;
         std::printf("| %s | %.3f | %s | %.3f | %.3f | %s | %.3f | %+.3f | %s |", r.name.c_str(), mean("alpha"),
-                    r.has_slot() ? format_or_dash("%.3f", mean("slot")).c_str() : "-", mean("row_sum"),
+                    has_slot(r.score_fn) ? format_or_dash("%.3f", mean("slot")).c_str() : "-", mean("row_sum"),
                     on_a_sink(r, idle), format_or_dash("%.3f", mean("gate")).c_str(), mean("copy_accuracy"), dropped,
                     format_or_dash("%+.3f", kept).c_str());
         json row{{"remedy", r.name}, {"on_a_sink", on_a_sink(r, idle)}, {"cache_cost_first_dropped", dropped},
