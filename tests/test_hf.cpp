@@ -332,12 +332,13 @@ TEST_CASE("hf: the export refuses what the Qwen3 layout cannot hold") {
                          doctest::Contains("linear-attention (Gated DeltaNet) layers"), std::invalid_argument);
     c.layer_types.clear();
     // Each would load into Qwen3 as a model that computes something else.
-    LMConfig softmax1 = c, latent = c, partial = c;
+    LMConfig softmax1 = c, latent = c, partial = c, zero_centred = c;
     softmax1.attn.score_fn = ScoreFunction::softmax1;
     latent.attn.kv_rank = 8;
     partial.attn.rope_options.partial = 0.5;
+    zero_centred.zero_centred_norm = true;
     for (const auto& refused : {std::pair{softmax1, "score function softmax1"}, {latent, "latent attention (kv_rank 8)"},
-                                {partial, "partial rotary"}}) {
+                                {partial, "partial rotary"}, {zero_centred, "zero-centred norms"}}) {
         CAPTURE(refused.second);
         CHECK_THROWS_WITH_AS(hf::save_folder(GatedTransformerLM(refused.first), scratch("refuse").string()),
                              doctest::Contains(refused.second), std::invalid_argument);

@@ -592,6 +592,7 @@ std::vector<std::string> save_folder(const GatedTransformerLM& model, const std:
     if (a.window > 0 || a.exclude_self || !a.causal) refuse("window, exclude_self or non-causal attention");
     if (a.score_fn != ScoreFunction::softmax) refuse("score function " + score_function_name(a.score_fn) + " (softmax only)");
     if (a.kv_rank > 0) refuse("latent attention (kv_rank " + std::to_string(a.kv_rank) + ")");
+    if (c.zero_centred_norm) refuse("zero-centred norms (scaled by 1 + weight)");
     if (a.rope_options.partial != 1.0) refuse("partial rotary (partial_rotary_factor " + std::to_string(a.rope_options.partial) + ")");
     const bool gated = a.gated();
     if (gated && !(a.gate == GatePosition::sdpa_output && a.gate_fn == GateFunction::sigmoid &&
