@@ -286,177 +286,225 @@ void print_progress(const StepLog& s, int64_t total, double elapsed, bool tty, i
 
 }  // namespace
 
-TrainResult Trainer::run(bool quiet, int64_t stop_at) {
-    namespace fs = std::filesystem;
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+// What one call of run() keeps from step to step.
+struct Trainer::Run {
     TrainResult result;
-    const TrainConfig& c = config_;
-    const bool tty = isatty(fileno(stdout));
-    const int world = world_size();
-    const bool writer = rank() == 0;  // the rank that writes the log and the checkpoints
-    quiet = quiet || !writer;
-    std::unique_ptr<LogFile> log_file;
-    if (!c.out_dir.empty() && writer) {
-        fs::create_directories(c.out_dir);
-        const std::string log_path = (fs::path(c.out_dir) / "log.jsonl").string();
-        if (step_ > 0) {  // steps logged after the checkpoint are done again
-            const LogCut cut = cut_log(log_path, step_);
-            if (!cut.warning.empty()) std::fprintf(stderr, "warning: %s\n", cut.warning.c_str());
-            log_file = std::make_unique<LogFile>(log_path, false);
-            if (!unlogged_line_.empty() && cut.last_step < step_) log_file->append(unlogged_line_);
-        } else {
-            log_file = std::make_unique<LogFile>(log_path, true);
-        }
-        unlogged_line_.clear();
-    }
-    const LrSchedule schedule = c.schedule();
-    const int64_t last = stop_at > 0 ? std::min(stop_at, c.steps) : c.steps;
-    const auto start = std::chrono::steady_clock::now();
-    auto last_save = start;
-    const fs::path checkpoint = fs::path(c.out_dir) / "model.safetensors";
-    const auto save_now = [&] {
-        if (writer) {
-            if (log_file) log_file->sync();  // on the disk, the log holds every step the checkpoint does
-            save(checkpoint.string());
-        }
-        saved_step_ = step_;
-        last_save = std::chrono::steady_clock::now();
-    };
-    // What a divergence leaves: the checkpoint of an earlier step, or nothing to go back to.
-    const auto kept = [&] {
-        return saved_step_ >= 0 ? "; the checkpoint of step " + std::to_string(saved_step_) + " is kept"
-                                : std::string("; no checkpoint was written before it, so there is none to resume from");
-    };
+    std::unique_ptr<LogFile> log;  // null: no out_dir, or not the rank that writes
+    int64_t last = 0;              // the step this call ends after
+    bool writer = false;           // the rank that writes the log and the checkpoints
+    bool quiet = false, tty = false;
+    Clock::time_point start, last_save;
+};
+
+// The loop: a step, what is kept of it, the progress line, a checkpoint when one is due.
+// Each pass ends a step or the run; r.result says why the run ended early.
+TrainResult Trainer::run(bool quiet, int64_t stop_at) {
+    Run r;
+    r.writer = rank() == 0;
+    r.quiet = quiet || !r.writer;
+    r.tty = isatty(fileno(stdout));
+    r.last = stop_at > 0 ? std::min(stop_at, config_.steps) : config_.steps;
+    if (r.writer) r.log = open_log();
+    r.start = r.last_save = Clock::now();
     model_->train();
-    const auto stop_here = [&] {
-        if (!c.out_dir.empty()) save_now();
-        result.stopped = true;
-        result.message = "stopped on request after step " + std::to_string(step_) +
-                         (c.out_dir.empty() ? "" : "; checkpoint saved");
-    };
-    while (step_ < last) {
-        // Asked at the step boundary. Data parallel, the ranks learn of it together with the
-        // step's loss (below), and all stop before that step's update.
-        int reason = stop_request_ ? stop_request_->load() : 0;
-        if (reason != 0 && !group_) {
-            result.stop_reason = reason, result.stop_rank = 0;
-            stop_here();
-            break;
-        }
-        const auto t0 = std::chrono::steady_clock::now();
-        optimizer_->lr = lr_at(schedule, step_);
-        // The global batch, of which this rank keeps its own rows (all of them in one process).
-        const std::array<uint64_t, 4> sampler_before = sampler_.state();  // a stop draws this batch again
-        const Batch global = data_->train_batch(c.batch_size * world, c.seq_len, sampler_);
-        const Tensor inputs = global.inputs.narrow(0, rank() * c.batch_size, c.batch_size).contiguous(),
-                     targets = global.targets.narrow(0, rank() * c.batch_size, c.batch_size).contiguous();
-        LMOutput out;
-        Tensor objective, z;
-        {
-            // Forward only: backward follows the dtypes forward chose (autograd/autocast.h).
-            const Autocast mixed_precision(c.precision);
-            out = model_->forward(inputs.to(device_), targets.to(device_));
-            objective = out.loss;
-            if (c.z_loss > 0) objective = objective + (z = z_loss(out.logits)) * c.z_loss;
-        }
-        double loss_value = out.loss.item();  // the cross-entropy alone, comparable across runs
-        double z_value = z.defined() ? z.item() : NAN;
-        if (group_) {  // every rank's mean loss, and each rank's stop request in its own slot
-            std::vector<double> sums_in(2 + size_t(world), 0.0);
-            sums_in[0] = loss_value, sums_in[1] = z.defined() ? z_value : 0, sums_in[2 + size_t(rank())] = reason;
-            const Tensor step_sums = from_vector(sums_in, {int64_t(sums_in.size())});
-            group_->all_reduce(step_sums, dist::ReduceOp::sum);
-            const double* sums = step_sums.data<const double>();
-            loss_value = sums[0] / world;
-            if (z.defined()) z_value = sums[1] / world;
-            reason = 0;
-            for (int r = 0; r < world && reason == 0; ++r)
-                if (sums[2 + r] != 0) reason = int(sums[2 + r]), result.stop_rank = r;
-        }
-        result.stop_reason = reason;
-        if (reason != 0) {  // before this step's update, and its batch not drawn: the state of the step before
-            sampler_.set_state(sampler_before);
-            stop_here();
-            break;
-        }
-        if (!std::isfinite(loss_value)) {
-            result.diverged = true;
-            result.message = "training stopped: the loss is " + std::to_string(loss_value) + " at step " +
-                             std::to_string(step_ + 1) + kept();
-            break;
-        }
-        optimizer_->zero_grad();
-        objective.backward();
-        if (buckets_) buckets_->average();
-        const double norm = c.grad_clip > 0 ? clip_grad_norm(optimizer_->params(), c.grad_clip)
-                                            : clip_grad_norm(optimizer_->params(), INFINITY);
-        optimizer_->step();
-        try {  // a huge step can overflow the weights with a finite loss; never checkpoint them
-            // One number per step comes back from the device; only a bad one looks tensor by tensor.
-            if (!std::isfinite(sum_of_squares(optimizer_->params())))
-                check_finite(model_->named_parameters(), "after the update");
-        } catch (const std::runtime_error& e) {
-            result.diverged = true;
-            result.message = "training stopped: the weights are not finite at step " + std::to_string(step_ + 1) + " (" +
-                             e.what() + ")" + kept();
-            break;
-        }
-        ++step_;
-        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        StepLog s{step_, loss_value, optimizer_->lr, norm, double(world * c.batch_size * c.seq_len) / dt, NAN, z_value,
-                  std::nullopt};
-        // sigmoid's and softpick's weights give no largest logit (measure_stability): not probed.
-        if (writer && c.probe_every > 0 && is_softmax(c.model.attn.score_fn) &&
-            (step_ % c.probe_every == 0 || step_ == last))
-            s.probe = probe();
-        const bool eval_now = (c.eval_every > 0 && step_ % c.eval_every == 0) || step_ == c.steps;
-        if (eval_now) {
-            model_->eval();
-            s.val_loss = evaluate();
-            model_->train();
-            result.final_val_loss = s.val_loss;
-        }
-        result.log.push_back(s);
-        if (log_file) {
-            nlohmann::json j = {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
-                                {"tokens_per_s", s.tokens_per_s}};
-            if (eval_now) j["val_loss"] = s.val_loss;
-            if (z.defined()) j["z_loss"] = s.z_loss;
-            if (s.probe) j.update(nlohmann::json::parse(s.probe->to_json()));
-            if (!c.run_id.empty()) j["run"] = c.run_id;
-            const std::string line = j.dump();
-            try {
-                log_file->append(line);
-            } catch (const std::runtime_error& e) {
-                // Training on would leave steps no log holds. The step is done, so its line goes into
-                // the checkpoint, for the resumed run to append.
-                unlogged_line_ = line;
-                result.log_failed = true;
-                const std::string step = std::to_string(step_);
-                std::string saved;
-                try {
-                    save_now();
-                    saved = "; saved the checkpoint of step " + step + " with that step's line in it, for the resumed run to append";
-                } catch (const std::exception& f) {
-                    saved = "; saving the checkpoint failed too (" + std::string(f.what()) + ")" + kept();
-                }
-                result.message = "training stopped after step " + step + ": " + e.what() + saved;
-                break;
-            }
-        }
-        if (!quiet && (step_ % std::max<int64_t>(1, c.log_every) == 0 || eval_now || step_ == 1))
-            print_progress(s, c.steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                           tty, world);
-        const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save).count() / 60;
-        if (!c.out_dir.empty() && ((c.ckpt_every > 0 && step_ % c.ckpt_every == 0) || step_ == last ||
-                                   (c.ckpt_minutes > 0 && minutes >= c.ckpt_minutes)))
-            save_now();
+    while (step_ < r.last) {
+        const auto t0 = Clock::now();
+        std::optional<StepLog> s = train_step(r);
+        if (!s || !record(r, *s)) break;
+        if (!r.quiet && (step_ % std::max<int64_t>(1, config_.log_every) == 0 || evaluates_now() || step_ == 1))
+            print_progress(*s, config_.steps, seconds_since(r.start), r.tty, world_size());
+        if (checkpoint_due(r)) save_now(r);
         // The whole pass, evaluation and checkpoint included: what another rank may wait for.
-        const double pass = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (pass > slowest_step_) slowest_step_ = pass, update_wait_limits();
+        if (const double pass = seconds_since(t0); pass > slowest_step_) slowest_step_ = pass, update_wait_limits();
     }
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!quiet && !result.message.empty()) std::printf("%s\n", result.message.c_str());
-    return result;
+    r.result.seconds = seconds_since(r.start);
+    if (!r.quiet && !r.result.message.empty()) std::printf("%s\n", r.result.message.c_str());
+    return r.result;
+}
+
+// out_dir/log.jsonl, fresh for a new run; a resumed one first cuts the steps logged after its
+// checkpoint (they are done again) and appends the line the log could not take before.
+std::unique_ptr<LogFile> Trainer::open_log() {
+    if (config_.out_dir.empty()) return nullptr;
+    std::filesystem::create_directories(config_.out_dir);
+    const std::string path = (std::filesystem::path(config_.out_dir) / "log.jsonl").string();
+    std::unique_ptr<LogFile> log;
+    if (step_ > 0) {
+        const LogCut cut = cut_log(path, step_);
+        if (!cut.warning.empty()) std::fprintf(stderr, "warning: %s\n", cut.warning.c_str());
+        log = std::make_unique<LogFile>(path, false);
+        if (!unlogged_line_.empty() && cut.last_step < step_) log->append(unlogged_line_);
+    } else {
+        log = std::make_unique<LogFile>(path, true);
+    }
+    unlogged_line_.clear();
+    return log;
+}
+
+// Step step_ + 1: its batch, forward, the loss and stop requests shared by the ranks, backward
+// and the update. Returns the step's numbers, or nothing when the run ends before or inside
+// it (a stop request, a divergence), with r.result saying why.
+std::optional<StepLog> Trainer::train_step(Run& r) {
+    const TrainConfig& c = config_;
+    // Asked at the step boundary. Data parallel, the ranks learn of it together with the
+    // step's loss (share_step), and all stop before that step's update.
+    int reason = stop_request_ ? stop_request_->load() : 0;
+    if (reason != 0 && !group_) {
+        r.result.stop_reason = reason, r.result.stop_rank = 0;
+        stop_here(r);
+        return std::nullopt;
+    }
+    const auto t0 = Clock::now();
+    optimizer_->lr = lr_at(c.schedule(), step_);
+    // The global batch, of which this rank keeps its own rows (all of them in one process).
+    const std::array<uint64_t, 4> sampler_before = sampler_.state();  // a stop draws this batch again
+    const Batch global = data_->train_batch(c.batch_size * world_size(), c.seq_len, sampler_);
+    const Tensor inputs = global.inputs.narrow(0, rank() * c.batch_size, c.batch_size).contiguous(),
+                 targets = global.targets.narrow(0, rank() * c.batch_size, c.batch_size).contiguous();
+    LMOutput out;
+    Tensor objective, z;
+    {
+        // Forward only: backward follows the dtypes forward chose (autograd/autocast.h).
+        const Autocast mixed_precision(c.precision);
+        out = model_->forward(inputs.to(device_), targets.to(device_));
+        objective = out.loss;
+        if (c.z_loss > 0) objective = objective + (z = z_loss(out.logits)) * c.z_loss;
+    }
+    // The cross-entropy alone, comparable across runs; the z-loss apart.
+    StepLog s{step_ + 1, out.loss.item(), optimizer_->lr, NAN, NAN, NAN, z.defined() ? z.item() : NAN, std::nullopt};
+    reason = share_step(s, reason, r.result.stop_rank);
+    r.result.stop_reason = reason;
+    if (reason != 0) {  // before this step's update, and its batch not drawn: the state of the step before
+        sampler_.set_state(sampler_before);
+        stop_here(r);
+        return std::nullopt;
+    }
+    if (!std::isfinite(s.loss)) {
+        r.result.diverged = true;
+        r.result.message = "training stopped: the loss is " + std::to_string(s.loss) + " at step " +
+                           std::to_string(step_ + 1) + kept();
+        return std::nullopt;
+    }
+    optimizer_->zero_grad();
+    objective.backward();
+    if (buckets_) buckets_->average();
+    s.grad_norm = clip_grad_norm(optimizer_->params(), c.grad_clip > 0 ? c.grad_clip : INFINITY);
+    optimizer_->step();
+    try {  // a huge step can overflow the weights with a finite loss; never checkpoint them
+        // One number per step comes back from the device; only a bad one looks tensor by tensor.
+        if (!std::isfinite(sum_of_squares(optimizer_->params())))
+            check_finite(model_->named_parameters(), "after the update");
+    } catch (const std::runtime_error& e) {
+        r.result.diverged = true;
+        r.result.message = "training stopped: the weights are not finite at step " + std::to_string(step_ + 1) + " (" +
+                           e.what() + ")" + kept();
+        return std::nullopt;
+    }
+    ++step_;
+    s.tokens_per_s = double(world_size() * c.batch_size * c.seq_len) / seconds_since(t0);
+    return s;
+}
+
+// Data parallel: every rank's mean loss (and z-loss) into s, and each rank's stop request in
+// a slot of its own; returns the request of the lowest rank that was asked (0: none), its
+// rank in stop_rank. In one process: the request as it stands.
+int Trainer::share_step(StepLog& s, int reason, int& stop_rank) {
+    if (!group_) return reason;
+    const int world = world_size();
+    std::vector<double> sums_in(2 + size_t(world), 0.0);
+    sums_in[0] = s.loss, sums_in[1] = std::isnan(s.z_loss) ? 0 : s.z_loss, sums_in[2 + size_t(rank())] = reason;
+    const Tensor step_sums = from_vector(sums_in, {int64_t(sums_in.size())});
+    group_->all_reduce(step_sums, dist::ReduceOp::sum);
+    const double* sums = step_sums.data<const double>();
+    s.loss = sums[0] / world;
+    if (!std::isnan(s.z_loss)) s.z_loss = sums[1] / world;
+    for (int rank = 0; rank < world; ++rank)
+        if (sums[2 + rank] != 0) return stop_rank = rank, int(sums[2 + rank]);
+    return 0;
+}
+
+bool Trainer::evaluates_now() const {
+    return (config_.eval_every > 0 && step_ % config_.eval_every == 0) || step_ == config_.steps;
+}
+
+// What is kept of a step done: the probe and the validation loss when due, the step in the
+// result and its line in the log. Returns false when the log could not take the line: the
+// run ends there, with a checkpoint that holds the line for the resumed run to append.
+bool Trainer::record(Run& r, StepLog& s) {
+    const TrainConfig& c = config_;
+    // sigmoid's and softpick's weights give no largest logit (measure_stability): not probed.
+    if (r.writer && c.probe_every > 0 && is_softmax(c.model.attn.score_fn) &&
+        (step_ % c.probe_every == 0 || step_ == r.last))
+        s.probe = probe();
+    if (evaluates_now()) {
+        model_->eval();
+        s.val_loss = evaluate();
+        model_->train();
+        r.result.final_val_loss = s.val_loss;
+    }
+    r.result.log.push_back(s);
+    if (!r.log) return true;
+    nlohmann::json j = {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
+                        {"tokens_per_s", s.tokens_per_s}};
+    if (evaluates_now()) j["val_loss"] = s.val_loss;
+    if (c.z_loss > 0) j["z_loss"] = s.z_loss;
+    if (s.probe) j.update(nlohmann::json::parse(s.probe->to_json()));
+    if (!c.run_id.empty()) j["run"] = c.run_id;
+    const std::string line = j.dump();
+    try {
+        r.log->append(line);
+        return true;
+    } catch (const std::runtime_error& e) {
+        // Training on would leave steps no log holds. The step is done, so its line goes into
+        // the checkpoint, for the resumed run to append.
+        unlogged_line_ = line;
+        r.result.log_failed = true;
+        const std::string step = std::to_string(step_);
+        std::string saved;
+        try {
+            save_now(r);
+            saved = "; saved the checkpoint of step " + step + " with that step's line in it, for the resumed run to append";
+        } catch (const std::exception& f) {
+            saved = "; saving the checkpoint failed too (" + std::string(f.what()) + ")" + kept();
+        }
+        r.result.message = "training stopped after step " + step + ": " + e.what() + saved;
+        return false;
+    }
+}
+
+// Every ckpt_every steps, every ckpt_minutes, and after the last step of this call.
+bool Trainer::checkpoint_due(const Run& r) const {
+    const TrainConfig& c = config_;
+    const double minutes = seconds_since(r.last_save) / 60;
+    return !c.out_dir.empty() && ((c.ckpt_every > 0 && step_ % c.ckpt_every == 0) || step_ == r.last ||
+                                  (c.ckpt_minutes > 0 && minutes >= c.ckpt_minutes));
+}
+
+void Trainer::save_now(Run& r) {
+    if (r.writer) {
+        if (r.log) r.log->sync();  // on the disk, the log holds every step the checkpoint does
+        save((std::filesystem::path(config_.out_dir) / "model.safetensors").string());
+    }
+    saved_step_ = step_;
+    r.last_save = Clock::now();
+}
+
+void Trainer::stop_here(Run& r) {
+    if (!config_.out_dir.empty()) save_now(r);
+    r.result.stopped = true;
+    r.result.message = "stopped on request after step " + std::to_string(step_) +
+                       (config_.out_dir.empty() ? "" : "; checkpoint saved");
+}
+
+// What a divergence leaves: the checkpoint of an earlier step, or nothing to go back to.
+std::string Trainer::kept() const {
+    return saved_step_ >= 0 ? "; the checkpoint of step " + std::to_string(saved_step_) + " is kept"
+                            : std::string("; no checkpoint was written before it, so there is none to resume from");
 }
 
 }  // namespace gg::nn

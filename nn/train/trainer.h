@@ -21,7 +21,7 @@
 // same everywhere and N ranks × batch B take the steps one process with batch N·B would:
 //
 //   rank r:  loss_r = model(batch[rB : (r+1)B]);  backward → g_r
-//   all:     g = (1/N) Σ_r g_r   (dist/gradient_buckets.h)   = ∇ of the mean loss over N·B
+//   all:     g = (1/N) Σ_r g_r   (distributed/gradient_buckets.h)   = ∇ of the mean loss over N·B
 //            clip ‖g‖; AdamW step — the same numbers on every rank, so the weights stay equal
 //
 // Validation batches (of N·B sequences) are dealt out round the ranks and their losses
@@ -36,8 +36,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/gradient_buckets.h"
-#include "dist/process_group.h"
+#include "distributed/gradient_buckets.h"
+#include "distributed/process_group.h"
 #include "nn/train/data.h"
 #include "nn/optim/optimizer.h"
 #include "nn/optim/schedule.h"
@@ -46,6 +46,8 @@
 #include "nn/transformer.h"
 
 namespace gg::nn {
+
+class LogFile;  // nn/train/log_file.h
 
 struct StepLog {
     int64_t step;       // 1-based count of steps done
@@ -140,6 +142,17 @@ public:
 
 private:
     void continue_schedule(const TrainConfig& planned);  // resume(): the plan in the checkpoint
+    // run()'s parts, in the order a step meets them (trainer.cpp).
+    struct Run;
+    std::unique_ptr<LogFile> open_log();
+    std::optional<StepLog> train_step(Run& r);
+    int share_step(StepLog& s, int reason, int& stop_rank);
+    bool evaluates_now() const;
+    bool record(Run& r, StepLog& s);
+    bool checkpoint_due(const Run& r) const;
+    void save_now(Run& r);
+    void stop_here(Run& r);
+    std::string kept() const;
     TrainConfig config_;
     std::shared_ptr<const BatchSource> data_;
     Device device_;
