@@ -14,12 +14,9 @@ using namespace gg;
 using namespace gg::nn;
 namespace fs = std::filesystem;
 
-std::shared_ptr<dist::ProcessGroup> job;
-bool abort_job_on_error = false;
-
-int run_command(const std::function<int()>& command) {
+int run_command(const std::function<int(Job&)>& command, Job& job) {
     try {
-        return command();
+        return command(job);
     } catch (const QuietExit& e) {
         return e.code;
     } catch (const UsageError& e) {
@@ -29,18 +26,18 @@ int run_command(const std::function<int()>& command) {
         // A collective gave up waiting for the other ranks: MPI cannot go on, so the job ends here.
         const int code = dynamic_cast<const dist::Interrupted*>(&e) ? 128 + stop_requested.load() : 1;
         std::fflush(stdout);
-        std::fprintf(stderr, "gatedgrad: rank %d: %s\n", job->rank(), one_line(e.what()).c_str());
+        std::fprintf(stderr, "gatedgrad: rank %d: %s\n", job.ranks->rank(), one_line(e.what()).c_str());
         job_ending = true;
-        job->abort(code);
+        job.ranks->abort(code);
         // ProcessGroup::abort is [[noreturn]], which GCC cannot see through the virtual call.
         __builtin_unreachable();
     } catch (const std::exception& e) {
         std::fflush(stdout);
         // Data parallel, a rank that fails alone names itself and ends the job.
         std::fprintf(stderr, "gatedgrad: %s%s\n",
-                     abort_job_on_error ? ("rank " + std::to_string(job->rank()) + ": ").c_str() : "",
+                     job.abort_on_error ? ("rank " + std::to_string(job.ranks->rank()) + ": ").c_str() : "",
                      one_line(e.what()).c_str());
-        if (abort_job_on_error) job_ending = true, job->abort(1);
+        if (job.abort_on_error) job_ending = true, job.ranks->abort(1);
         return 1;
     }
 }

@@ -1,5 +1,5 @@
 // What the commands of gatedgrad share: the usage error and the one-line message every failure
-// ends in, the data-parallel job that train starts and the error handler ends, the option
+// ends in, the job a command runs in (data parallel: train starts it, the error handler ends it), the option
 // validators and a config's settings as options (config_options.h), --device, and a training
 // config's description. Each command is one file: commands.h.
 #pragma once
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "config_options.h"
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 #include "nn/files.h"
 #include "nn/module.h"
 #include "nn/train/trainer.h"
@@ -27,12 +27,15 @@ struct UsageError : std::runtime_error {
 
 // ---------------------------------------------------------------- data parallel
 
-// Started by mpirun: the job's processes (null in one process). Each rank runs the same
-// command; rank 0 alone writes files and prints.
-extern std::shared_ptr<gg::dist::ProcessGroup> job;
-// Once every rank has agreed that a run can start, an error on one rank alone ends the whole
-// job (MPI_Abort): the others would otherwise wait for it in their next all-reduce forever.
-extern bool abort_job_on_error;
+// The job a command runs in: train starts it under mpirun, run_command ends it on an error.
+struct Job {
+    // The job's processes (null: one process). Each rank runs the same command; rank 0 alone
+    // writes files and prints.
+    std::shared_ptr<gg::dist::ProcessGroup> ranks;
+    // Once every rank has agreed that a run can start, an error on one rank alone ends the whole
+    // job (MPI_Abort): the others would otherwise wait for it in their next all-reduce forever.
+    bool abort_on_error = false;
+};
 // The signal that asked train to stop (0: none), set by train's handler (train_job.cpp): a
 // collective interrupted by it ends the job with 128 + it.
 extern std::atomic<int> stop_requested;
@@ -45,10 +48,10 @@ struct QuietExit {
     int code;
 };
 
-// Runs a command and turns what it throws into the exit code: 2 and one line on stderr for a
-// usage error, 1 and one line for any other failure (data parallel: naming the rank and ending
-// the job), QuietExit's code without a word.
-int run_command(const std::function<int()>& command);
+// Runs a command in `job` and turns what it throws into the exit code: 2 and one line on stderr
+// for a usage error, 1 and one line for any other failure (data parallel: naming the rank and
+// ending the job), QuietExit's code without a word.
+int run_command(const std::function<int(Job&)>& command, Job& job);
 
 // ---------------------------------------------------------------- text
 

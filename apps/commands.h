@@ -6,18 +6,27 @@
 
 #include <functional>
 #include <memory>
+#include <type_traits>
+
+struct Job;  // cli.h
 
 struct Command {
     CLI::App* cmd;
-    std::function<int()> run;
+    std::function<int(Job&)> run;
 };
 
 // A command from its Args struct, its add_ and its run_: the Args live as long as the command.
+// A run_ that takes the Job too (train: it starts one under mpirun) is given it.
 template <class Args, class Add, class Run>
 Command make_command(CLI::App& app, Add add, Run run) {
     auto a = std::make_shared<Args>();
     add(app, *a);
-    return {a->cmd, [a, run] { return run(*a); }};
+    return {a->cmd, [a, run](Job& job) {
+                if constexpr (std::is_invocable_v<Run, Args&, Job&>)
+                    return run(*a, job);
+                else
+                    return run(*a);
+            }};
 }
 
 Command train_command(CLI::App& app);      // train.cpp

@@ -31,7 +31,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 
 namespace {
 
@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "gatedgrad: %s%s (see --help)\n", one_line(e.what()).c_str(), hint.c_str());
         return 2;
     }
+    Job job;
     for (const Command& command : registered)
-        if (command.cmd->parsed()) return run_command(command.run);
+        if (command.cmd->parsed()) return run_command(command.run, job);
     return 2;  // not reached: parse() refuses a command line without exactly one command
 }

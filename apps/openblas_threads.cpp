@@ -1,8 +1,8 @@
 // openblas_threads.cpp — no OpenBLAS worker threads, from before OpenBLAS loads.
 //
-// The library runs OpenBLAS on the thread that calls it (tensor/cpu_backend.cpp). But
+// The library runs OpenBLAS on the thread that calls it (cpu/backend.cpp). But
 // OpenBLAS's pthreads build (Debian's) starts workers of its own as it loads, before main, one
-// per core but one, and each takes its 128 MiB work buffer at once (tensor/blas_buffers.h).
+// per core but one, and each takes its 128 MiB work buffer at once (cpu/blas_buffers.h).
 // Under `ulimit -v` a worker that finds no room retries forever, and exit waits for it: on a
 // machine with 8 cores or more, every command, --help included, never ended under a 1 GB limit.
 //

@@ -19,7 +19,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "cuda/cuda.h"
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 #include "nn/files.h"
 #include "nn/attention.h"
 #include "nn/train/data.h"
@@ -105,131 +105,158 @@ void add_train(CLI::App& app, TrainArgs& a) {
         "that stops answering ends it after --rank-timeout. Either way the last checkpoint stays whole.");
 }
 
-int run_train(const TrainArgs& a) {
-    stop_on_signals();
-    if (dist::launched_by_mpi()) {
-        try {
-            job = dist::init_mpi();
-        } catch (const std::exception&) {  // a build without MPI: every rank fails alike, rank 0 says why
-            if (dist::launcher_rank() > 0) throw QuietExit{1};
-            throw;
-        }
-        // Until the trainer measures its steps: --rank-timeout, or the default.
-        job->set_wait_limits({a.rank_timeout > 0 ? a.rank_timeout : Trainer::kDefaultRankTimeout, 10, &stop_requested});
+// Under mpirun: this process joins the job as one of its ranks.
+void join_job(const TrainArgs& a, Job& job) {
+    try {
+        job.ranks = dist::init_mpi();
+    } catch (const std::exception&) {  // a build without MPI: every rank fails alike, rank 0 says why
+        if (dist::launcher_rank() > 0) throw QuietExit{1};
+        throw;
     }
-    const int rank = job ? job->rank() : 0, world = job ? job->world_size() : 1;
-    const fs::path dir = fs::path(a.out), ckpt = dir / "model.safetensors";
-    const bool existed = fs::exists(dir);
-    std::optional<RunLock> lock;  // rank 0's, held until the process ends
-    TrainConfig requested;
-    std::optional<TrainConfig> run;
+    // Until the trainer measures its steps: --rank-timeout, or the default.
+    job.ranks->set_wait_limits({a.rank_timeout > 0 ? a.rank_timeout : Trainer::kDefaultRankTimeout, 10, &stop_requested});
+}
+
+// What a run needs before its trainer is built, each part checked.
+struct Plan {
+    TrainConfig requested;           // the config this command asks for
+    std::optional<TrainConfig> run;  // --resume: the config the run began with
     std::shared_ptr<const TextDataset> data;
-    std::unique_ptr<Trainer> trainer;
-    std::string changes, resumed_id;
+    std::string changes;             // what a resumed run changes ("" none)
     Device device = Device::CPU;
-    // Everything that can fail before the first step runs here, on every rank, in two parts
-    // with the collective calls between them; a failure removes the folder this run made, so
-    // that it does not block the next attempt.
-    const auto undo = [&] {  // only by the process holding the folder's lock: never another run's folder
-        std::error_code ec;
-        if (!existed && lock) fs::remove_all(dir, ec);
-    };
-    std::exception_ptr failure;
-    try {
-        requested = train_config(a);
-        requested.world_size = world;
-        if (rank == 0) lock.emplace(dir.string());
-        if (job && a.device.rfind("cuda", 0) == 0) one_gpu_per_rank(job->local_rank());
-        device = parse_device(a.device);
-        if (!a.resume && !a.force)
-            for (const char* name : {"model.safetensors", "log.jsonl", "config.json"})
-                if (fs::exists(dir / name))
-                    throw UsageError(dir.string() + " already holds a run (" + name + "); " +
-                                     (fs::exists(ckpt) ? "pass --resume to continue it or --force to replace it"
-                                                       : "it has no checkpoint to resume from: pass --force to start over"));
-        if (a.resume && !fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
-        run = a.resume ? run_config(dir) : std::nullopt;
-        if (run && run->world_size != world)
-            throw UsageError("the run in " + dir.string() + " trained on " + std::to_string(run->world_size) +
-                             " process(es) and this job has " + std::to_string(world) + ": each step was a batch of " +
-                             std::to_string(run->world_size) + " x " + std::to_string(run->batch_size) +
-                             " sequences; resume it with " +
-                             (run->world_size == 1 ? std::string("one process (no mpirun)")
-                                                   : "mpirun -np " + std::to_string(run->world_size)));
-        resumed_id = run ? run->run_id : "";
-        requested.run_id = run && !run->run_id.empty() ? run->run_id : new_run_id();
-        if (run) changes = resume_changes(*run, requested);
-        const Corpus corpus = load_corpus(requested.data);
-        requested.data_fingerprint = corpus.fingerprint.text();
-        if (run && !run->data_fingerprint.empty() && run->data_fingerprint != requested.data_fingerprint &&
-            !a.allow_data_change)
-            throw std::runtime_error("the training data changed since the run began: " +
-                                     fingerprint_change(run->data_fingerprint, requested.data_fingerprint) +
-                                     "; pass --allow-data-change to go on with these");
-        data = std::make_shared<const TextDataset>(corpus.documents, requested.split);
-    } catch (...) {
-        failure = std::current_exception();
-    }
-    agree_to_start(failure, undo);
-    if (job) requested.run_id = rank0_run_id(requested.run_id);  // a new run's id is drawn on each rank
-    // GPU tensors are reduced by NCCL where this build has it (else through host copies, by MPI).
-    if (job && device != Device::CPU && dist::built_with_nccl()) job = dist::init_nccl(job);
-    try {
-        trainer = std::make_unique<Trainer>(requested, data, device);
-        if (a.resume) trainer->resume(ckpt.string());
-    } catch (...) {
-        failure = std::current_exception();
-    }
-    agree_to_start(failure, undo);
-    if (job) check_ranks_agree(a, *trainer, resumed_id, undo);
-    if (job) trainer->distribute(job);
-    trainer->set_rank_timeout(a.rank_timeout);
-    if (rank == 0) write_file_atomically((dir / "config.json").string(), trainer->config().to_json() + "\n");
-    const TrainConfig& config = trainer->config();  // resume may restart the schedule
-    const bool quiet = a.quiet || rank != 0;
-    if (!quiet) {
-        std::printf("%s", describe(config, trainer->model().num_parameters()).c_str());
+};
+
+// The run's config, folder, device and data, on every rank; rank 0 takes the folder's lock.
+Plan plan_run(const TrainArgs& a, const Job& job, std::optional<RunLock>& lock) {
+    const int rank = job.ranks ? job.ranks->rank() : 0, world = job.ranks ? job.ranks->world_size() : 1;
+    const fs::path dir = fs::path(a.out), ckpt = dir / "model.safetensors";
+    Plan p;
+    p.requested = train_config(a);
+    p.requested.world_size = world;
+    if (rank == 0) lock.emplace(dir.string());
+    if (job.ranks && a.device.rfind("cuda", 0) == 0) one_gpu_per_rank(job.ranks->local_rank());
+    p.device = parse_device(a.device);
+    if (!a.resume && !a.force)
+        for (const char* name : {"model.safetensors", "log.jsonl", "config.json"})
+            if (fs::exists(dir / name))
+                throw UsageError(dir.string() + " already holds a run (" + name + "); " +
+                                 (fs::exists(ckpt) ? "pass --resume to continue it or --force to replace it"
+                                                   : "it has no checkpoint to resume from: pass --force to start over"));
+    if (a.resume && !fs::exists(ckpt)) throw std::runtime_error("--resume: no checkpoint at " + ckpt.string());
+    p.run = a.resume ? run_config(dir) : std::nullopt;
+    if (p.run && p.run->world_size != world)
+        throw UsageError("the run in " + dir.string() + " trained on " + std::to_string(p.run->world_size) +
+                         " process(es) and this job has " + std::to_string(world) + ": each step was a batch of " +
+                         std::to_string(p.run->world_size) + " x " + std::to_string(p.run->batch_size) +
+                         " sequences; resume it with " +
+                         (p.run->world_size == 1 ? std::string("one process (no mpirun)")
+                                                 : "mpirun -np " + std::to_string(p.run->world_size)));
+    p.requested.run_id = p.run && !p.run->run_id.empty() ? p.run->run_id : new_run_id();
+    if (p.run) p.changes = resume_changes(*p.run, p.requested);
+    const Corpus corpus = load_corpus(p.requested.data);
+    p.requested.data_fingerprint = corpus.fingerprint.text();
+    if (p.run && !p.run->data_fingerprint.empty() && p.run->data_fingerprint != p.requested.data_fingerprint &&
+        !a.allow_data_change)
+        throw std::runtime_error("the training data changed since the run began: " +
+                                 fingerprint_change(p.run->data_fingerprint, p.requested.data_fingerprint) +
+                                 "; pass --allow-data-change to go on with these");
+    p.data = std::make_shared<const TextDataset>(corpus.documents, p.requested.split);
+    return p;
+}
+
+// The lines train prints before its first step (rank 0, unless --quiet), and, even when quiet,
+// what a resumed run changes: one that trains otherwise than it began says so.
+void print_start(const TrainArgs& a, const Trainer& trainer, const Plan& p, const Job& job) {
+    const TrainConfig& config = trainer.config();  // resume may restart the schedule
+    const int world = trainer.world_size();
+    if (!a.quiet) {
+        std::printf("%s", describe(config, trainer.model().num_parameters()).c_str());
         if (config.model.attn.gate == GatePosition::sdpa_output)  // the paper's G1: what train builds unless told otherwise
             std::printf("          (g1 is train's default attention; --attn baseline trains the same model ungated)\n");
-        std::printf("          %s\n", data->split_summary().c_str());
-        std::printf("device    %s%s\n", device_label(device).c_str(),
-                    world > 1 ? (", " + std::to_string(world) + " processes (" + job->backend_name() + ")").c_str() : "");
-        std::printf("run       %s in %s\n", config.run_id.c_str(), dir.string().c_str());
-        const double h = data->unigram_entropy();
+        std::printf("          %s\n", p.data->split_summary().c_str());
+        std::printf("device    %s%s\n", device_label(p.device).c_str(),
+                    world > 1 ? (", " + std::to_string(world) + " processes (" + job.ranks->backend_name() + ")").c_str() : "");
+        std::printf("run       %s in %s\n", config.run_id.c_str(), a.out.c_str());
+        const double h = p.data->unigram_entropy();
         std::printf("unigram baseline (no context): %.4f nats/byte, %.3f bits/byte\n", h, bits(h));
-        if (a.resume) std::printf("resuming at step %lld\n", (long long)trainer->step());
+        if (a.resume) std::printf("resuming at step %lld\n", (long long)trainer.step());
     }
-    // Even when quiet: a resumed run that trains otherwise than it began says so.
-    if (rank == 0 && !changes.empty()) std::printf("changed for the rest of the run: %s\n", changes.c_str());
-    if (rank == 0 && !trainer->resume_note().empty()) std::printf("%s\n", trainer->resume_note().c_str());
+    if (!p.changes.empty()) std::printf("changed for the rest of the run: %s\n", p.changes.c_str());
+    if (!trainer.resume_note().empty()) std::printf("%s\n", trainer.resume_note().c_str());
     std::fflush(stdout);
-    trainer->stop_on(stop_requested);
-    TrainResult result;
+}
+
+// Trains; a rank that stops answering (or a stop that comes while the ranks wait) ends the job
+// with what the run keeps: main() turns the error into the job's end.
+TrainResult train_or_end_job(Trainer& trainer, const Job& job, bool quiet, const fs::path& ckpt) {
     try {
-        result = trainer->run(quiet);
-    } catch (const dist::CollectiveAbandoned& e) {  // a rank stopped answering: main() ends the job
-        const int64_t saved = trainer->saved_step();
+        return trainer.run(quiet);
+    } catch (const dist::CollectiveAbandoned& e) {
+        const int64_t saved = trainer.saved_step();
         const std::string kept = saved >= 0 ? "; the checkpoint of step " + std::to_string(saved) + " in " + ckpt.string() +
                                                   " is whole (train --resume goes on from it)"
                                             : "; no checkpoint was written yet";
         if (dynamic_cast<const dist::Interrupted*>(&e))
-            throw dist::Interrupted("stopped by " + stop_cause(stop_requested.load(), rank, rank) + " after step " +
-                                    std::to_string(trainer->step()) + " while waiting for the other ranks (" + e.what() +
-                                    ")" + kept);
+            throw dist::Interrupted("stopped by " + stop_cause(job, stop_requested.load(), trainer.rank(), trainer.rank()) +
+                                    " after step " + std::to_string(trainer.step()) +
+                                    " while waiting for the other ranks (" + e.what() + ")" + kept);
         throw dist::RankTimeout(std::string(e.what()) + " (--rank-timeout " +
-                                std::to_string(int64_t(std::ceil(job->wait_limits().timeout_s))) +
+                                std::to_string(int64_t(std::ceil(job.ranks->wait_limits().timeout_s))) +
                                 "): a rank has stopped or hung; ending the job" + kept);
     }
+}
+
+int run_train(const TrainArgs& a, Job& job) {
+    stop_on_signals();
+    if (dist::launched_by_mpi()) join_job(a, job);
+    const int rank = job.ranks ? job.ranks->rank() : 0;
+    const fs::path dir = fs::path(a.out), ckpt = dir / "model.safetensors";
+    const bool existed = fs::exists(dir);
+    std::optional<RunLock> lock;  // rank 0's, held until the process ends
+    // Everything that can fail before the first step runs on every rank, in two parts with the
+    // collective calls between them; a failure removes the folder this run made, so that it
+    // does not block the next attempt.
+    const auto undo = [&] {  // only by the process holding the folder's lock: never another run's folder
+        std::error_code ec;
+        if (!existed && lock) fs::remove_all(dir, ec);
+    };
+    Plan plan;
+    std::exception_ptr failure;
+    try {
+        plan = plan_run(a, job, lock);
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    agree_to_start(job, failure, undo);
+    const std::string resumed_id = plan.run ? plan.run->run_id : "";
+    if (job.ranks) plan.requested.run_id = rank0_run_id(*job.ranks, plan.requested.run_id);  // drawn on each rank
+    // GPU tensors are reduced by NCCL where this build has it (else through host copies, by MPI).
+    if (job.ranks && plan.device != Device::CPU && dist::built_with_nccl()) job.ranks = dist::init_nccl(job.ranks);
+    std::unique_ptr<Trainer> trainer;
+    try {
+        trainer = std::make_unique<Trainer>(plan.requested, plan.data, plan.device);
+        if (a.resume) trainer->resume(ckpt.string());
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    agree_to_start(job, failure, undo);
+    if (job.ranks) check_ranks_agree(*job.ranks, a, *trainer, resumed_id, undo);
+    if (job.ranks) trainer->distribute(job.ranks);
+    trainer->set_rank_timeout(a.rank_timeout);
+    if (rank == 0) write_file_atomically((dir / "config.json").string(), trainer->config().to_json() + "\n");
+    if (rank == 0) print_start(a, *trainer, plan, job);
+    trainer->stop_on(stop_requested);
+    const TrainResult result = train_or_end_job(*trainer, job, a.quiet || rank != 0, ckpt);
     if (result.stopped) {
         std::fflush(stdout);
         if (rank == 0)
             std::fprintf(stderr, "gatedgrad: stopped by %s after step %lld; saved %s (train --resume --out %s goes on)\n",
-                         stop_cause(result.stop_reason, result.stop_rank, rank).c_str(), (long long)trainer->step(),
+                         stop_cause(job, result.stop_reason, result.stop_rank, rank).c_str(), (long long)trainer->step(),
                          ckpt.string().c_str(), dir.string().c_str());
         return 128 + result.stop_reason;
     }
     if (result.diverged) {  // the same on every rank (the loss and weights are): rank 0 says so
-        abort_job_on_error = false;
+        job.abort_on_error = false;
         if (rank != 0) throw QuietExit{1};
         throw std::runtime_error(result.message);
     }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "cli.h"
 #include "config_options.h"
 #include "nn/train/trainer.h"
 
@@ -48,23 +49,24 @@ std::string fingerprint_change(const std::string& was, const std::string& now);
 void stop_on_signals();
 
 // The signal that stopped the run and where it came from, for the line that says so.
-std::string stop_cause(int signal, int rank, int my_rank);
+std::string stop_cause(const Job& job, int signal, int rank, int my_rank);
 
 // Every rank runs the same checks before the first step. When any fails, every rank stops:
 // the lowest rank that failed rethrows its error (one line on stderr), the others exit with
-// its code without a word; `undo` (rank 0: remove the folder this run made) runs first.
-void agree_to_start(std::exception_ptr failure, const std::function<void()>& undo);
+// its code without a word; `undo` (rank 0: remove the folder this run made) runs first. When
+// all pass, an error on one rank alone ends the whole job from here on (Job::abort_on_error).
+void agree_to_start(Job& job, std::exception_ptr failure, const std::function<void()>& undo);
 
 // One GPU per rank: rank k of a machine sees only the k-th of the GPUs it could see (before
 // anything touches CUDA), as device 0.
 void one_gpu_per_rank(int local_rank);
 
 // The run's id as rank 0 drew it: 16 hex digits sent as two exact 32-bit halves.
-std::string rank0_run_id(const std::string& mine);
+std::string rank0_run_id(gg::dist::ProcessGroup& ranks, const std::string& mine);
 
-// Every rank's settings against rank 0's (dist/agreement.h), before the first collective whose
+// Every rank's settings against rank 0's (distributed/agreement.h), before the first collective whose
 // size depends on them: the whole config, the data, the step it starts at, the run it resumes.
 // On a difference every rank stops; rank 0 names the field (exit 2 for a setting of the command
 // line or config file, 1 for the data or the checkpoint's state).
-void check_ranks_agree(const TrainArgs& a, const gg::nn::Trainer& trainer, const std::string& resumed_id,
+void check_ranks_agree(gg::dist::ProcessGroup& ranks, const TrainArgs& a, const gg::nn::Trainer& trainer, const std::string& resumed_id,
                        const std::function<void()>& undo);

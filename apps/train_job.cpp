@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "cli.h"
-#include "dist/agreement.h"
-#include "dist/process_group.h"
+#include "distributed/agreement.h"
+#include "distributed/process_group.h"
 #include "tensor/tensor.h"
 #include "train.h"
 
@@ -74,35 +74,35 @@ void stop_on_signals() {
 // "SIGTERM", "SIGTERM on rank 1", "SIGTERM from mpirun (which passes Ctrl-C on as SIGTERM)":
 // Open MPI's mpirun turns a SIGINT or SIGTERM it receives into SIGTERM to every rank (it
 // cannot forward SIGINT), so a rank can only say which signal came and from where.
-std::string stop_cause(int signal, int rank, int my_rank) {
+std::string stop_cause(const Job& job, int signal, int rank, int my_rank) {
     const std::string cause = signal_name(signal);
     // mpirun passes a Ctrl-C on to every rank as SIGTERM, and whichever rank's arrived first
     // is the one the ranks learnt of first: when this rank's own SIGTERM came from mpirun too,
     // the stop was mpirun's, not the other rank's.
-    if (job && signal == SIGTERM && stop_requested.load() == SIGTERM && stop_sender.load() == int(::getppid()))
+    if (job.ranks && signal == SIGTERM && stop_requested.load() == SIGTERM && stop_sender.load() == int(::getppid()))
         return cause + " from mpirun (which passes a Ctrl-C on as SIGTERM)";
-    if (job && rank != my_rank) return cause + " on rank " + std::to_string(rank);
+    if (job.ranks && rank != my_rank) return cause + " on rank " + std::to_string(rank);
     return cause;
 }
 
 // ---------------------------------------------------------------- data parallel
 
-void agree_to_start(std::exception_ptr failure, const std::function<void()>& undo) {
+void agree_to_start(Job& job, std::exception_ptr failure, const std::function<void()>& undo) {
     int first = failure ? 0 : -1, code = failure ? exit_code(failure) : 0;
-    if (job) {
-        const Tensor codes = zeros({job->world_size()}, DType::f64);
-        codes.data<double>()[job->rank()] = code;
-        job->all_reduce(codes, dist::ReduceOp::sum);
+    if (job.ranks) {
+        const Tensor codes = zeros({job.ranks->world_size()}, DType::f64);
+        codes.data<double>()[job.ranks->rank()] = code;
+        job.ranks->all_reduce(codes, dist::ReduceOp::sum);
         first = -1;
-        for (int r = 0; r < job->world_size() && first < 0; ++r)
+        for (int r = 0; r < job.ranks->world_size() && first < 0; ++r)
             if (const double c = codes.data<const double>()[r]; c != 0) first = r, code = int(c);
     }
     if (first < 0) {
-        abort_job_on_error = job && job->world_size() > 1;
+        job.abort_on_error = job.ranks && job.ranks->world_size() > 1;
         return;
     }
     undo();
-    if (failure && (!job || job->rank() == first)) std::rethrow_exception(failure);
+    if (failure && (!job.ranks || job.ranks->rank() == first)) std::rethrow_exception(failure);
     throw QuietExit{code};
 }
 
@@ -117,17 +117,17 @@ void one_gpu_per_rank(int local_rank) {
     ::setenv("CUDA_VISIBLE_DEVICES", mine.c_str(), 1);
 }
 
-std::string rank0_run_id(const std::string& mine) {
+std::string rank0_run_id(dist::ProcessGroup& ranks, const std::string& mine) {
     const uint64_t id = std::stoull(mine, nullptr, 16);
     const Tensor halves = from_vector(std::vector<double>{double(id >> 32), double(id & 0xffffffffu)}, {2});
-    job->broadcast(halves, 0);
+    ranks.broadcast(halves, 0);
     const double* h = halves.data<const double>();
     char text[17];
     std::snprintf(text, sizeof text, "%016llx", (unsigned long long)((uint64_t(h[0]) << 32) | uint64_t(h[1])));
     return text;
 }
 
-void check_ranks_agree(const TrainArgs& a, const Trainer& trainer, const std::string& resumed_id,
+void check_ranks_agree(dist::ProcessGroup& ranks, const TrainArgs& a, const Trainer& trainer, const std::string& resumed_id,
                        const std::function<void()>& undo) {
     dist::Fields fields{{"--resume/--force", a.resume ? "--resume" : a.force ? "--force" : "neither"}};
     // The model's fields in LMConfig's own order (d_model before the d_ff it implies), then the rest.
@@ -137,12 +137,12 @@ void check_ranks_agree(const TrainArgs& a, const Trainer& trainer, const std::st
         if (field.first.rfind("model.", 0) != 0) fields.push_back(field);
     fields.push_back({"the run id in config.json", resumed_id});
     fields.push_back({"the step it starts at", std::to_string(trainer.step())});
-    const std::optional<dist::Disagreement> d = dist::find_disagreement(*job, fields);
+    const std::optional<dist::Disagreement> d = dist::find_disagreement(ranks, fields);
     if (!d) return;
     undo();
     const bool state = d->field == "data_fingerprint" || d->field == "run_id" || d->field.rfind("the ", 0) == 0 ||
                        d->field.rfind("restart_", 0) == 0;
-    if (job->rank() != 0) throw QuietExit{state ? 1 : 2};
+    if (ranks.rank() != 0) throw QuietExit{state ? 1 : 2};
     if (state) throw std::runtime_error(d->message());
     throw UsageError(d->message());
 }
