@@ -35,9 +35,9 @@
 #include "nn/text/bpe.h"
 #include "nn/text/byte_tokenizer.h"
 
-#include "dist/agreement.h"
-#include "dist/gradient_buckets.h"
-#include "dist/process_group.h"
+#include "distributed/agreement.h"
+#include "distributed/gradient_buckets.h"
+#include "distributed/process_group.h"
 
 #include "nn/train/data.h"
 #include "nn/train/log_file.h"

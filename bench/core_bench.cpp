@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "gatedgrad.h"
-#include "tensor/cpu_gemm.h"
+#include "cpu/gemm.h"
 
 namespace {
 
@@ -64,7 +64,7 @@ void bench_matmul() {
         // sub-millisecond call is not lost in timer and scheduler noise.
         const int64_t calls = (1024 / n) * (1024 / n) * (1024 / n);
         // gg keeps OpenBLAS on its caller's thread and splits a GEMM over OpenMP's threads
-        // (tensor/cpu_backend.cpp); the direct call gets as many OpenBLAS threads instead.
+        // (cpu/backend.cpp); the direct call gets as many OpenBLAS threads instead.
         const auto [t_gg, t_blas] = time_pair(
             9, [&] { for (int64_t i = 0; i < calls; ++i) gg::matmul(a, b); },
             [&] {
@@ -80,7 +80,7 @@ void bench_matmul() {
     }
 }
 
-// The bfloat16 GEMM (tensor/cpu_gemm_bf16.cpp) widens its operands and calls sgemm,
+// The bfloat16 GEMM (cpu/gemm_bf16.cpp) widens its operands and calls sgemm,
 // so on a CPU without bfloat16 instructions it can only be slower than float32: this row says
 // by how much the widening and the rounding of C cost.
 void bench_matmul_bf16() {

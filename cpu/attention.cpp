@@ -1,4 +1,4 @@
-// cpu_attention.cpp — fused scaled-dot-product attention on the CPU, in tiles.
+// cpu/attention.cpp — fused scaled-dot-product attention on the CPU, in tiles.
 //
 // FlashAttention's schedule (Dao et al., 2022): a block of query rows meets the keys one
 // tile at a time, so no T×T matrix is ever held, only one (query block × key tile) of
@@ -26,7 +26,7 @@
 // backward needs the scores' signs, which its weights do not hold: it always recomputes.
 // Work is split over (batch, kv head) so that the query heads sharing a kv head (GQA) run
 // on one thread and their dK/dV sums never race; OpenBLAS stays on the calling thread
-// (tensor/cpu_backend.cpp), so the tiles' GEMMs do too.
+// (cpu/backend.cpp), so the tiles' GEMMs do too.
 #include <cblas.h>
 
 #include <algorithm>
@@ -36,10 +36,10 @@
 #include <vector>
 
 #include "tensor/backend.h"
-#include "tensor/cpu_float32.h"
-#include "tensor/parallel.h"
+#include "cpu/float32.h"
+#include "cpu/parallel.h"
 #include "tensor/score_functions.h"
-#include "tensor/vector_math.h"
+#include "cpu/vector_math.h"
 
 namespace gg {
 

@@ -1,12 +1,12 @@
-// cpu_backend.cpp — the CPU implementation of the backend table (tensor/backend.h).
+// cpu/backend.cpp — the CPU implementation of the backend table (tensor/backend.h).
 //
 // Dense operands take a flat loop; strided or broadcast ones walk an N-d index. Loops
-// split over OpenMP threads once they are large enough (tensor/parallel.h); GEMM is
+// split over OpenMP threads once they are large enough (cpu/parallel.h); GEMM is
 // OpenBLAS. Every kernel is templated on the element type T. A bfloat16 operand computes in
 // float32 and rounds once on the way out: element-wise kernels take T = gg::bfloat16 (which
 // reads as a float), fused ones run their float32 form on float32 copies (cpu_float32.h),
 // and GEMM multiplies widened copies with sgemm (exact products, float32 sums:
-// tensor/cpu_gemm_bf16.cpp).
+// cpu/gemm_bf16.cpp).
 #include <cblas.h>
 
 #include <algorithm>
@@ -21,22 +21,22 @@
 #include <vector>
 
 #include "tensor/backend.h"
-#include "tensor/blas_buffers.h"
+#include "cpu/blas_buffers.h"
 #include "tensor/caching_allocator.h"
-#include "tensor/cpu_gemm.h"
-#include "tensor/cpu_float32.h"
-#include "tensor/parallel.h"
-#include "tensor/vector_math.h"
+#include "cpu/gemm.h"
+#include "cpu/float32.h"
+#include "cpu/parallel.h"
+#include "cpu/vector_math.h"
 
 namespace gg {
 
-// tensor/cpu_attention.cpp
+// cpu/attention.cpp
 void cpu_attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs,
                            const View& Q, const View& K, const View& V, const View& sink);
 void cpu_attention_backward(const AttentionShape& s, const View& dQ, const View& dK, const View& dV,
                             const View& dO, const View& Q, const View& K, const View& V, const View& O,
                             const View& lse, const View& probs);
-// tensor/cpu_fused.cpp
+// cpu/fused.cpp
 void cpu_rms_norm_forward(const View& y, const View& rstd, const View& x, const View& weight, int64_t rows,
                           int64_t cols, double eps);
 void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, const View& x, const View& weight,
@@ -218,7 +218,7 @@ void cpu_arange(const View& out, double start, double step) {
 
 }  // namespace
 
-// Declared in tensor/cpu_float32.h, which widens and rounds bfloat16 operands with it.
+// Declared in cpu/float32.h, which widens and rounds bfloat16 operands with it.
 void cpu_copy(const View& out, const View& in) {
     if (out.dtype == in.dtype && is_dense(out) && is_dense(in)) {
         std::memcpy(out.data, in.data, out.numel() * dtype_size(out.dtype));
@@ -247,7 +247,7 @@ void cpu_unary(UnaryOp op, const View& out, const View& in, double exponent) {
             case UnaryOp::tanh: map1<T>(out, in, [](T x) { return T(std::tanh(x)); }); break;
             case UnaryOp::sigmoid:
                 if constexpr (std::is_floating_point_v<T>) {
-                    if (is_dense(in)) {  // the G1 gate's σ, at the vector width (tensor/vector_math.h)
+                    if (is_dense(in)) {  // the G1 gate's σ, at the vector width (cpu/vector_math.h)
                         parallel_range(out.numel(), [&](int64_t b, int64_t e) {
                             vec::sigmoid(ptr<T>(out) + b, ptr<T>(in) + b, e - b);
                         });
@@ -357,7 +357,7 @@ void cpu_softmax(const View& out, const View& in, int64_t rows, int64_t cols, bo
                 T* yr = y + r * cols;
                 // Subtracting the max keeps exp() finite; it cancels in the ratio.
                 const T m = vec::max_value(xr, cols);
-                const double z = vec::exp_shifted(yr, xr, m, cols);  // yr = e^{x − m} (tensor/vector_math.h)
+                const double z = vec::exp_shifted(yr, xr, m, cols);  // yr = e^{x − m} (cpu/vector_math.h)
                 if (log) {
                     const double lz = std::log(z);
                     for (int64_t c = 0; c < cols; ++c) yr[c] = T(xr[c] - m - lz);
@@ -561,7 +561,7 @@ void cpu_cross_entropy(const View& loss, const View& dlogits, const View& logits
                 }
                 const T* xr = x + i * V;
                 const T m = vec::max_value(xr, V);
-                const double z = vec::exp_shifted(dr ? dr : exps.data(), xr, m, V);  // (tensor/vector_math.h)
+                const double z = vec::exp_shifted(dr ? dr : exps.data(), xr, m, V);  // (cpu/vector_math.h)
                 l[i] = T(m + std::log(z) - xr[t[i]]);  // logsumexp − target logit
                 if (!dr) continue;
                 const T scale = T(s[i] / z);  // dr = e^{x − m} · s / z − s · onehot
@@ -573,7 +573,7 @@ void cpu_cross_entropy(const View& loss, const View& dlogits, const View& logits
 }
 
 // Forward's attention probabilities are kept for backward up to 8 MiB a call: a (B, H, T, T)
-// float32 buffer of B·H = 64 heads of T = 128, or 16 of 256 (tensor/cpu_attention.cpp).
+// float32 buffer of B·H = 64 heads of T = 128, or 16 of 256 (cpu/attention.cpp).
 constexpr int64_t kAttentionKeepBytes = int64_t(8) << 20;
 
 const Backend cpu_backend{

@@ -1,6 +1,6 @@
 // blas_buffers.cpp — OpenMP's threads fitted to the address space OpenBLAS's buffers need
-// (tensor/blas_buffers.h).
-#include "tensor/blas_buffers.h"
+// (cpu/blas_buffers.h).
+#include "cpu/blas_buffers.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

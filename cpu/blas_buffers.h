@@ -1,7 +1,7 @@
 // blas_buffers.h — the address space OpenBLAS's work buffers take, and what that means under
 // `ulimit -v`.
 //
-// OpenBLAS runs each GEMM on the thread that calls it (tensor/cpu_backend.cpp), and our threads
+// OpenBLAS runs each GEMM on the thread that calls it (cpu/backend.cpp), and our threads
 // are OpenMP's. Each thread that is inside a GEMM at the same time as another needs a work
 // buffer of its own: 128 MiB and a page of address space (OpenBLAS 0.3.21's x86-64 build,
 // measured: its BUFFER_SIZE), taken at the first such GEMM and kept to the end. Where the

@@ -1,4 +1,4 @@
-// cpu_float32.h — how a fused CPU kernel takes bfloat16 operands: on float32 copies of them.
+// cpu/float32.h — how a fused CPU kernel takes bfloat16 operands: on float32 copies of them.
 //
 // The bfloat16 form of softmax, cross-entropy, RMSNorm, SwiGLU, RoPE and attention widens
 // its bfloat16 inputs to float32 (exact: a bfloat16 is the top half of a float32), runs the
@@ -15,7 +15,7 @@
 
 namespace gg {
 
-void cpu_copy(const View& out, const View& in);  // tensor/cpu_backend.cpp: any strides, converts dtype
+void cpu_copy(const View& out, const View& in);  // cpu/backend.cpp: any strides, converts dtype
 
 // Calls kernel(inputs', outputs') where each bfloat16 view is replaced by a dense float32
 // one: filled from it for an input, rounded back into it afterwards for an output. Views

@@ -1,8 +1,8 @@
-// cpu_fused.cpp — the CPU's fused kernels for a training step (tensor/backend.h): RMSNorm
+// cpu/fused.cpp — the CPU's fused kernels for a training step (tensor/backend.h): RMSNorm
 // forward and backward, SwiGLU's gating product and RoPE's rotation each way, the AdamW and
 // SGD updates, the sum of squares for the gradient norm and the scaling that clips it. Each
 // is one pass over its data where a chain of ops would make several. A bfloat16 call runs the
-// float32 kernel on float32 copies of its operands (tensor/cpu_float32.h), except the scaling,
+// float32 kernel on float32 copies of its operands (cpu/float32.h), except the scaling,
 // which reads each bfloat16 as a float in place; the optimiser steps take the float32 master
 // weights of mixed-precision training only.
 #include <algorithm>
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "tensor/backend.h"
-#include "tensor/cpu_float32.h"
-#include "tensor/parallel.h"
-#include "tensor/vector_math.h"
+#include "cpu/float32.h"
+#include "cpu/parallel.h"
+#include "cpu/vector_math.h"
 
 namespace gg {
 
@@ -107,7 +107,7 @@ void cpu_rms_norm_backward(const View& dx, const View& dweight, const View& dy, 
 namespace {
 
 // Calls f(j, σ(a_j)) for j in [begin, end): σ is taken a block at a time at the vector width
-// (tensor/vector_math.h) into a buffer that stays in L1, then f reads it.
+// (cpu/vector_math.h) into a buffer that stays in L1, then f reads it.
 template <class T, class F>
 void with_sigmoid(const T* a, int64_t begin, int64_t end, F&& f) {
     constexpr int64_t kBlock = 512;

@@ -1,4 +1,4 @@
-// cpu_gemm.h — the CPU backend's GEMM (OpenBLAS), in float32, float64 and bfloat16.
+// cpu/gemm.h — the CPU backend's GEMM (OpenBLAS), in float32, float64 and bfloat16.
 //
 // C[i] = α·op(A[i])·op(B[i]) + β·C[i] for i < batch, row-major, op() a transpose or not, with
 // the reference BLAS's promises: β = 0 never reads C, α = 0 (or K = 0) never reads A or B.
@@ -17,7 +17,7 @@ void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M,
 // The float32 copies a bfloat16 GEMM makes at most, in floats, per operand (32 MiB).
 constexpr int64_t kBf16GemmPanel = int64_t(1) << 23;
 
-// bfloat16 operands and result, float32 sums (tensor/cpu_gemm_bf16.cpp). `panel` bounds the
+// bfloat16 operands and result, float32 sums (cpu/gemm_bf16.cpp). `panel` bounds the
 // float32 copies of each operand; only tests pass a smaller one, to reach the panel loop
 // with small matrices.
 void cpu_gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,

@@ -1,4 +1,4 @@
-// cpu_gemm_bf16.cpp — bfloat16 GEMM on the CPU: exact products, float32 sums, bounded memory.
+// cpu/gemm_bf16.cpp — bfloat16 GEMM on the CPU: exact products, float32 sums, bounded memory.
 //
 // OpenBLAS has sbgemm for this, but Debian builds 0.3.21 without it (cblas.h declares
 // cblas_sbgemm; libopenblas.so has no such symbol). Widening a bfloat16 to float32 is exact and
@@ -17,8 +17,8 @@
 #include <memory>
 
 #include "tensor/bf16.h"
-#include "tensor/cpu_gemm.h"
-#include "tensor/parallel.h"
+#include "cpu/gemm.h"
+#include "cpu/parallel.h"
 
 namespace gg {
 

@@ -1,7 +1,7 @@
-// vector_math.cpp — the scalar kernels of tensor/vector_math.h, and the choice of a path:
+// vector_math.cpp — the scalar kernels of cpu/vector_math.h, and the choice of a path:
 // the widest one this build holds and this CPU runs, unless GATEDGRAD_VECTOR_PATH names
 // another.
-#include "tensor/vector_math.h"
+#include "cpu/vector_math.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,7 +13,7 @@
 namespace gg {
 
 #if GG_HAVE_SLEEF
-extern const VectorKernels kVectorKernels_avx2, kVectorKernels_avx512;  // tensor/vector_math_simd.cpp
+extern const VectorKernels kVectorKernels_avx2, kVectorKernels_avx512;  // cpu/vector_math_simd.cpp
 #endif
 
 namespace {

@@ -5,7 +5,7 @@
 // channel; scalar expf was 6–7% of a 1-thread step. These loops hand the work to SLEEF's
 // vector functions (Shibata & Petrogalli, arXiv:2001.09258): 8 floats at a time with AVX2,
 // 16 with AVX-512. The library is built without -march, so each vector path is compiled
-// apart (tensor/vector_math_simd.cpp, once with -mavx2 -mfma, once with -mavx512f) and the
+// apart (cpu/vector_math_simd.cpp, once with -mavx2 -mfma, once with -mavx512f) and the
 // widest one this CPU runs is picked on first use. Where SLEEF is absent at build
 // time only the scalar path (std::exp) exists.
 //
@@ -64,7 +64,7 @@ T max_value(const T* x, int64_t n) {
 
 }  // namespace vec
 
-// One path's kernels; tensor/vector_math.cpp holds the scalar ones and picks among them.
+// One path's kernels; cpu/vector_math.cpp holds the scalar ones and picks among them.
 struct VectorKernels {
     float (*exp_shifted)(float* y, const float* x, float shift, int64_t n);
     void (*sigmoid)(float* y, const float* x, int64_t n);

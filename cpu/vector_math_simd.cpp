@@ -1,6 +1,6 @@
-// vector_math_simd.cpp — the vector kernels of tensor/vector_math.h for one instruction set.
+// vector_math_simd.cpp — the vector kernels of cpu/vector_math.h for one instruction set.
 // meson compiles this file twice: with -mavx2 -mfma (GG_VECTOR_PATH=avx2) and with -mavx512f
-// (GG_VECTOR_PATH=avx512). Only tensor/vector_math.cpp calls into it, and only after the CPU
+// (GG_VECTOR_PATH=avx512). Only cpu/vector_math.cpp calls into it, and only after the CPU
 // has said it runs that instruction set.
 #include <immintrin.h>
 #include <sleef.h>
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "tensor/vector_math.h"
+#include "cpu/vector_math.h"
 
 namespace gg {
 

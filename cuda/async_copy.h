@@ -1,5 +1,5 @@
 // async_copy.h — asynchronous copies from global to shared memory (sm_80 and later), one name
-// for both builds: inline PTX under nvcc, the emulator's model (cuda/emu/async_copy.h) under g++.
+// for both builds: inline PTX under nvcc, the emulator's model (cuda/emulator/async_copy.h) under g++.
 //
 //   cp_async16(shared_dst, global_src, src_bytes = 16)
 //       cp.async.cg.shared.global [dst], [src], 16, src_bytes: starts a copy of 16 bytes and

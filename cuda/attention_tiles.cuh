@@ -229,7 +229,7 @@ __device__ void clear(Accumulator<T, kD>& a) {
     }
 }
 
-// ---- which keys a query sees (the same rule as tensor/cpu_attention.cpp) -------------------
+// ---- which keys a query sees (the same rule as cpu/attention.cpp) -------------------
 
 // Visible keys of query i: [first, last]. Query i sits at position Tk − Tq + i; with
 // exclude_self its own key is hidden too, except at position 0, which has nothing else to see.

@@ -10,7 +10,7 @@
 //   where   out_i = cond_i ≠ 0 ? a_i : b_i
 //
 // Operands arrive already broadcast to out's shape (a broadcast dim has stride 0). Each
-// formula is the CPU's (tensor/cpu_backend.cpp) in the same types, so on the emulator, whose
+// formula is the CPU's (cpu/backend.cpp) in the same types, so on the emulator, whose
 // maths library is the CPU's, results are bit for bit the CPU's, and on a GPU they differ
 // by the device maths library's few ulps. For example f32 sigmoid is 1 / (1 + expf(−x)) in
 // float, while gelu, as on the CPU, is 0.5 x (1 + erf(x / √2)) in double for every dtype.

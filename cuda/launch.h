@@ -1,5 +1,5 @@
 // launch.h — what every kernel source and its host code include. Under nvcc it is the CUDA
-// runtime; under g++ it is the CPU emulator (cuda/emu/emulator.h), so that the same .cu
+// runtime; under g++ it is the CPU emulator (cuda/emulator/emulator.h), so that the same .cu
 // files build and run their tests on a machine without a GPU.
 //
 // Kernels launch only through gg::cuda::launch and declare shared memory only through
@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <string>
 #else
-#include "cuda/emu/emulator.h"
+#include "cuda/emulator/emulator.h"
 #endif
 
 // The kernel sources are built twice, by nvcc for the GPU and by g++ for the emulator, and

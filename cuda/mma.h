@@ -1,6 +1,6 @@
 // mma.h — the two tensor-core instructions the bf16 GEMM (cuda/gemm_bf16.cu) and the bf16
 // attention (cuda/attention_mma.cuh) are built from, and the conversion that packs floats into
-// their operands, one name for both builds: inline PTX under nvcc, the emulator's model (cuda/emu/mma.h),
+// their operands, one name for both builds: inline PTX under nvcc, the emulator's model (cuda/emulator/mma.h),
 // which holds the same registers in the same lanes, under g++.
 //
 //   mma_m16n8k16_bf16(d, a, b, c)   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32:

@@ -5,7 +5,7 @@
 //   SGD:    d = g + λ p;  buf = μ buf + d (when there is a buffer, else d stays);  p −= lr · d
 //   scale:  x *= factor                                                x: (n) per gradient (clip_grad_norm)
 //
-// The per-step scalars are rounded to T on the host exactly as tensor/cpu_fused.cpp does, and
+// The per-step scalars are rounded to T on the host exactly as cpu/fused.cpp does, and
 // each element goes through the same operations in the same order, so the emulated build
 // matches the CPU bitwise. (nvcc may fuse a multiply and an add into one FMA, rounding once
 // where the CPU rounds twice: at most an ulp apart per step.)

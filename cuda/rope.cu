@@ -6,7 +6,7 @@
 // for c < D/2, with s = 1, or s = −1 for the transposed rotation (backward). One thread per
 // channel pair (b, h, t, c) in a grid-stride loop of 256-thread blocks; neighbouring threads
 // take neighbouring pairs of one row, so a warp reads a row of x and of each table together.
-// The CPU's formula in T (tensor/cpu_fused.cpp), so the emulator matches it bit for bit; bf16
+// The CPU's formula in T (cpu/fused.cpp), so the emulator matches it bit for bit; bf16
 // is loaded as float, rotated in float and rounded once when stored.
 #include <algorithm>
 

@@ -11,7 +11,7 @@
 // Every operand is (rows, C) with contiguous channels, and its rows may lie apart: the halves
 // of one (rows, 2C) product (nn/layers.h's SwiGLU), or its slices, are read and written in place.
 // One element per thread in a grid-stride loop of 256-thread blocks, in the CPU's formulas
-// and types (tensor/cpu_fused.cpp): σ(a) = 1 / (1 + exp(−a)) in T, so the emulator matches
+// and types (cpu/fused.cpp): σ(a) = 1 / (1 + exp(−a)) in T, so the emulator matches
 // the CPU bit for bit and a GPU within its maths library's few ulps. bf16 is loaded as float,
 // computed as f32 is, and rounded once when stored.
 #include <algorithm>

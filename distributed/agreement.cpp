@@ -1,4 +1,4 @@
-#include "dist/agreement.h"
+#include "distributed/agreement.h"
 
 #include <nlohmann/json.hpp>
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 
 namespace gg::dist {
 

@@ -1,4 +1,4 @@
-#include "dist/gradient_buckets.h"
+#include "distributed/gradient_buckets.h"
 
 #include <chrono>
 #include <stdexcept>

@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 
 namespace gg::dist {
 

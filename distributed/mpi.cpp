@@ -18,8 +18,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "dist/patience.h"
-#include "dist/process_group.h"
+#include "distributed/patience.h"
+#include "distributed/process_group.h"
 
 namespace gg::dist {
 
@@ -33,7 +33,7 @@ void check(int code, const char* call) {
     throw std::runtime_error(std::string(call) + ": " + std::string(text, length));
 }
 
-// Polls `request` until it completes, or the limits say to give up (dist/patience.h). The
+// Polls `request` until it completes, or the limits say to give up (distributed/patience.h). The
 // first milliseconds spin (a collective between ready ranks takes microseconds); after that it
 // sleeps a millisecond between polls rather than burn a core waiting for a rank that is not there.
 void wait(MPI_Request& request, const WaitLimits& limits, const char* op) {

@@ -11,7 +11,7 @@
 // and the host waits with it at its next synchronisation (a copy of the loss, a barrier), where
 // no MPI_Test can interrupt it. So each collective is marked by a CUDA event as it is queued,
 // and a thread looks at the oldest unfinished one every 50 ms, with the patience of the mpi
-// backend (dist/patience.h: --rank-timeout, and a Ctrl-C ends the wait). When it gives up, it
+// backend (distributed/patience.h: --rank-timeout, and a Ctrl-C ends the wait). When it gives up, it
 // aborts the communicator (ncclCommAbort ends NCCL's kernels, so the host's wait returns), and
 // the next call into this group throws the verdict on the main thread, where the app ends the
 // job as it does for MPI, the last checkpoint whole. If the main thread does not come back
@@ -36,8 +36,8 @@
 #include <string>
 #include <thread>
 
-#include "dist/patience.h"
-#include "dist/process_group.h"
+#include "distributed/patience.h"
+#include "distributed/process_group.h"
 
 namespace gg::cuda {
 cudaStream_t current_stream();  // cuda/runtime.cu, in the GPU build
@@ -53,7 +53,7 @@ void check(ncclResult_t result, const char* call) {
 
 // ncclBfloat16 reduces bf16 on the GPU without a float32 copy. The partial sums a ring passes
 // from rank to rank are bf16 themselves, so with N ranks a sum may be rounded N−1 times, where
-// the mpi backend (dist/mpi.cpp) sums in float32 and rounds once.
+// the mpi backend (distributed/mpi.cpp) sums in float32 and rounds once.
 ncclDataType_t nccl_type(DType dtype) {
     return dtype == DType::f32 ? ncclFloat32 : dtype == DType::bf16 ? ncclBfloat16 : ncclFloat64;
 }

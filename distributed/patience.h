@@ -1,6 +1,6 @@
 // patience.h — when a wait for the other ranks gives up (WaitLimits in process_group.h), for
-// every backend: the mpi backend asks it between two polls of MPI_Test (dist/mpi.cpp), the
-// nccl backend's watchdog between two looks at the GPU's queue (dist/nccl.cpp).
+// every backend: the mpi backend asks it between two polls of MPI_Test (distributed/mpi.cpp), the
+// nccl backend's watchdog between two looks at the GPU's queue (distributed/nccl.cpp).
 //
 // Two rules. The time counted is the other ranks' silence, not this process's own absence: a
 // gap of over a second between two looks means this process was not running (stopped by
@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 
 namespace gg::dist {
 

@@ -12,8 +12,8 @@
 // N−1 more it passes the finished chunks round (all-gather). Each rank sends 2(N−1)/N of x,
 // whatever N: the cost of averaging gradients barely grows with the number of processes.
 //
-// Backends: "mpi" (dist/mpi.cpp: CPU tensors; CUDA tensors through a copy to the host) and
-// "nccl" (dist/nccl.cpp: CUDA tensors, on the GPU). Each is built when its library is found
+// Backends: "mpi" (distributed/mpi.cpp: CPU tensors; CUDA tensors through a copy to the host) and
+// "nccl" (distributed/nccl.cpp: CUDA tensors, on the GPU). Each is built when its library is found
 // (meson.build); a build without MPI trains in one process only.
 #pragma once
 #include <atomic>

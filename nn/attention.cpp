@@ -225,7 +225,7 @@ Tensor attention_as_ops(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const LayerHooks& hooks, Tensor& probs, Tensor& slot) {
     const int64_t H = q.size(1), Tq = q.size(2), Tk = k.size(2), group = H / k.size(1);
     const double scale = o.scale > 0 ? o.scale : 1.0 / std::sqrt(double(q.size(3)));
-    // The mask as the kernels apply it (tensor/cpu_attention.cpp): query i sits at Tk − Tq + i.
+    // The mask as the kernels apply it (cpu/attention.cpp): query i sits at Tk − Tq + i.
     std::vector<int64_t> hidden(size_t(Tq * Tk));
     for (int64_t i = 0; i < Tq; ++i)
         for (int64_t j = 0, pos = Tk - Tq + i; j < Tk; ++j)

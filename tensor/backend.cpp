@@ -7,7 +7,7 @@
 
 namespace gg {
 
-const Backend& cpu_backend_table();  // tensor/cpu_backend.cpp
+const Backend& cpu_backend_table();  // cpu/backend.cpp
 
 namespace {
 // Tables registered by hand (register_backend); the CPU's from the start.

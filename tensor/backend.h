@@ -2,7 +2,7 @@
 //
 // Ops (autograd/ops_*.cpp) never branch on the device: they describe their operands
 // as `View`s and call backend(device).<kernel>. The CPU table lives in
-// tensor/cpu_backend.cpp; the CUDA table (cuda/) fills in the same struct.
+// cpu/backend.cpp; the CUDA table (cuda/) fills in the same struct.
 #pragma once
 #include <span>
 #include <string>

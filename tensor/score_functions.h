@@ -1,6 +1,6 @@
 // score_functions.h — how attention turns a row of scores into weights: the five score
 // functions, their gradients, and the forms that keep them finite in floating point. The CPU's
-// fused attention (tensor/cpu_attention.cpp) and the CUDA kernels (cuda/attention_*.cu) both
+// fused attention (cpu/attention.cpp) and the CUDA kernels (cuda/attention_*.cu) both
 // compute them from these functions.
 //
 // Query i sees keys j (the mask: causal, window, exclude_self) with scores s_j = q_i·k_j·scale,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gatedgrad under an address-space limit (`ulimit -v`) ends: it runs, or it exits with one line
-that names the limit; it never hangs (tensor/blas_buffers.h, apps/openblas_threads.cpp).
+that names the limit; it never hangs (cpu/blas_buffers.h, apps/openblas_threads.cpp).
 
     check_address_space.py GATEDGRAD SCRATCH
 

@@ -1,5 +1,5 @@
 // cuda_targets.h — the two places a CUDA suite runs its kernels, from one source: the CPU
-// emulator (cuda/emu/: the emulated build's entries, whose device memory is host memory) and
+// emulator (cuda/emulator/: the emulated build's entries, whose device memory is host memory) and
 // the GPU (the GPU build's table, on device memory), each checked against the CPU's result.
 //
 // cuda_targets() lists, in order:

@@ -1,5 +1,5 @@
 // emulator_options.h — for the tests of the emulator itself: its options (schedule, race
-// detector; cuda/emu/emulator.h) set for one test and put back after it.
+// detector; cuda/emulator/emulator.h) set for one test and put back after it.
 #pragma once
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 // mma_probe.cu — where the tensor cores put each element, asked of the hardware itself: the
 // bf16 GEMM and attention kernels (cuda/gemm_bf16.cu, cuda/attention_mma.cuh) hard-code the
 // fragment layout of ldmatrix and mma.sync m16n8k16 (cuda/mma.h), and the emulator models it
-// (cuda/emu/mma.h); if either disagreed with the GPU, every test on the emulator would pass
+// (cuda/emulator/mma.h); if either disagreed with the GPU, every test on the emulator would pass
 // while the GPU computed something else.
 //
 // One source, two programs: nvcc builds it for the GPU (tests/mma_probe), g++ against the

@@ -1,3 +1,3 @@
-// The emulator's build of tests/mma_probe.cu (g++ against cuda/emu/): the fragment table that
+// The emulator's build of tests/mma_probe.cu (g++ against cuda/emulator/): the fragment table that
 // tools/gpu-check compares, line by line, with the GPU's.
 #include "tests/mma_probe.cu"

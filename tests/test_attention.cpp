@@ -52,7 +52,7 @@ TEST_CASE("attention: the fused kernel equals the composed ops for every score f
     const Case cases[] = {{2, 4, 4, 7, 7, 8, true, 0},  {1, 4, 2, 5, 5, 4, true, 0}, {2, 2, 1, 6, 6, 4, true, 3},
                           {1, 2, 2, 3, 9, 4, true, 0},  {2, 3, 3, 4, 4, 6, false, 0}, {1, 4, 1, 1, 6, 8, true, 4},
                           {2, 4, 2, 6, 6, 4, true, 0, true}, {1, 2, 2, 3, 7, 4, true, 3, true},
-                          // Past one block of 64 queries and one tile of 256 keys (tensor/cpu_attention.cpp):
+                          // Past one block of 64 queries and one tile of 256 keys (cpu/attention.cpp):
                           // a causal cache, a window that starts and ends inside tiles, no mask at all.
                           {1, 2, 1, 150, 300, 4, true, 0}, {1, 1, 1, 300, 300, 4, true, 70, true},
                           {1, 2, 2, 70, 280, 4, false, 0}};

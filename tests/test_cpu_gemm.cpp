@@ -24,7 +24,7 @@
 
 #include "tensor/backend.h"
 #include "tensor/bf16.h"
-#include "tensor/cpu_gemm.h"
+#include "cpu/gemm.h"
 #include "tests/gemm_layout.h"
 
 extern char** environ;
@@ -96,7 +96,7 @@ std::string mismatch(DType dtype, const Gemm& g, double c_fill, double ab_fill, 
 }
 
 // The cases, each with one transpose combination per run; batch 1 splits C's rows over
-// threads, a batch splits over its matrices (tensor/cpu_backend.cpp: cpu_gemm).
+// threads, a batch splits over its matrices (cpu/backend.cpp: cpu_gemm).
 void check_contract() {
     for (DType dtype : {DType::f32, DType::f64, DType::bf16})
         for (bool trans_a : {false, true})
@@ -181,7 +181,7 @@ TEST_CASE("the CPU GEMM keeps the BLAS's promises on every OpenBLAS core type th
     CHECK(ran >= 1);
 }
 
-// A bfloat16 product larger than a panel runs block by block (tensor/cpu_gemm_bf16.cpp): with
+// A bfloat16 product larger than a panel runs block by block (cpu/gemm_bf16.cpp): with
 // panels of a few hundred floats, these small matrices take every path of that loop: one
 // row panel or several, ragged last blocks, op(A) and op(B) transposed or not, β read or not,
 // padding between C's rows kept, a batch of such products, and a K longer than a panel.

@@ -1,6 +1,6 @@
 // test_cuda_nn.cpp — the CUDA kernels of the nn families (reduce, softmax, cross_entropy,
 // embedding, routing, rms_norm, optim) against the CPU backend on the same inputs, in the
-// emulator (cuda/emu/) and, where one answers, on the GPU (tests/cuda_targets.h): odd sizes,
+// emulator (cuda/emulator/) and, where one answers, on the GPU (tests/cuda_targets.h): odd sizes,
 // sizes off the warp and block shapes, empty dims, f32 and f64 (and int64 where the entry
 // takes it), reruns that must be bitwise identical, and index errors that must read as the
 // CPU's. The row kernels that read rows in 16-byte packs (cuda/packs.h) run on rows that allow

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "dist/patience.h"
+#include "distributed/patience.h"
 #include "gatedgrad.h"
 #include "tests/nn_check.h"
 

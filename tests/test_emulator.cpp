@@ -1,4 +1,4 @@
-// test_emulator.cpp — the CPU emulator of the CUDA execution model (cuda/emu/), through the
+// test_emulator.cpp — the CPU emulator of the CUDA execution model (cuda/emulator/), through the
 // same launch.h the kernels use.
 //
 // Expected values are worked out by hand or by plain loops here, never by the emulator. The

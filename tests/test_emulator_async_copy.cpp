@@ -1,4 +1,4 @@
-// test_emulator_async_copy.cpp — the emulator's cp.async (cuda/emu/async_copy.h, reached
+// test_emulator_async_copy.cpp — the emulator's cp.async (cuda/emulator/async_copy.h, reached
 // through cuda/async_copy.h): a copy lands in shared memory at the wait that covers its group
 // and not before, so that a kernel which reads too early reads the 0xFF fill (NaN) and fails;
 // wait_group N leaves the N newest groups in flight; copies never committed are covered by no

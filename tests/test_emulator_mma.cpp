@@ -1,4 +1,4 @@
-// test_emulator_mma.cpp — the emulator's PTX-level tensor-core instructions (cuda/emu/mma.h,
+// test_emulator_mma.cpp — the emulator's PTX-level tensor-core instructions (cuda/emulator/mma.h,
 // reached through cuda/mma.h): mma.sync m16n8k16 bf16 with registers filled lane by lane from
 // the PTX ISA's fragment table (written out again here, independently of the emulator),
 // ldmatrix x1/x2/x4 with and without .trans against the element each lane must receive, the two

@@ -1,5 +1,5 @@
-// test_emulator_strict.cpp — the emulator's strict modes (cuda/emu/): threads of a block run in
-// reverse or shuffled order, the race detector for shared memory (cuda/emu/race_check.h), and
+// test_emulator_strict.cpp — the emulator's strict modes (cuda/emulator/): threads of a block run in
+// reverse or shuffled order, the race detector for shared memory (cuda/emulator/race_check.h), and
 // CUDA's NaN rule for min and max.
 //
 // Each check is shown on a planted bug: a small kernel with one barrier, __syncwarp or NaN rule

@@ -1,4 +1,4 @@
-// The vector exponentials of tensor/vector_math.h on every path this build and this CPU run:
+// The vector exponentials of cpu/vector_math.h on every path this build and this CPU run:
 // against the scalar functions over a sweep with the edge values (−∞, underflow to 0, the
 // overflow to +∞, NaN), and the kernels that use them (attention, the gate's σ, SwiGLU) on
 // each path against the same kernels on the scalar path and against float64.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gatedgrad.h"
-#include "tensor/vector_math.h"
+#include "cpu/vector_math.h"
 #include "tests/check.h"
 
 using namespace gg;
@@ -168,7 +168,7 @@ TEST_CASE("vector_math: set_vector_path refuses a path this build or CPU lacks")
 
 TEST_CASE("vector_math: attention, the gate's σ and SwiGLU agree on every path, forward and backward") {
     Generator gen(11);
-    // 150 queries and 300 keys: more than one query block and one key tile (tensor/cpu_attention.cpp),
+    // 150 queries and 300 keys: more than one query block and one key tile (cpu/attention.cpp),
     // and row lengths that leave partial registers.
     const Tensor q64 = randn({1, 2, 150, 8}, gen, DType::f64), k64 = randn({1, 2, 300, 8}, gen, DType::f64);
     const Tensor v64 = randn({1, 2, 300, 8}, gen, DType::f64), g64 = randn({1, 2, 150, 8}, gen, DType::f64);

@@ -1,2 +1,2 @@
-// The emulator build of cuda/attention_backward_mma.cu (g++ against cuda/emu/emulator.h).
+// The emulator build of cuda/attention_backward_mma.cu (g++ against cuda/emulator/emulator.h).
 #include "cuda/attention_backward_mma.cu"

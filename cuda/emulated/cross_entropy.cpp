@@ -1,2 +1,2 @@
-// The emulator build of cuda/cross_entropy.cu (g++ against cuda/emu/emulator.h).
+// The emulator build of cuda/cross_entropy.cu (g++ against cuda/emulator/emulator.h).
 #include "cuda/cross_entropy.cu"

@@ -1,2 +1,2 @@
-// The emulator build of cuda/embedding.cu (g++ against cuda/emu/emulator.h).
+// The emulator build of cuda/embedding.cu (g++ against cuda/emulator/emulator.h).
 #include "cuda/embedding.cu"

@@ -8,9 +8,9 @@
 // glibc's fortified longjmp refuses to jump onto another stack, which is what fibers do.
 #undef _FORTIFY_SOURCE
 
-#include "cuda/emu/emulator.h"
+#include "cuda/emulator/emulator.h"
 
-#include "cuda/emu/race_check.h"
+#include "cuda/emulator/race_check.h"
 
 #include "cuda/build_config.h"
 

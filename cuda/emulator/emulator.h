@@ -358,6 +358,6 @@ inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return
 inline double2 make_double2(double x, double y) { return {x, y}; }
 
 // Tensor cores at the PTX level (mma.sync, ldmatrix), for cuda/mma.h.
-#include "cuda/emu/mma.h"
+#include "cuda/emulator/mma.h"
 // Asynchronous copies into shared memory (cp.async), for cuda/async_copy.h.
-#include "cuda/emu/async_copy.h"
+#include "cuda/emulator/async_copy.h"

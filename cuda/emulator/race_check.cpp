@@ -1,6 +1,6 @@
 // race_check.cpp — the race detector for shared memory (race_check.h says what it checks) and
 // the hooks through which the compiled kernels report their loads and stores.
-#include "cuda/emu/race_check.h"
+#include "cuda/emulator/race_check.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/emu/emulator.h"
+#include "cuda/emulator/emulator.h"
 
 namespace gg::emu {
 

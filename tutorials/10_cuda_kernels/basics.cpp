@@ -1,6 +1,6 @@
 // basics.cpp — part 1 of tutorial 10: a thread, a block, a grid, shared memory, a barrier
 // and a warp, each in one small kernel. The kernels are CUDA; this file is compiled by g++
-// against the emulator (cuda/emu/), so every step runs, and can be stepped through in a
+// against the emulator (cuda/emulator/), so every step runs, and can be stepped through in a
 // debugger, on a machine without a GPU.
 #include <cmath>
 #include <cstdio>

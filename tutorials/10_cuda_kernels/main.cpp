@@ -1,5 +1,5 @@
 // Tutorial 10 — CUDA kernels: a thread, a block and a warp, then the GEMM ladder and the
-// attention kernel. Every kernel runs in the emulator (cuda/emu/), so this program needs no
+// attention kernel. Every kernel runs in the emulator (cuda/emulator/), so this program needs no
 // GPU.
 //
 // Build and run from the repository root:

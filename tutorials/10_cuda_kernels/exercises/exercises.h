@@ -1,6 +1,6 @@
 // Exercises of tutorial 10: write each kernel in exercises.cpp, then run
 //   meson test -C build --suite exercises   until exercise_10_cuda_kernels passes.
-// The kernels are CUDA; the checks run them in the emulator (cuda/emu/), so no GPU is
+// The kernels are CUDA; the checks run them in the emulator (cuda/emulator/), so no GPU is
 // needed, and a missing __syncthreads or a divergent one is caught there. exercises.cpp is
 // built without the library's own answers to them (hidden.h).
 #pragma once
