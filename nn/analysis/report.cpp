@@ -1,5 +1,5 @@
 // report.cpp — the page of report.h: the HTML around plot.h's charts and the numbers as JSON, which
-// the script of report_script.cpp draws the attention maps from.
+// the script of report.js draws the attention maps from.
 #include "nn/analysis/report.h"
 
 #include <algorithm>

@@ -1,46 +1,6 @@
-// report_script.cpp — the page's CSS and JavaScript (report_script.h).
-#include "nn/analysis/report_script.h"
-
-namespace gg::nn {
-
-const char* const kReportStyle = R"css(
-body { font: 14px/1.45 system-ui, sans-serif; color: #222; margin: 24px auto; max-width: 1320px; padding: 0 16px; }
-h1 { font-size: 22px; margin-bottom: 4px; }
-h2 { font-size: 18px; margin-top: 36px; border-bottom: 1px solid #ddd; }
-h3 { font-size: 15px; margin: 8px 0; }
-p { max-width: 900px; }
-table { border-collapse: collapse; margin: 8px 0; }
-th, td { padding: 2px 10px; text-align: right; border-bottom: 1px solid #eee; }
-th { font-weight: 600; }
-.left { text-align: left; }
-tr.sink td { background: #fde0dd; }
-figure { margin: 0; }
-.row { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
-.run { flex: 0 1 600px; }
-.run table { font-size: 13px; }
-.run th, .run td { padding: 2px 6px; }
-.run th { white-space: normal; vertical-align: bottom; }
-#status.error { font-family: monospace; color: #b00; font-weight: 600; }
-mark { background: #fff1a8; padding: 0 2px; }
-.diff mark { margin-right: 4px; }
-.note { color: #555; }
-.map, .gate, .thumb { image-rendering: pixelated; border: 1px solid #999; }
-.map { width: 384px; height: 384px; cursor: crosshair; }
-.gate { width: 18px; height: 384px; margin-left: 6px; }
-.pair { display: flex; align-items: flex-start; }
-.axis { color: #555; font-size: 12px; }
-.readout { font-family: monospace; min-height: 3em; }
-.thumb { width: 72px; height: 72px; cursor: pointer; border-width: 2px; border-color: #ccc; }
-.thumb.chosen { border-color: #d62728; }
-.thumbs td { text-align: center; font-size: 12px; padding: 2px 4px; }
-.tok { border: 1px solid #ddd; margin: 0 1px; white-space: pre; }
-.tok.query { background: #fde0dd; }
-.tok.key { background: #c6dbef; }
-.text { font-family: monospace; background: #f6f6f6; padding: 4px 8px; white-space: pre-wrap; word-break: break-all; }
-)css";
-
-// Draws the maps, thumbnails and sink tables from #data; reports in #status.
-const char* const kReportScript = R"js(
+// The script of gatedgrad report's page (nn/analysis/report.h), compiled into the library: it
+// draws the maps, thumbnails and sink tables from the JSON in #data, and writes "ok: N maps" or
+// the first error it met into #status.
 "use strict";
 const status = document.getElementById("status");
 window.onerror = (message, source, line) => {
@@ -229,6 +189,3 @@ const asked = new URLSearchParams(location.hash.slice(1));
 const clamp = (v, n) => Math.min(Math.max(Math.floor(+v) || 0, 0), n - 1);
 show(clamp(asked.get("layer"), layers), clamp(asked.get("head"), heads));
 if (status.className !== "error") status.textContent = "ok: " + drawn + " maps";
-)js";
-
-}  // namespace gg::nn
