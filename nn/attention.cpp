@@ -1,6 +1,7 @@
 #include "nn/attention.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -106,25 +107,29 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
 // ---------------------------------------------------------------- option names
 
 namespace {
-// The walk-through's numbers first (gate_position_name gives them: configs and outputs
-// keep them), then the same positions by where they sit, since the paper numbers them
-// differently (its G2 is the value gate; docs/paper.md maps one onto the other). Any case:
-// the paper and every text here write "G1", the tables "g1".
+// The paper (its Figure 1 and Section 2.2) and the walk-through the project started from
+// number five positions each and agree on two: G1 on each head's SDPA output, G5 after the
+// output projection. Their G2–G4 are other gates (the paper's are on the value, key and query
+// projections; the walk-through's on the scores and the residual branch), so those have no
+// bare number here: each is named by where it sits, and the walk-through's numbers are
+// accepted under a name that says whose they are (docs/paper.md maps one onto the other).
+// The first name of each is the one configs and outputs write. Any case: the paper and every
+// text here write "G1", the tables "g1".
 const Names<GatePosition> kPositions{"gate position",
                                      {{"baseline", GatePosition::none},
                                       {"g1", GatePosition::sdpa_output},
-                                      {"g2", GatePosition::scores_from_x},
-                                      {"g3", GatePosition::scores_from_query},
-                                      {"g4", GatePosition::residual},
-                                      {"g5", GatePosition::after_merge},
                                       {"value", GatePosition::value},
                                       {"key", GatePosition::key},
                                       {"query", GatePosition::query},
-                                      {"sdpa", GatePosition::sdpa_output},
+                                      {"g5", GatePosition::after_merge},
                                       {"scores-x", GatePosition::scores_from_x},
                                       {"scores-query", GatePosition::scores_from_query},
                                       {"residual", GatePosition::residual},
-                                      {"output", GatePosition::after_merge}}};
+                                      {"sdpa", GatePosition::sdpa_output},
+                                      {"output", GatePosition::after_merge},
+                                      {"article-g2", GatePosition::scores_from_x},
+                                      {"article-g3", GatePosition::scores_from_query},
+                                      {"article-g4", GatePosition::residual}}};
 const Names<GateFunction> kFunctions{"gate function",
                                      {{"sigmoid", GateFunction::sigmoid},
                                       {"tanh", GateFunction::tanh_half},
@@ -147,7 +152,22 @@ const Names<ScoreFunction> kScoreFunctions{"score function",
                                             {"softpick", ScoreFunction::softpick}}};
 }  // namespace
 
-GatePosition parse_gate_position(const std::string& n) { return kPositions.parse(n); }
+GatePosition parse_gate_position(const std::string& n) {
+    // A bare g2, g3 or g4 names two gates: which one was meant cannot be guessed.
+    struct TwoMeanings {
+        const char *number, *paper, *article;
+    };
+    for (const TwoMeanings& t : {TwoMeanings{"g2", "value", "scores-x"}, TwoMeanings{"g3", "key", "scores-query"},
+                                 TwoMeanings{"g4", "query", "residual"}})
+        if (n.size() == 2 && std::tolower((unsigned char)n[0]) == 'g' && n[1] == t.number[1]) {
+            const std::string upper = std::string("G") + t.number[1];
+            throw std::invalid_argument("gate position '" + n + "' names two gates: the paper's " + upper + " is '" +
+                                        t.paper + "', the walk-through's " + upper + " is '" + t.article +
+                                        "' (also 'article-" + t.number + "', which files written before the names " +
+                                        "followed the paper mean by " + t.number + "): give one of those names");
+        }
+    return kPositions.parse(n);
+}
 std::string gate_position_name(GatePosition p) { return kPositions.name(p); }
 GateFunction parse_gate_function(const std::string& n) { return kFunctions.parse(n); }
 std::string gate_function_name(GateFunction f) { return kFunctions.name(f); }

@@ -56,10 +56,11 @@ enum class GateFunction { sigmoid, tanh_half, relu, silu, none };
 enum class GateSharing { elementwise, headwise, shared };
 enum class GateInit { zero, normal, kaiming, xavier };
 
-// Names used on command lines and in configs: "baseline", "g1".."g5" (the walk-through's
-// numbers), "value", "key", "query"; and by position, since the paper numbers them
-// differently: "sdpa" (g1), "scores-x" (g2), "scores-query" (g3), "residual" (g4),
-// "output" (g5). Parsing ignores case ("G1" is "g1"); gate_position_name gives g1..g5.
+// Names used on command lines and in configs: "baseline"; "g1" and "g5", the two numbers the
+// paper and the walk-through give the same gate; the paper's G2–G4 by where they sit, "value",
+// "key", "query"; the walk-through's G2–G4, "scores-x", "scores-query", "residual" (or
+// "article-g2".."article-g4"); "sdpa" (g1) and "output" (g5). A bare "g2".."g4" is refused with
+// both meanings. Parsing ignores case ("G1" is "g1"); gate_position_name gives the first name.
 GatePosition parse_gate_position(const std::string& name);
 std::string gate_position_name(GatePosition p);
 GateFunction parse_gate_function(const std::string& name);  // sigmoid, tanh, relu, silu, none

@@ -42,9 +42,9 @@ const Fields<LMConfig>& lm_config_fields() {
         {"head_size", at<&L::attn, &A::head_size>({0, Limit::d_model}), nullptr,
          "each head's size (0: d_model / heads)", keep},
         {"gate", at<&L::attn, &A::gate>(parse_gate_position, gate_position_name), "--attn",
-         "gate position: baseline, g1..g5 (the walk-through's numbers) or by where the gate sits: sdpa (g1), "
-         "scores-x (g2), scores-query (g3), residual (g4), output (g5), value, key, query; the paper's own G1-G5 "
-         "are sdpa, value, key, query, output (docs/paper.md)",
+         "gate position: baseline, g1 (sdpa), value, key, query, g5 (output): the paper's G1-G5; "
+         "scores-x, scores-query, residual: the walk-through's G2-G4 (also article-g2..article-g4; a bare g2..g4 "
+         "is refused: it names two gates, docs/paper.md)",
          keep},
         {"gate_fn", at<&L::attn, &A::gate_fn>(parse_gate_function, gate_function_name), "--gate-fn",
          "gate function: sigmoid, tanh, relu, silu, none", keep},

@@ -208,7 +208,7 @@ TEST_CASE("nn: gate inits: zero gives σ = ½ exactly; normal, Kaiming, Xavier d
         CHECK(amax(abs(seen.gate - (fn == GateFunction::tanh_half ? 0.5 : 0.0))).item() == 0);
     }
     CHECK(parse_gate_init(gate_init_name(GateInit::kaiming)) == GateInit::kaiming);
-    CHECK(parse_gate_position("g3") == GatePosition::scores_from_query);
+    CHECK(parse_gate_position("article-g3") == GatePosition::scores_from_query);
     CHECK(parse_gate_position("baseline") == GatePosition::none);
     CHECK(parse_gate_function("tanh") == GateFunction::tanh_half);
     CHECK(parse_gate_sharing("headwise") == GateSharing::headwise);
@@ -220,7 +220,14 @@ TEST_CASE("nn: gate inits: zero gives σ = ½ exactly; normal, Kaiming, Xavier d
     CHECK(parse_gate_function("SiLU") == GateFunction::silu);
     CHECK(parse_gate_init("Xavier") == GateInit::xavier);
     CHECK_THROWS_WITH_AS(parse_gate_position("G6"), doctest::Contains("'G6'"), std::invalid_argument);
-    // By position, as the paper (which numbers them otherwise) can be read; names stay g1..g5.
+    // The paper's G2-G4 and the walk-through's are other gates: a bare number is refused,
+    // naming both, and each is named by where it sits.
+    for (const char* two : {"g2", "G3", "g4"})
+        CHECK_THROWS_WITH_AS(parse_gate_position(two), doctest::Contains("names two gates"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(parse_gate_position("g2"),
+                         doctest::Contains("the paper's G2 is 'value', the walk-through's G2 is 'scores-x'"),
+                         std::invalid_argument);
+    // By position, as the paper (which numbers them otherwise) can be read.
     const std::pair<const char*, GatePosition> by_position[] = {
         {"sdpa", GatePosition::sdpa_output}, {"scores-x", GatePosition::scores_from_x},
         {"scores-query", GatePosition::scores_from_query}, {"residual", GatePosition::residual},
@@ -228,6 +235,8 @@ TEST_CASE("nn: gate inits: zero gives σ = ½ exactly; normal, Kaiming, Xavier d
     for (const auto& [alias, position] : by_position) CHECK(parse_gate_position(alias) == position);
     CHECK(gate_position_name(parse_gate_position("output")) == "g5");
     CHECK(gate_position_name(parse_gate_position("sdpa")) == "g1");
+    CHECK(gate_position_name(parse_gate_position("article-g2")) == "scores-x");
+    CHECK(gate_position_name(GatePosition::value) == "value");
     CHECK_THROWS_AS(GatedAttention(attention_options(GatePosition::sdpa_output)).forward(zeros({1, 3, 8})),
                     std::invalid_argument);
     AttentionOptions bad = attention_options(GatePosition::sdpa_output);

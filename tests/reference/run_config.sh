@@ -10,7 +10,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for i in $(seq 1 40); do printf 'Fortune number %d: the quick brown fox jumps over the lazy dog.\n%%\n' "$i"; done >"$tmp/corpus.txt"
 OMP_NUM_THREADS=1 "$app" train --quiet --out "$tmp/run" --data "$tmp/corpus.txt" \
-  --attn g2 --gate-fn tanh --gate-sharing headwise --gate-init normal --kv-heads 2 --qk-norm --window 8 \
+  --attn scores-x --gate-fn tanh --gate-sharing headwise --gate-init normal --kv-heads 2 --qk-norm --window 8 \
   --positions learned --layers 1 --d-model 32 --heads 8 --no-ffn --experts 2 --top-k 1 \
   --steps 2 --batch 2 --seq-len 16 --lr 0.01 --warmup 1 --weight-decay 0.05 --independent-wd --z-loss 0.0001 \
   --precision bf16 --clip 0.5 --seed 7 --eval-every 1 --probe-every 1 --ckpt-every 1 --ckpt-minutes 1 \
