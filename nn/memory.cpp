@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "nn/transformer.h"
-#include "tensor/blas_buffers.h"
+#include "cpu/blas_buffers.h"
 
 namespace gg::nn {
 
@@ -95,7 +95,7 @@ MemoryLimit memory_limit() {
     MemoryLimit least{pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : uint64_t(1) << 34,
                       "this machine's memory"};  // 16 GiB if unknown
     if (const uint64_t address_space = address_space_left(); address_space != UINT64_MAX) {
-        // OpenBLAS's buffers count as taken: they are mapped at the first GEMMs (tensor/blas_buffers.h).
+        // OpenBLAS's buffers count as taken: they are mapped at the first GEMMs (cpu/blas_buffers.h).
         const uint64_t left = address_space > blas_buffer_bytes() ? address_space - blas_buffer_bytes() : 0;
         if (left < least.bytes) least = {left, "what ulimit -v leaves"};
     }
