@@ -28,7 +28,7 @@ MemoryEstimate estimate_memory(const LMConfig& config, Workload workload = Workl
                                int64_t seq_len = 0);
 // The bytes this process may use: the least of the machine's physical memory, what
 // `ulimit -v` (RLIMIT_AS) leaves above the address space already mapped and OpenBLAS's
-// buffers (tensor/blas_buffers.h), and the cgroup v2
+// buffers (cpu/blas_buffers.h), and the cgroup v2
 // memory.max of this process's group and every group above it ("max": no limit). The
 // default budget below: a container's limit, not its host's memory, is where it is killed.
 struct MemoryLimit {
