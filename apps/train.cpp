@@ -166,7 +166,7 @@ Plan plan_run(const TrainArgs& a, const Job& job, std::optional<RunLock>& lock) 
 
 // The lines train prints before its first step (rank 0, unless --quiet), and, even when quiet,
 // what a resumed run changes: one that trains otherwise than it began says so.
-void print_start(const TrainArgs& a, const Trainer& trainer, const Plan& p, const Job& job) {
+void print_start(const TrainArgs& a, Trainer& trainer, const Plan& p, const Job& job) {
     const TrainConfig& config = trainer.config();  // resume may restart the schedule
     const int world = trainer.world_size();
     if (!a.quiet) {
