@@ -22,7 +22,9 @@ namespace {
 using gg::Tensor;
 namespace tiles = gg::cuda::emulated::attention;
 
-double max_abs_difference(const Tensor& a, const Tensor& b) { return gg::amax(gg::abs(a - b)).item(); }
+double max_abs_difference(const Tensor& a, const Tensor& b) {
+    return gg::amax(gg::abs(a.to(gg::DType::f64) - b.to(gg::DType::f64))).item();
+}
 
 // The online softmax of one row of scores, walked key tile by key tile as the forward kernel
 // walks it: printed step by step, returning the row's log-sum-exp m + log l.
@@ -82,27 +84,29 @@ bool part_attention() {
                                            q.view_desc(), k.view_desc(), v.view_desc(), O.view_desc(),
                                            lse.view_desc(), gg::View{});
 
-    // The same attention written out: every score and probability of a head, (T, T), in memory.
-    q.requires_grad_();
-    k.requires_grad_();
-    v.requires_grad_();
+    // The same attention written out: every score and probability of a head, (T, T), in memory,
+    // in float64, so that what differs is the kernels' own float32 rounding (the reference's is
+    // some 10⁹ times smaller), the same on every CPU whichever vector exp it runs.
+    const Tensor q64 = q.to(gg::DType::f64).requires_grad_(), k64 = k.to(gg::DType::f64).requires_grad_(),
+                 v64 = v.to(gg::DType::f64).requires_grad_();
     const Tensor future = gg::triu(gg::ones({T, T}), 1);  // 1 where key j comes after query i
-    const Tensor scores = gg::masked_fill(gg::matmul(q, k.transpose(2, 3)) * scale, future, -INFINITY);  // (B, H, T, T)
-    const Tensor O_ref = gg::matmul(gg::softmax(scores, -1), v);                                       // (B, H, T, D)
-    const Tensor row_max = gg::amax(scores, {-1}, true);                                               // (B, H, T, 1)
-    const Tensor lse_ref = gg::log(gg::sum(gg::exp(scores - row_max), {-1})) + row_max.squeeze(-1);    // (B, H, T)
-    (O_ref * dO).sum().backward();  // d(Σ O ⊙ dO)/dO = dO: the gradient dO flows back
+    const Tensor scores =
+        gg::masked_fill(gg::matmul(q64, k64.transpose(2, 3)) * scale, future, -INFINITY);  // (B, H, T, T)
+    const Tensor O_ref = gg::matmul(gg::softmax(scores, -1), v64);                                   // (B, H, T, D)
+    const Tensor row_max = gg::amax(scores, {-1}, true);                                             // (B, H, T, 1)
+    const Tensor lse_ref = gg::log(gg::sum(gg::exp(scores - row_max), {-1})) + row_max.squeeze(-1);  // (B, H, T)
+    (O_ref * dO.to(gg::DType::f64)).sum().backward();  // d(Σ O ⊙ dO)/dO = dO: the gradient dO flows back
     const double differences[] = {max_abs_difference(O, O_ref), max_abs_difference(lse, lse_ref),
-                                  max_abs_difference(dQ, q.grad()), max_abs_difference(dK, k.grad()),
-                                  max_abs_difference(dV, v.grad())};
-    std::printf("  largest difference from softmax(Q K^T scale + mask) V in gatedgrad ops:\n");
+                                  max_abs_difference(dQ, q64.grad()), max_abs_difference(dK, k64.grad()),
+                                  max_abs_difference(dV, v64.grad())};
+    std::printf("  largest difference from softmax(Q K^T scale + mask) V in gatedgrad ops (float64):\n");
     std::printf("    O %.1e   lse %.1e   dQ %.1e   dK %.1e   dV %.1e\n", differences[0], differences[1],
                 differences[2], differences[3], differences[4]);
 
     const int64_t row = T - 1;  // the last query of head 0 sees every key
     std::printf("\n  online softmax of query %lld (head 0) over key tiles of %d, as the forward kernel walks them:\n",
                 (long long)row, tiles::kTile);
-    const Tensor last_scores = scores.detach().select(0, 0).select(0, 0).select(0, row);  // (T)
+    const Tensor last_scores = scores.detach().select(0, 0).select(0, 0).select(0, row).to(gg::DType::f32);  // (T)
     const double online = online_softmax(last_scores.to_vector<float>());
     std::printf("  lse = max + log(sum) = %.5f; the kernel kept %.5f, and backward recomputes each\n"
                 "  probability as exp(s - lse) instead of storing T x T of them\n",
