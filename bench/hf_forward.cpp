@@ -1,18 +1,24 @@
 // hf_forward.cpp — time the forward of a Hugging Face checkpoint as the analysis runs it, and
 // the memory it takes.
 //
-//   ./build/bench/hf_forward DIR [--mode analysis|inference] [--runs 3] [--batch 16] [--seq-len 256]
-//                                [--seed 0]
-//     → one JSON line: the load time, every run's wall time and their median, the process's peak
-//       RSS, what the weights and the captured probabilities take, and the loss on the first
-//       sequence (next-token cross-entropy), to compare with the peer's
+//   ./build/bench/hf_forward DIR [--mode analysis|inference|report] [--runs 3] [--batch 16]
+//                                [--seq-len 256] [--seed 0]
+//     → one JSON line: the load time, every run's wall time and their median, every run's CPU
+//       time (user + system, all threads) and their median, the process's peak RSS, what the
+//       weights and the captured probabilities take, and the loss on the first sequence
+//       (next-token cross-entropy), to compare with the peer's
 //
 // analysis: model.forward(ids, {}, nullptr, &capture), as `gatedgrad sink --hf` runs it
 // (analyze() in nn/analysis/analysis.cpp): every layer's attention probabilities (B, H, T, T)
-// and hidden states (B, T, d) are kept. inference: the same forward with nothing kept. Both
-// under NoGradGuard and, while the weights are bfloat16 (hf::load_folder keeps a BF16 file's dtype),
-// under Autocast(bf16). ru_maxrss is a high-water mark of the whole process, so each mode
-// needs a process of its own to be measured. Threads: OMP_NUM_THREADS. The line names the
+// and hidden states (B, T, d) are kept. inference: the same forward with nothing kept. report:
+// the whole of `gatedgrad sink`'s report, analyze() itself: its forward (run_with_cache, which
+// copies what it keeps) and the statistics it takes from the probabilities in float64 (the
+// JSON's captured sizes and loss then stay 0). All under NoGradGuard and, while the weights are
+// bfloat16 (hf::load_folder keeps a BF16 file's dtype), under Autocast(bf16). ru_maxrss is a
+// high-water mark of the whole process, so each mode needs a process of its own to be measured.
+// The CPU time is what a shared machine's load moves least: the wall time of a run stretches with
+// every other process on the cores, its CPU time only through caches and memory bandwidth.
+// Threads: OMP_NUM_THREADS. The line names the
 // OpenBLAS kernels in use: 0.3.21 does not know every CPU and then falls back to its slowest
 // x86-64 ones (Prescott: SSE3) unless OPENBLAS_CORETYPE names a core.
 //
@@ -41,6 +47,14 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// User and system time of every thread of this process so far.
+double cpu_seconds() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const auto seconds = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 double peak_rss_bytes() {
@@ -96,7 +110,7 @@ std::pair<Tensor, Tensor> random_ids(int64_t B, int64_t T, int64_t V, uint64_t s
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: hf_forward DIR [--mode analysis|inference] [--runs N] [--batch B] [--seq-len T]"
+        std::fprintf(stderr, "usage: hf_forward DIR [--mode analysis|inference|report] [--runs N] [--batch B] [--seq-len T]"
                              " [--seed S]\n");
         return 2;
     }
@@ -113,8 +127,8 @@ int main(int argc, char** argv) {
             else if (std::strcmp(argv[i], "--mode") == 0 && i + 1 < argc) mode = argv[++i];
             else throw std::invalid_argument(std::string("unknown argument '") + argv[i] + "'");
         }
-        if (mode != "analysis" && mode != "inference")
-            throw std::invalid_argument("--mode " + mode + ": analysis or inference");
+        if (mode != "analysis" && mode != "inference" && mode != "report")
+            throw std::invalid_argument("--mode " + mode + ": analysis, inference or report");
         if (runs < 1 || B < 1 || T < 2) throw std::invalid_argument("--runs ≥ 1, --batch ≥ 1 and --seq-len ≥ 2");
 
         const auto load_start = std::chrono::steady_clock::now();
@@ -132,13 +146,21 @@ int main(int argc, char** argv) {
 
         const int64_t H = config.attn.n_heads, L = config.n_layers;
         const auto [ids, targets] = random_ids(B, T, config.vocab_size, uint64_t(seed));
-        std::vector<double> times;
+        std::vector<double> times, cpu_times;
         double captured_probs_bytes = 0, captured_bytes = 0, logits_bytes = 0, loss = 0;
         for (int64_t r = 0; r < runs; ++r) {
             LMCapture capture;
             const auto t0 = std::chrono::steady_clock::now();
+            const double cpu0 = cpu_seconds();
+            if (mode == "report") {
+                analyze(*model, ids);
+                times.push_back(seconds_since(t0));
+                cpu_times.push_back(cpu_seconds() - cpu0);
+                continue;
+            }
             const Tensor logits = model->forward(ids, Tensor(), nullptr, mode == "analysis" ? &capture : nullptr).logits;
             times.push_back(seconds_since(t0));
+            cpu_times.push_back(cpu_seconds() - cpu0);
             // Measured from what the pass kept, next to the 4·L·H·B·T² bytes that float32
             // probabilities would take.
             captured_probs_bytes = captured_bytes = 0;
@@ -152,20 +174,25 @@ int main(int argc, char** argv) {
             // this forward computes the same model as the peer's.
             if (r == 0) loss = cross_entropy(logits.select(0, 0).to(DType::f32), targets.select(0, 0)).item();
         }
-        std::vector<double> sorted = times;
-        std::sort(sorted.begin(), sorted.end());
+        const auto median = [](std::vector<double> v) {
+            std::sort(v.begin(), v.end());
+            return v[v.size() / 2];
+        };
+        const auto list = [](const std::vector<double>& v) {
+            std::string text;
+            for (double t : v) text += (text.empty() ? "" : ", ") + std::to_string(t);
+            return text;
+        };
         const double probs_f32_bytes = 4.0 * double(L) * double(H) * double(B) * double(T) * double(T);
-        std::string all_times;
-        for (double t : times) all_times += (all_times.empty() ? "" : ", ") + std::to_string(t);
         std::printf("{\"impl\": \"gatedgrad\", \"mode\": \"%s\", \"weights\": \"%s\", \"compute\": \"%s\", "
                     "\"threads\": %d, \"openblas_core\": \"%s\", \"batch\": %lld, \"seq_len\": %lld, \"runs\": %lld, \"times_s\": [%s], "
-                    "\"median_s\": %.3f, \"load_s\": %.2f, \"peak_rss_gb\": %.3f, \"weights_gb\": %.3f, "
+                    "\"median_s\": %.3f, \"cpu_times_s\": [%s], \"median_cpu_s\": %.3f, \"load_s\": %.2f, \"peak_rss_gb\": %.3f, \"weights_gb\": %.3f, "
                     "\"probs_f32_gb\": %.3f, \"captured_probs_gb\": %.3f, \"captured_gb\": %.3f, "
                     "\"logits_gb\": %.3f, \"load_peak_rss_gb\": %.3f, \"loaded_rss_gb\": %.3f, "
                     "\"forward_peak_rss_gb\": %.3f, \"loss\": %.4f}\n",
                     mode.c_str(), dtype_name(weight_dtype), autocast ? "autocast bf16" : "f32",
-                    omp_get_max_threads(), openblas_get_corename(), (long long)B, (long long)T, (long long)runs, all_times.c_str(),
-                    sorted[sorted.size() / 2], load_s, peak_rss_bytes() / 1e9, weight_bytes / 1e9,
+                    omp_get_max_threads(), openblas_get_corename(), (long long)B, (long long)T, (long long)runs, list(times).c_str(),
+                    median(times), list(cpu_times).c_str(), median(cpu_times), load_s, peak_rss_bytes() / 1e9, weight_bytes / 1e9,
                     probs_f32_bytes / 1e9, captured_probs_bytes / 1e9, captured_bytes / 1e9, logits_bytes / 1e9,
                     load_peak / 1e9, loaded_rss / 1e9, status_bytes("VmHWM:") / 1e9, loss);
     } catch (const std::exception& e) {

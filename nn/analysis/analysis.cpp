@@ -1,5 +1,6 @@
 #include "nn/analysis/analysis.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "nn/analysis/activation_cache.h"
+#include "tensor/parallel.h"
 
 namespace gg::nn {
 
@@ -15,15 +17,40 @@ namespace {
 Tensor xlogx(const Tensor& x) {
     return where(gt(x, zeros_like(x)), x * log(maximum(x, full({}, 1e-300, x.dtype(), x.device()))), zeros_like(x));
 }
+
+// −Σ_j xlogx(g_r p_rj) of each row r of probs (…, Tk), in float64: (…). g (…) scales each row, or
+// is undefined (1). One pass over the probabilities, where the same sum as ops (a product, a
+// maximum, a log, a where and the sum, each over B·H·T² float64 values) made about ten: this is
+// the sink report's largest cost after its forward. Each term and the key-order sum are the
+// ops' own (cpu_reduce adds a row's terms one by one from 0 in float64), so every entropy comes
+// out the same to the last bit.
+Tensor row_entropy(const Tensor& probs, const Tensor& g) {
+    const int64_t Tk = probs.size(-1), rows = probs.numel() / std::max<int64_t>(Tk, 1);
+    const std::vector<double> p = probs.to_vector<double>();
+    const std::vector<double> scale = g.defined() ? g.to_vector<double>() : std::vector<double>();
+    std::vector<double> out(size_t(rows), 0.0);
+    parallel_range(rows, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+            double sum = 0;
+            for (int64_t j = 0; j < Tk; ++j) {
+                const double x = scale.empty() ? p[size_t(r * Tk + j)] : scale[size_t(r)] * p[size_t(r * Tk + j)];
+                sum = sum + (x > 0 ? x * std::log(std::max(x, 1e-300)) : 0.0);
+            }
+            out[size_t(r)] = -sum;
+        }
+    }, Tk);
+    Shape shape = probs.shape();
+    shape.pop_back();
+    return from_vector(out, shape, probs.device());
+}
 }  // namespace
 
-Tensor attention_row_entropy(const Tensor& probs) { return -sum(xlogx(probs), {-1}); }
+Tensor attention_row_entropy(const Tensor& probs) { return row_entropy(probs, Tensor()); }
 
 double attention_entropy(const Tensor& probs) { return mean(attention_row_entropy(probs)).item(); }
 
 double gated_attention_entropy(const Tensor& probs, const Tensor& gate) {
-    const Tensor g = gate.unsqueeze(-1);  // (B, H, Tq, 1)
-    const Tensor kept = -sum(xlogx(g * probs), {-1});
+    const Tensor kept = row_entropy(probs, gate.expand(Shape(probs.shape().begin(), probs.shape().end() - 1)));
     const Tensor dropped = -xlogx(1.0 - gate);
     return mean(kept + dropped).item();
 }

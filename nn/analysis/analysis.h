@@ -100,11 +100,11 @@ struct HeadShares {
 };
 HeadShares head_shares(const Tensor& probs, const Tensor& slot, ScoreFunction f);
 
-// The entropy −Σ_j p_j log p_j of each attention row: (…, Tk) probabilities → (…).
+// The entropy −Σ_j p_j log p_j of each attention row, in float64: (…, Tk) probabilities → (…).
 Tensor attention_row_entropy(const Tensor& probs);
 // The per-(query) mean entropy of attention rows, (…, Tk) probabilities.
 double attention_entropy(const Tensor& probs);
-// H_g above: probs (B, H, Tq, Tk), gate (B, H, Tq) per-query gate in [0, 1].
+// H_g above, in float64: probs (B, H, Tq, Tk), gate (B, H, Tq) per-query gate in [0, 1].
 double gated_attention_entropy(const Tensor& probs, const Tensor& gate);
 
 }  // namespace gg::nn
