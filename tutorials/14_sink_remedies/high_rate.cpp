@@ -10,6 +10,8 @@
 // (c) The largest activation |h| of any block's output, analyze()'s max |h| (the massive
 //     activations of Sun et al. 2024, arXiv 2402.17762, which the paper's gate shrinks from
 //     1053 to 94: docs/paper.md), and the report's first-token and slot shares of these models.
+// (d) The same models on text through the rolling cache (eviction.cpp): 8 layers, where a head
+//     that loses its sink passes what it reads instead to the layers above.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -44,7 +46,7 @@ double largest_attention_logit(const GatedTransformerLM& model, const Remedy& re
 
 }  // namespace
 
-std::string train_high_rate(const RunSettings& settings, const Remedy& remedy) {
+std::string train_high_rate(const RunSettings& settings, const Eviction& eviction, const Remedy& remedy) {
     const auto data = std::make_shared<const TextDataset>(load_documents({kDefaultCorpus}));
     TrainConfig c = settings.train_config();
     c.probe_every = 0;  // 07's probes read softmax's row statistic; we measure at the end instead
@@ -58,10 +60,14 @@ std::string train_high_rate(const RunSettings& settings, const Remedy& remedy) {
     const ModelAnalysis a = analyze(trainer.model(), ids);
     double max_hidden = 0;
     for (const LayerAnalysis& layer : a.layers) max_hidden = std::max(max_hidden, layer.max_abs_hidden);
+    const json cached = eviction_losses(trainer.model(), *data, eviction, remedy.latent);
     const double seconds = seconds_since(start);
-    std::printf("  %-14s seed %llu: val loss %.4f, largest attention logit %9.3g, max |h| %.1f (%.0f s)\n",
-                remedy.name.c_str(), (unsigned long long)settings.seed, r.final_val_loss, logit, max_hidden, seconds);
-    return json{{"val_loss", r.final_val_loss},
+    std::printf("  %-14s seed %llu: val loss %.4f, largest attention logit %9.3g, max |h| %.1f; past the cache "
+                "%.4f with BOS dropped, %.4f kept (%.0f s)\n",
+                remedy.name.c_str(), (unsigned long long)settings.seed, r.final_val_loss, logit, max_hidden,
+                json_number(cached["loss_past_cache_first_dropped"]), json_number(cached["loss_past_cache_first_kept"]),
+                seconds);
+    json result{{"val_loss", r.final_val_loss},
                 {"diverged", r.diverged},
                 {"largest_attention_logit", logit},
                 {"max_abs_hidden", max_hidden},
@@ -70,9 +76,10 @@ std::string train_high_rate(const RunSettings& settings, const Remedy& remedy) {
                 {"slot_share", a.mean_slot_share},
                 {"row_sum", a.mean_row_sum},
                 {"sink_heads", a.sink_heads},
-                {"heads", a.heads},
-                {"seconds", seconds}}
-        .dump();
+                {"heads", a.heads}};
+    result.update(cached);
+    result["seconds"] = seconds;
+    return result.dump();
 }
 
 }  // namespace sink_remedies

@@ -10,8 +10,8 @@
 //   (b) tutorial 07's 8-layer LM at a learning rate too high for the baseline: final loss and
 //       largest attention logit (high_rate.cpp)
 //   (c) the same models' largest activation |h| (high_rate.cpp)
-//   (d) (a)'s models read through a KV cache that drops old tokens, BOS with them or not
-//       (idle_queries.cpp)
+//   (d) (a)'s and (b)'s models read through a KV cache that drops old tokens, BOS with them or
+//       not (eviction.cpp)
 // and print one table (table.cpp); the README sets it beside what the literature reports.
 //
 // Run from the repository root (OMP_NUM_THREADS=1: two trainings at a time, one thread each):
@@ -65,11 +65,11 @@ int main(int argc, char** argv) {
                 (long long)runs.setup.d_model, (long long)runs.setup.steps, runs.setup.lr, runs.setup.weight_decay,
                 (long long)runs.setup.seeds, (long long)runs.eviction.cache, (long long)runs.eviction.length);
     if (lm)
-        std::printf("(b, c) tutorial 07's LM: %lld layers x %lld, %lld heads; %lld steps at lr %g; seeds 1-%lld\n",
+        std::printf("(b, c, d) tutorial 07's LM: %lld layers x %lld, %lld heads; %lld steps at lr %g; seeds 1-%lld\n",
                     (long long)h.layers, (long long)h.d_model, (long long)h.heads, (long long)h.steps, h.lr,
                     (long long)lm_seeds);
 
-    // Every training, two at a time: (a, d) for each remedy and seed, then (b, c).
+    // Every training, two at a time: (a, d) for each remedy and seed, then (b, c, d).
     const auto start = Clock::now();
     const int64_t n_idle = R * runs.setup.seeds, n = n_idle + (lm ? R * lm_seeds : 0);
     std::printf("%lld trainings, %d at a time:\n", (long long)n, options.jobs);
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
         if (i < n_idle) return train_idle(runs.setup, runs.eviction, remedies()[i % R], i / R + 1);
         RunSettings s = h;
         s.seed = uint64_t((i - n_idle) / R + 1);
-        return train_high_rate(s, remedies()[(i - n_idle) % R]);
+        return train_high_rate(s, runs.eviction, remedies()[(i - n_idle) % R]);
     });
     runs.idle.assign(R, {}), runs.high.assign(lm ? R : 0, {});
     for (int64_t i = 0; i < n; ++i)

@@ -1,10 +1,11 @@
 // remedies.h — what the files of tutorial 14 share: the nine models (one per answer the field
 // gives to the attention sink, docs/paper.md "The remedies for the sink, side by side"), and
 // what the two trainings of each model give back.
-//   idle_queries.cpp  parts (a) and (d): Bigram-Backcopy (tutorial 06), where the idle weight
-//                     goes, and window eviction with and without the first token
+//   idle_queries.cpp  part (a): Bigram-Backcopy (tutorial 06), where the idle weight goes
 //   high_rate.cpp     parts (b) and (c): tutorial 07's LM at a too-high rate, its final loss,
 //                     largest attention logit and largest activation
+//   eviction.cpp      part (d): both models read through a rolling KV cache, with and without
+//                     the first token
 //   table.cpp         the means over seeds, the one table beside the literature, the files
 #pragma once
 #include <cstdint>
@@ -32,23 +33,33 @@ struct Remedy {
 const std::vector<Remedy>& remedies();
 
 // Part (a)'s setup: 06's strong sink (a3: lr 1e-2, weight decay 0.1, one layer of one head),
-// shorter; and part (d)'s reading of each trained model through a rolling KV cache.
+// shorter.
+CopySetup idle_setup(bool quick);
+
+// Part (d): each trained model, (a)'s and (b)'s, read through a rolling KV cache. The sequences
+// are 4 times (a)'s and (b)'s training length of 64.
 struct Eviction {
     int64_t cache = 16;      // positions each layer's KV cache holds
     int64_t length = 256;    // tokens per sequence read (BOS first)
     int64_t sequences = 8;
 };
-CopySetup idle_setup(bool quick);
+// The mean loss per token of `data`'s validation sequences within the cache and past it, with
+// BOS dropped (keep_first 0) and kept (keep_first 1; NaN for a latent attention cache, which
+// cannot keep first positions), as JSON fields loss_within_cache, loss_past_cache_first_dropped
+// and loss_past_cache_first_kept.
+tutorial::json eviction_losses(const gg::nn::GatedTransformerLM& model, const gg::nn::BatchSource& data,
+                              const Eviction& eviction, bool latent);
 
 // Parts (a) and (d), one model, in a child process: trains it, then returns as JSON where its
 // idle (non-trigger) queries put their weight, what its trigger queries copy, and its loss
 // within and past the rolling cache with keep_first 0 and 1.
 std::string train_idle(const CopySetup& setup, const Eviction& eviction, const Remedy& remedy, int64_t seed);
 
-// Parts (b) and (c), one model, in a child process: 07's LM (study.h's RunSettings) trained at
-// `settings.lr`; returns as JSON its final validation loss, its largest attention logit q·k/√dk
-// and its largest activation |h| (analyze()'s report) on validation batches.
-std::string train_high_rate(const tutorial::RunSettings& settings, const Remedy& remedy);
+// Parts (b), (c) and (d), one model, in a child process: 07's LM (study.h's RunSettings) trained
+// at `settings.lr`; returns as JSON its final validation loss, its largest attention logit
+// q·k/√dk and its largest activation |h| (analyze()'s report) on validation batches, and its
+// loss through the rolling cache with and without BOS.
+std::string train_high_rate(const tutorial::RunSettings& settings, const Eviction& eviction, const Remedy& remedy);
 
 // The report: every part's means over seeds, the table beside the literature, and (unless `out`
 // is empty) results.json there. idle[r][s], high[r][s]: remedy r, seed s + 1, as the children

@@ -42,11 +42,11 @@ std::vector<json> parse_all(const std::vector<std::string>& texts) {
 void report(const Runs& runs, const std::string& out) {
     const bool high = !runs.high.empty();
     std::printf("\n== idle queries of Bigram-Backcopy (a), the rolling cache (d)%s: means over seeds 1-%lld%s\n",
-                high ? " and 07's LM at a too-high rate (b, c)" : "", (long long)runs.setup.seeds,
-                high ? (" (a, d) and 1-" + std::to_string(runs.high.front().size()) + " (b, c)").c_str() : "");
+                high ? " and 07's LM at a too-high rate (b, c, d)" : "", (long long)runs.setup.seeds,
+                high ? (" (a, d) and 1-" + std::to_string(runs.high.front().size()) + " (b, c, d)").c_str() : "");
     std::printf("| remedy | α on BOS | slot | row sum | on a sink | gate | copies | cache cost, BOS dropped | BOS kept |%s\n",
-                high ? " val loss | largest logit | max abs h |" : "");
-    std::printf("|---|---|---|---|---|---|---|---|---|%s\n", high ? "---|---|---|" : "");
+                high ? " val loss | largest logit | max abs h | LM: dropping BOS costs |" : "");
+    std::printf("|---|---|---|---|---|---|---|---|---|%s\n", high ? "---|---|---|---|" : "");
     json rows = json::array();
     for (size_t i = 0; i < remedies().size(); ++i) {
         const Remedy& r = remedies()[i];
@@ -63,9 +63,13 @@ void report(const Runs& runs, const std::string& out) {
                  {"cache_cost_first_kept", kept}, {"idle_queries", idle}};
         if (high) {
             const std::vector<json> lm = parse_all(runs.high[i]);
-            std::printf(" %.3f | %s | %.1f |", average(values(lm, "val_loss")),
+            // the same tokens past the cache scored both ways: what losing BOS costs the LM
+            const double lm_dropping = average(values(lm, "loss_past_cache_first_dropped")) -
+                                       average(values(lm, "loss_past_cache_first_kept"));
+            std::printf(" %.3f | %s | %.1f | %s |", average(values(lm, "val_loss")),
                         logit_text(average(values(lm, "largest_attention_logit"))).c_str(),
-                        average(values(lm, "max_abs_hidden")));
+                        average(values(lm, "max_abs_hidden")), format_or_dash("%+.3f", lm_dropping).c_str());
+            row["lm_cost_of_dropping_first"] = lm_dropping;
             row["high_rate"] = lm;
         }
         std::printf("\n");
