@@ -15,7 +15,7 @@
 //
 // Run from the repository root (OMP_NUM_THREADS=1: two trainings at a time, one thread each):
 //   ./build/tutorials/tutorial_15_hybrid           all three parts, as committed
-//   ./build/tutorials/tutorial_15_hybrid --quick   part (a), seed 1, 200 steps
+//   ./build/tutorials/tutorial_15_hybrid --quick   part (a), seed 1, 100 steps
 // --out DIR writes results.json there (the committed ones: --out tutorials/15_hybrid/results).
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -37,11 +37,11 @@ int main(int argc, char** argv) {
     double lm_lr = 1e-1;
     Throughput throughput;
     CLI::App app{"Tutorial 15: the shipped hybrid against full attention"};
-    add_quick_and_out(app, options, "part (a) on seed 1, 200 steps (about 2 minutes on 2 cores)",
+    add_quick_and_out(app, options, "part (a) on seed 1, 100 steps (about 2 minutes on 2 cores)",
                       "tutorials/15_hybrid/results");
     app.add_option("--jobs", options.jobs, "trainings at the same time (one process each)")->check(CLI::PositiveNumber);
     app.add_option("--seeds", seeds, "part (a): seeds 1 ... N (2; --quick 1)")->check(CLI::PositiveNumber);
-    app.add_option("--steps", steps, "part (a): training steps (400; --quick 200)")->check(CLI::PositiveNumber);
+    app.add_option("--steps", steps, "part (a): training steps (200; --quick 100)")->check(CLI::PositiveNumber);
     app.add_option("--lm-seeds", lm_seeds, "part (b): seeds 1 ... N")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-steps", lm_steps, "part (b): training steps")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-lr", lm_lr, "part (b): peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
