@@ -30,8 +30,9 @@ CopySetup copy_setup(bool quick) {
     CopySetup s = strong_sink();
     s.models = {"4x1"};
     // 06's strong sink trains 2000 steps, where its one-layer baselines' α passed 0.7 by step
-    // 500 on most seeds; 200 here, where a step of the hybrid costs about a second of one core
-    // (its Gated DeltaNet layers are the slow part), to fit four models and two seeds in minutes.
+    // 500 on most seeds; 200 here, where a step of the hybrid costs more than twice a full
+    // one's (its Gated DeltaNet layers: the README's timings), to fit in minutes. Too few for the
+    // baseline's sink to form: --steps 600 for that.
     s.steps = quick ? 100 : 200, s.warmup = quick ? 5 : 10, s.points = 1, s.seeds = quick ? 1 : 2;
     return s;
 }

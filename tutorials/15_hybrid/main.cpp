@@ -14,9 +14,9 @@
 // and print the tables (table.cpp).
 //
 // Run from the repository root (OMP_NUM_THREADS=1: two trainings at a time, one thread each):
-//   ./build/tutorials/tutorial_15_hybrid           all three parts, as committed
+//   ./build/tutorials/tutorial_15_hybrid           all three parts
 //   ./build/tutorials/tutorial_15_hybrid --quick   part (a), seed 1, 100 steps
-// --out DIR writes results.json there (the committed ones: --out tutorials/15_hybrid/results).
+// --out DIR writes results.json there (tutorials/15_hybrid/results: the README says what ran).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     double lm_lr = 1e-1;
     Throughput throughput;
     CLI::App app{"Tutorial 15: the shipped hybrid against full attention"};
-    add_quick_and_out(app, options, "part (a) on seed 1, 100 steps (about 2 minutes on 2 cores)",
+    add_quick_and_out(app, options, "part (a) on seed 1, 100 steps",
                       "tutorials/15_hybrid/results");
     app.add_option("--jobs", options.jobs, "trainings at the same time (one process each)")->check(CLI::PositiveNumber);
     app.add_option("--seeds", seeds, "part (a): seeds 1 ... N (2; --quick 1)")->check(CLI::PositiveNumber);
