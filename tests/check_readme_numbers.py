@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every number an experiment README quotes as a result must be in that tutorial's results.
 
-The experiment tutorials (06-09 and 14) commit their results next to their text
+The experiment tutorials (06-09, 14 and 15) commit their results next to their text
 (tutorials/NN_*/results/: CSV, JSON, the program's output as .txt). This check reads each
 README.md of those tutorials and finds every decimal number (like 0.467 or +1.098; not
 integers, not 3e-3) in its result sections, and looks for it in the results files:
@@ -113,7 +113,7 @@ def main() -> int:
     root = pathlib.Path.cwd()
     paper = sorted(set(numbers_in(root / "docs" / "paper.md")))
     failures, checked, pools = [], 0, {}
-    experiments = sorted(root.glob("tutorials/0[6-9]_*")) + sorted(root.glob("tutorials/14_*"))
+    experiments = sorted(root.glob("tutorials/0[6-9]_*")) + sorted(root.glob("tutorials/1[45]_*"))
     for tutorial in experiments:
         results = tutorial / "results"
         pool = pool_of(results.rglob("*")) if results.is_dir() else []

@@ -64,6 +64,10 @@ struct QueryClass {
 };
 
 struct CopyReport {
+    // layers: the model's layers measured, its full-attention ones (a hybrid's linear layers have
+    // no attention map; nn/transformer.h); L of them, each of H heads. Index i = l·H + h below
+    // counts l over these layers.
+    std::vector<int64_t> layers;
     int64_t L = 0, H = 0;
     bool gated = false;
     QueryClass trigger, other;

@@ -149,8 +149,8 @@ void write_copy_results(const std::filesystem::path& dir, const CopySetup& setup
         for (int64_t l : {int64_t(0), run.report.L - 1}) {
             const int64_t copier = top_head(run.report, run.report.trigger.previous, l);
             const int64_t parker = top_head(run.report, run.report.other.alpha, l);
-            heatmap(l, copier);
-            if (parker != copier) heatmap(l, parker);
+            heatmap(run.report.layers[l], copier);
+            if (parker != copier) heatmap(run.report.layers[l], parker);
             if (run.report.L == 1) break;
         }
     }

@@ -49,7 +49,9 @@ CopyReport measure_copy(const GatedTransformerLM& model, const BigramBackcopy& d
                         int64_t T) {
     NoGradGuard no_grad;
     CopyReport r;
-    r.L = model.config().n_layers, r.H = model.config().attn.n_heads, r.gated = model.config().attn.gated();
+    for (int64_t l = 0; l < model.config().n_layers; ++l)
+        if (model.config().layer_type(l) == LayerType::full_attention) r.layers.push_back(l);
+    r.L = std::ssize(r.layers), r.H = model.config().attn.n_heads, r.gated = model.config().attn.gated();
     const int64_t L = r.L, H = r.H, dk = model.config().d_model / H;
     r.trigger.resize(L * H), r.other.resize(L * H);
     r.value_bos.assign(L * H, 0), r.value_other.assign(L * H, 0);
@@ -60,10 +62,10 @@ CopyReport measure_copy(const GatedTransformerLM& model, const BigramBackcopy& d
         const std::vector<int64_t> x = batch.inputs.to_vector<int64_t>(), y = batch.targets.to_vector<int64_t>();
         std::vector<std::vector<float>> probs(L), gates(L);
         for (int64_t l = 0; l < L; ++l) {
-            const AttentionCapture& c = capture.attention[l];
+            const AttentionCapture& c = capture.attention[r.layers[l]];
             probs[l] = c.probs.to_vector<float>();                               // (B, H, T, T)
             if (r.gated) gates[l] = per_query_gate(c.gate).to_vector<float>();  // (B, H, T)
-            const std::vector<float> v = layer_values(model, batch.inputs, capture, l);  // (B, T, H, dk)
+            const std::vector<float> v = layer_values(model, batch.inputs, capture, r.layers[l]);  // (B, T, H, dk)
             if (v.empty()) {
                 for (int64_t h = 0; h < H; ++h) r.value_bos[l * H + h] = r.value_other[l * H + h] = NAN;
                 continue;

@@ -14,27 +14,11 @@ namespace sink_remedies {
 
 namespace {
 
-// A measure's values over the seeds a remedy ran, from the children's JSON texts.
-std::vector<double> values(const std::vector<json>& seeds, const std::string& key) {
-    std::vector<double> v;
-    for (const json& s : seeds) v.push_back(json_number(s[key]));
-    return v;
-}
-
 // The weight an idle query put on a sink, wherever the sink is: BOS and the slot for softmax's
 // family (which sum to 1 with the rest), BOS's share of the row for sigmoid and softpick.
 double on_a_sink(const Remedy& r, const std::vector<json>& seeds) {
-    return is_softmax(r.score_fn) ? average(values(seeds, "alpha")) + average(values(seeds, "slot"))
-                          : average(values(seeds, "alpha_normalised"));
-}
-
-// A logit as a reader takes it in: 12.3, or 4.6e+07 once it has grown by orders of magnitude.
-std::string logit_text(double x) { return format_or_dash(std::abs(x) < 1e4 ? "%.1f" : "%.2g", x); }
-
-std::vector<json> parse_all(const std::vector<std::string>& texts) {
-    std::vector<json> out;
-    for (const std::string& t : texts) out.push_back(json::parse(t));
-    return out;
+    return is_softmax(r.score_fn) ? average(values_of(seeds, "alpha")) + average(values_of(seeds, "slot"))
+                          : average(values_of(seeds, "alpha_normalised"));
 }
 
 }  // namespace
@@ -51,7 +35,7 @@ void report(const Runs& runs, const std::string& out) {
     for (size_t i = 0; i < remedies().size(); ++i) {
         const Remedy& r = remedies()[i];
         const std::vector<json> idle = parse_all(runs.idle[i]);
-        const auto mean = [&](const std::string& key) { return average(values(idle, key)); };
+        const auto mean = [&](const std::string& key) { return average(values_of(idle, key)); };
         const double within = mean("loss_within_cache");
         const double dropped = mean("loss_past_cache_first_dropped") - within;
         const double kept = mean("loss_past_cache_first_kept") - within;
@@ -64,11 +48,11 @@ void report(const Runs& runs, const std::string& out) {
         if (high) {
             const std::vector<json> lm = parse_all(runs.high[i]);
             // the same tokens past the cache scored both ways: what losing BOS costs the LM
-            const double lm_dropping = average(values(lm, "loss_past_cache_first_dropped")) -
-                                       average(values(lm, "loss_past_cache_first_kept"));
-            std::printf(" %.3f | %s | %.1f | %s |", average(values(lm, "val_loss")),
-                        logit_text(average(values(lm, "largest_attention_logit"))).c_str(),
-                        average(values(lm, "max_abs_hidden")), format_or_dash("%+.3f", lm_dropping).c_str());
+            const double lm_dropping = average(values_of(lm, "loss_past_cache_first_dropped")) -
+                                       average(values_of(lm, "loss_past_cache_first_kept"));
+            std::printf(" %.3f | %s | %.1f | %s |", average(values_of(lm, "val_loss")),
+                        growth_text(average(values_of(lm, "largest_attention_logit"))).c_str(),
+                        average(values_of(lm, "max_abs_hidden")), format_or_dash("%+.3f", lm_dropping).c_str());
             row["lm_cost_of_dropping_first"] = lm_dropping;
             row["high_rate"] = lm;
         }

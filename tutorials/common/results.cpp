@@ -99,12 +99,26 @@ std::string format_or_dash(const char* format, double x) {
     return text;
 }
 
+std::string growth_text(double x) { return format_or_dash(std::abs(x) < 1e4 ? "%.1f" : "%.2g", x); }
+
 double json_number(const nlohmann::json& j) { return j.is_null() ? NAN : j.get<double>(); }
 
 std::vector<double> json_numbers(const nlohmann::json& j) {
     std::vector<double> out;
     for (const nlohmann::json& x : j) out.push_back(json_number(x));
     return out;
+}
+
+std::vector<json> parse_all(const std::vector<std::string>& texts) {
+    std::vector<json> out;
+    for (const std::string& t : texts) out.push_back(json::parse(t));
+    return out;
+}
+
+std::vector<double> values_of(const std::vector<json>& runs, const std::string& key) {
+    std::vector<double> v;
+    for (const json& run : runs) v.push_back(json_number(run[key]));
+    return v;
 }
 
 double mean_range(const std::vector<double>& v, int64_t from, int64_t to) {

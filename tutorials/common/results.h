@@ -39,8 +39,17 @@ std::string csv_line(const std::vector<std::string>& fields);
 // x printed with `format`, or "-" when x is NaN (a column that does not apply to a row).
 std::string format_or_dash(const char* format, double x);
 
+// A number that may have grown by orders of magnitude (an attention logit at a too-high rate),
+// as a reader takes it in: 12.3, or 4.6e+07 once it has.
+std::string growth_text(double x);
+
 double json_number(const nlohmann::json& j);                // null → NaN
 std::vector<double> json_numbers(const nlohmann::json& j);  // an array, null → NaN
+
+// What the children of run_in_processes (processes.h) returned, one JSON text per run, parsed;
+// and one measure of those runs, runs[i][key] for each i (null → NaN).
+std::vector<json> parse_all(const std::vector<std::string>& texts);
+std::vector<double> values_of(const std::vector<json>& runs, const std::string& key);
 
 // The mean of v[from, to), and of all of v (NaN when empty).
 double mean_range(const std::vector<double>& v, int64_t from, int64_t to);

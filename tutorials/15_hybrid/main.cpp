@@ -1,0 +1,95 @@
+// Tutorial 15 — the shipped hybrid against full attention.
+//
+// The question. Qwen3-Next and Qwen3.5 ship the paper's G1 gate in a hybrid: three Gated
+// DeltaNet (linear attention) layers before each full-attention one. Does the sink the gate
+// removes still form on the few softmax layers left, does the gate still remove it, and what
+// does the hybrid buy? We train full-attention and 3:1 hybrid models of the same size, with and
+// without G1 on the full-attention layers, and read them with tutorials 06 and 07's measures:
+//   (a) Bigram-Backcopy, tutorial 06's strong sink, on four layers: α on BOS and the gate at
+//       idle queries of the full-attention layers, copy accuracy (copy_task.cpp)
+//   (b) tutorial 07's 8-layer LM at a learning rate too high for its baseline: final loss and
+//       the full layers' largest attention logit (high_rate.cpp)
+//   (c) tokens/s and decoding memory against sequence length, the full model against the
+//       hybrid (throughput.cpp)
+// and print the tables (table.cpp).
+//
+// Run from the repository root (OMP_NUM_THREADS=1: two trainings at a time, one thread each):
+//   ./build/tutorials/tutorial_15_hybrid           all three parts
+//   ./build/tutorials/tutorial_15_hybrid --quick   part (a), seed 1, 100 steps
+// --out DIR writes results.json there (tutorials/15_hybrid/results: the README says what ran).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/options.h"
+#include "common/processes.h"
+#include "common/timing.h"
+#include "hybrid.h"
+
+using namespace tutorial;
+using namespace hybrid;
+
+int main(int argc, char** argv) {
+    ExperimentOptions options;
+    int64_t seeds = 0, steps = 0, lm_seeds = 2, lm_steps = 500;
+    double lm_lr = 1e-1;
+    Throughput throughput;
+    CLI::App app{"Tutorial 15: the shipped hybrid against full attention"};
+    add_quick_and_out(app, options, "part (a) on seed 1, 100 steps",
+                      "tutorials/15_hybrid/results");
+    app.add_option("--jobs", options.jobs, "trainings at the same time (one process each)")->check(CLI::PositiveNumber);
+    app.add_option("--seeds", seeds, "part (a): seeds 1 ... N (2; --quick 1)")->check(CLI::PositiveNumber);
+    app.add_option("--steps", steps, "part (a): training steps (200; --quick 100)")->check(CLI::PositiveNumber);
+    app.add_option("--lm-seeds", lm_seeds, "part (b): seeds 1 ... N")->check(CLI::PositiveNumber)->capture_default_str();
+    app.add_option("--lm-steps", lm_steps, "part (b): training steps")->check(CLI::PositiveNumber)->capture_default_str();
+    app.add_option("--lm-lr", lm_lr, "part (b): peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+    app.add_option("--max-t", throughput.max_t, "part (c): the longest sequence (T = 256, 512, ... up to it)")
+        ->check(CLI::Range(256, 1 << 16))
+        ->capture_default_str();
+    app.add_option("--reps", throughput.reps, "part (c): timed passes per model and T")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
+    line_buffered_stdout();
+
+    Runs runs;
+    runs.setup = copy_setup(options.quick);
+    if (seeds > 0) runs.setup.seeds = seeds;
+    if (steps > 0) runs.setup.steps = steps, runs.setup.warmup = std::max<int64_t>(1, steps / 20);
+    // 07's --quick setting: its rate 0.1 is too high for the baseline, 500 steps (07: 2000).
+    RunSettings& h = runs.high_rate;
+    h.steps = lm_steps, h.warmup = std::max<int64_t>(1, lm_steps / 20), h.lr = lm_lr;
+    const int64_t M = std::ssize(architectures());
+    std::printf("(a) Bigram-Backcopy as tutorial 06's a3 on 4 layers of 1 head, d %lld; %lld steps at lr %g, weight "
+                "decay %g; seeds 1-%lld\n",
+                (long long)runs.setup.d_model, (long long)runs.setup.steps, runs.setup.lr, runs.setup.weight_decay,
+                (long long)runs.setup.seeds);
+    if (!options.quick)
+        std::printf("(b) tutorial 07's LM: %lld layers x %lld, %lld heads; %lld steps at lr %g; seeds 1-%lld\n"
+                    "(c) (b)'s models, T = 256 ... %lld, %lld passes each\n",
+                    (long long)h.layers, (long long)h.d_model, (long long)h.heads, (long long)h.steps, h.lr,
+                    (long long)lm_seeds, (long long)throughput.max_t, (long long)throughput.reps);
+
+    // Every training, two at a time: (a) for each model and seed, then (b); then (c) alone.
+    const auto start = Clock::now();
+    const int64_t n_copy = M * runs.setup.seeds, n = n_copy + (options.quick ? 0 : M * lm_seeds);
+    std::printf("%lld trainings, %d at a time:\n", (long long)n, options.jobs);
+    const std::vector<std::string> results = run_in_processes(n, options.jobs, [&](int64_t i) {
+        if (i < n_copy) return train_copy(runs.setup, architectures()[i % M], i / M + 1);
+        RunSettings s = h;
+        s.seed = uint64_t((i - n_copy) / M + 1);
+        return train_high_rate(s, architectures()[(i - n_copy) % M]);
+    });
+    runs.copy.assign(M, {}), runs.high.assign(options.quick ? 0 : M, {});
+    for (int64_t i = 0; i < n; ++i)
+        (i < n_copy ? runs.copy[i % M] : runs.high[(i - n_copy) % M]).push_back(results[i]);
+    if (!options.quick) {
+        std::printf("(c) alone:\n");
+        runs.throughput = run_in_processes(1, 1, [&](int64_t) { return measure_throughput(h, throughput); }).front();
+    }
+    report(runs, options.out);
+    std::printf("\ntotal time %s\n", minutes_and_cpu_minutes(start).c_str());
+    return 0;
+}

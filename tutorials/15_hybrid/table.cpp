@@ -1,0 +1,84 @@
+// table.cpp — tutorial 15's report: each measure's mean over seeds (each seed's value is in
+// results.json), one row per model, and part (c)'s rows side by side, full against hybrid.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/results.h"
+#include "hybrid.h"
+
+using namespace tutorial;
+
+namespace hybrid {
+
+namespace {
+
+// Part (c): per T, the full model's and the hybrid's rows (as measure_throughput wrote them, in
+// that order) on one line, with the hybrid's share of the full model's speed.
+void print_throughput(const json& rows) {
+    std::printf("\n== (c) one sequence of T tokens, the G1 models untrained: tokens/s (median) and the bytes the caches "
+                "hold after it\n");
+    std::printf("| T | forward, full | hybrid | hybrid / full | train, full | hybrid | hybrid / full | KV cache, full "
+                "| hybrid KV + state |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i + 1 < rows.size(); i += 2) {
+        const json &full = rows[i], &hyb = rows[i + 1];
+        const double ff = json_number(full["forward_tokens_per_s"]), hf = json_number(hyb["forward_tokens_per_s"]);
+        const double ft = json_number(full["train_tokens_per_s"]), ht = json_number(hyb["train_tokens_per_s"]);
+        std::printf("| %lld | %.0f | %.0f | %.2f | %s | %s | %s | %lld | %lld + %lld |\n",
+                    (long long)full["T"].get<int64_t>(), ff, hf, hf / ff, format_or_dash("%.0f", ft).c_str(),
+                    format_or_dash("%.0f", ht).c_str(), format_or_dash("%.2f", ht / ft).c_str(),
+                    (long long)full["kv_cache_bytes"].get<int64_t>(), (long long)hyb["kv_cache_bytes"].get<int64_t>(),
+                    (long long)hyb["linear_state_bytes"].get<int64_t>());
+    }
+}
+
+}  // namespace
+
+void report(const Runs& runs, const std::string& out) {
+    const bool high = !runs.high.empty();
+    std::printf("\n== Bigram-Backcopy (a)%s: means over seeds 1-%lld%s; at the idle queries of the full-attention "
+                "layers\n",
+                high ? " and 07's LM at a too-high rate (b)" : "", (long long)runs.setup.seeds,
+                high ? (" (a) and 1-" + std::to_string(runs.high.front().size()) + " (b)").c_str() : "");
+    std::printf("| model | α on BOS | α, layer 3 | gate | α · gate | copies | linear decay |%s\n",
+                high ? " val loss | largest logit | gate (b) |" : "");
+    std::printf("|---|---|---|---|---|---|---|%s\n", high ? "---|---|---|" : "");
+    json rows = json::array();
+    for (size_t i = 0; i < architectures().size(); ++i) {
+        const Architecture& a = architectures()[i];
+        const std::vector<json> copy = parse_all(runs.copy[i]);
+        const auto mean = [&](const std::string& key) { return average(values_of(copy, key)); };
+        std::printf("| %s | %.3f | %.3f | %s | %.3f | %.3f | %s |", a.name.c_str(), mean("alpha"),
+                    mean("alpha_last_layer"), format_or_dash("%.3f", mean("gate")).c_str(), mean("alpha_times_gate"),
+                    mean("copy_accuracy"), format_or_dash("%.3f", mean("linear_decay")).c_str());
+        json row{{"model", a.name}, {"hybrid", a.hybrid}, {"g1", a.gated}, {"copy_task", copy}};
+        if (high) {
+            const std::vector<json> lm = parse_all(runs.high[i]);
+            std::printf(" %.3f | %s | %s |", average(values_of(lm, "val_loss")),
+                        growth_text(average(values_of(lm, "largest_attention_logit"))).c_str(),
+                        format_or_dash("%.3f", average(values_of(lm, "gate"))).c_str());
+            row["high_rate"] = lm;
+        }
+        std::printf("\n");
+        rows.push_back(row);
+    }
+    const json throughput = runs.throughput.empty() ? json::array() : json::parse(runs.throughput);
+    if (!throughput.empty()) print_throughput(throughput);
+    if (out.empty()) return;
+    const CopySetup& s = runs.setup;
+    const RunSettings& h = runs.high_rate;
+    json settings{{"a", {{"task", "Bigram-Backcopy, tutorial 06 (a3)"}, {"layers", 4}, {"heads", 1},
+                         {"d_model", s.d_model}, {"steps", s.steps}, {"lr", s.lr}, {"weight_decay", s.weight_decay},
+                         {"batch", s.batch}, {"seq_len", s.seq_len}, {"seeds", s.seeds}}}};
+    if (high)
+        settings["b"] = {{"layers", h.layers}, {"d_model", h.d_model}, {"heads", h.heads}, {"steps", h.steps},
+                         {"lr", h.lr}, {"batch", h.batch}, {"seq_len", h.seq_len}, {"seeds", runs.high.front().size()}};
+    std::filesystem::create_directories(out);
+    write_json(std::filesystem::path(out) / "results.json",
+               json{{"settings", settings}, {"models", rows}, {"throughput", throughput}});
+    std::printf("\nwrote %s/results.json\n", out.c_str());
+}
+
+}  // namespace hybrid
