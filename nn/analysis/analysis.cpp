@@ -8,7 +8,7 @@
 
 #include "autograd/engine.h"
 #include "nn/analysis/activation_cache.h"
-#include "tensor/parallel.h"
+#include "cpu/parallel.h"
 
 namespace gg::nn {
 
