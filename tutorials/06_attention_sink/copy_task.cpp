@@ -101,6 +101,19 @@ std::vector<CopyRunSpec> run_specs(const CopySetup& s) {
     return specs;
 }
 
+TrainedCopy train_and_measure(const CopySetup& s, const ModelShape& shape, int64_t seed,
+                              const std::function<void(LMConfig&)>& configure) {
+    TrainedCopy t;
+    t.data = std::make_shared<BigramBackcopy>(task_options(s));
+    t.config = copy_config(s, shape, GatePosition::none, seed);
+    configure(t.config.model);
+    t.trainer = std::make_unique<Trainer>(t.config, t.data);
+    t.trainer->run(/*quiet=*/true);
+    t.trainer->model().eval();
+    t.report = measure_copy(t.trainer->model(), *t.data, 4, t.config.batch_size, t.config.seq_len);
+    return t;
+}
+
 namespace {
 
 // The curve measured along the training, on 2 validation batches: means over layers and heads.

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +92,19 @@ struct CopyReport {
 // query t ≥ 1 by whether its input token is a trigger.
 CopyReport measure_copy(const gg::nn::GatedTransformerLM& model, const gg::nn::BigramBackcopy& data, int64_t batches,
                         int64_t B, int64_t T);
+
+// One model trained on the setup's task to its last step, with `configure` applied to its
+// LMConfig, and measured by measure_copy over 4 validation batches: what the tutorials that
+// compare settings on this task (14, 15) train for each of their rows.
+struct TrainedCopy {
+    std::shared_ptr<gg::nn::BigramBackcopy> data;
+    gg::nn::TrainConfig config;
+    std::unique_ptr<gg::nn::Trainer> trainer;
+    CopyReport report;
+    const gg::nn::GatedTransformerLM& model() const { return trainer->model(); }
+};
+TrainedCopy train_and_measure(const CopySetup& s, const ModelShape& shape, int64_t seed,
+                              const std::function<void(gg::nn::LMConfig&)>& configure);
 
 // The head of layer l with the largest v[l·H + h]: with trigger.previous, the head that
 // copies; with other.alpha, the head that parks non-trigger queries on BOS most.

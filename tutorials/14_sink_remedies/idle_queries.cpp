@@ -34,17 +34,11 @@ CopySetup idle_setup(bool quick) {
 }
 
 std::string train_idle(const CopySetup& setup, const Eviction& eviction, const Remedy& remedy, int64_t seed) {
-    const auto data = std::make_shared<BigramBackcopy>(task_options(setup));
-    TrainConfig c = copy_config(setup, {1, 1}, GatePosition::none, seed);
-    remedy.apply(c.model);
     const auto start = Clock::now();
-    Trainer trainer(c, data);
-    trainer.run(/*quiet=*/true);
-    const GatedTransformerLM& model = trainer.model();
-    trainer.model().eval();
-    const CopyReport r = measure_copy(model, *data, 4, c.batch_size, c.seq_len);
+    const TrainedCopy t = train_and_measure(setup, {1, 1}, seed, [&](LMConfig& m) { remedy.apply(m); });
+    const CopyReport& r = t.report;
     const QueryClass& idle = r.other;
-    const json cached = eviction_losses(model, *data, eviction, remedy.latent);
+    const json cached = eviction_losses(t.model(), *t.data, eviction, remedy.latent);
     const double seconds = seconds_since(start);
     std::printf("  %-14s seed %lld: alpha %.3f, row sum %.3f at idle queries; copies %.3f (%.0f s)\n",
                 remedy.name.c_str(), (long long)seed, idle.mean_all(idle.alpha), idle.mean_all(idle.row_sum),

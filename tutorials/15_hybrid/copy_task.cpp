@@ -30,27 +30,21 @@ CopySetup copy_setup(bool quick) {
     CopySetup s = strong_sink();
     s.models = {"4x1"};
     // 06's strong sink trains 2000 steps, where its one-layer baselines' α passed 0.7 by step
-    // 500 on most seeds; 200 here, where a step of the hybrid costs more than twice a full
-    // one's (its Gated DeltaNet layers: the README's timings), to fit in minutes. Too few for the
-    // baseline's sink to form: --steps 600 for that.
-    s.steps = quick ? 100 : 200, s.warmup = quick ? 5 : 10, s.points = 1, s.seeds = quick ? 1 : 2;
+    // 500 on most seeds; 600 here, the least at which the baseline's sink can form, to fit four
+    // models and two seeds in well under an hour of two cores (a step of the hybrid costs more
+    // than twice a full one's: its Gated DeltaNet layers, the README's timings).
+    s.steps = quick ? 100 : 600, s.warmup = quick ? 5 : 30, s.points = 1, s.seeds = quick ? 1 : 2;
     return s;
 }
 
 std::string train_copy(const CopySetup& setup, const Architecture& arch, int64_t seed) {
-    const auto data = std::make_shared<BigramBackcopy>(task_options(setup));
-    TrainConfig c = copy_config(setup, {4, 1}, GatePosition::none, seed);
-    arch.apply(c.model);
     const auto start = Clock::now();
-    Trainer trainer(c, data);
-    trainer.run(/*quiet=*/true);
-    const GatedTransformerLM& model = trainer.model();
-    trainer.model().eval();
-    const CopyReport r = measure_copy(model, *data, 4, c.batch_size, c.seq_len);
+    const TrainedCopy t = train_and_measure(setup, {4, 1}, seed, [&](LMConfig& m) { arch.apply(m); });
+    const CopyReport& r = t.report;
     const QueryClass& idle = r.other;
     std::vector<double> alpha_per_layer;  // per full-attention layer, its one head
     for (int64_t l = 0; l < r.L; ++l) alpha_per_layer.push_back(r.layer_mean(idle, idle.alpha, l));
-    const ModelAnalysis a = analyze(model, data->val_batch(0, c.batch_size, c.seq_len).inputs);
+    const ModelAnalysis a = analyze(t.model(), t.data->val_batch(0, t.config.batch_size, t.config.seq_len).inputs);
     double decay = 0;
     for (const LinearLayerAnalysis& layer : a.linear_layers) decay += layer.mean_decay / double(a.linear_layers.size());
     const double seconds = seconds_since(start);

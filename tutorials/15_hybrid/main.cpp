@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
                       "tutorials/15_hybrid/results");
     app.add_option("--jobs", options.jobs, "trainings at the same time (one process each)")->check(CLI::PositiveNumber);
     app.add_option("--seeds", seeds, "part (a): seeds 1 ... N (2; --quick 1)")->check(CLI::PositiveNumber);
-    app.add_option("--steps", steps, "part (a): training steps (200; --quick 100)")->check(CLI::PositiveNumber);
+    app.add_option("--steps", steps, "part (a): training steps (600; --quick 100)")->check(CLI::PositiveNumber);
     app.add_option("--lm-seeds", lm_seeds, "part (b): seeds 1 ... N")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-steps", lm_steps, "part (b): training steps")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-lr", lm_lr, "part (b): peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
