@@ -259,87 +259,100 @@ __global__ void mask_causal(float* S, int64_t T, int64_t total) {
     if (j > i) S[e] = -INFINITY;
 }
 
+// The library's fused attention (cuda/attention_*.cu; the tensor-core kernels when the inputs
+// are bf16): its outputs and gradients, lse in f32 either way.
+struct FusedAttention {
+    AttentionShape shape;
+    Tensor O, lse, dQ, dK, dV;
+    FusedAttention(const AttentionShape& s, const Tensor& Q)
+        : shape(s), O(zeros_like(Q)), lse(zeros({s.B, s.H, s.Tq}, DType::f32, Device::CUDA)), dQ(zeros_like(Q)),
+          dK(zeros_like(Q)), dV(zeros_like(Q)) {}
+    void forward(const Tensor& Q, const Tensor& K, const Tensor& V) const {
+        backend(Device::CUDA).attention_forward(shape, O.view_desc(), lse.view_desc(), View{}, Q.view_desc(),
+                                                K.view_desc(), V.view_desc(), View{});
+    }
+    void backward(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& dO) const {
+        backend(Device::CUDA).attention_backward(shape, dQ.view_desc(), dK.view_desc(), dV.view_desc(), dO.view_desc(),
+                                                 Q.view_desc(), K.view_desc(), V.view_desc(), O.view_desc(),
+                                                 lse.view_desc(), View{});
+    }
+};
+
+// The materialised baseline: (B·H, T, T) scores, probabilities and their gradients, the
+// products by cuBLAS, the softmax and its backward the library's. Row-major X (T, D) is
+// column-major Xᵀ (D, T) with leading dimension D, so each product is written transposed.
+struct MaterialisedAttention {
+    int64_t BH, T, D;
+    float scale;
+    Tensor S, P, dP, O, dQ, dK, dV;
+    MaterialisedAttention(const AttentionShape& s, const Tensor& Q)
+        : BH(s.B * s.H), T(s.Tq), D(s.D), scale(float(s.scale)), S(zeros({BH, T, T}, DType::f32, Device::CUDA)),
+          P(zeros_like(S)), dP(zeros_like(S)), O(zeros_like(Q)), dQ(zeros_like(Q)), dK(zeros_like(Q)),
+          dV(zeros_like(Q)) {}
+
+    // C = α op(A) op(B) for every (b, h), column-major, as cublasSgemmStridedBatched takes it.
+    void batched(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const Tensor& A, int64_t lda, int64_t stride_a, const Tensor& B, int64_t ldb, int64_t stride_b,
+                 const Tensor& C, int64_t ldc, int64_t stride_c, const char* what) const {
+        const float zero = 0;
+        check(cublasSgemmStridedBatched(cuda::cublas_handle(), op_a, op_b, int(m), int(n), int(k), &alpha, ptr(A),
+                                        int(lda), stride_a, ptr(B), int(ldb), stride_b, &zero, ptr(C), int(ldc),
+                                        stride_c, int(BH)),
+              what);
+    }
+    void forward(const Tensor& Q, const Tensor& K, const Tensor& V) const {
+        const int64_t TD = T * D, TT = T * T, total = BH * T * T;
+        batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, scale, K, D, TD, Q, D, TD, S, T, TT, "S = Q K^T");  // Sᵀ = K Qᵀ
+        cuda::launch("mask_causal", mask_causal, dim3(unsigned((total + 255) / 256)), dim3(256), 0, ptr(S), T, total);
+        backend(Device::CUDA).softmax(P.view_desc(), S.view_desc(), BH * T, T, false);
+        batched(CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1, V, D, TD, P, T, TT, O, D, TD, "O = P V");  // Oᵀ = Vᵀ Pᵀ
+    }
+    void backward(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& dO) const {
+        const int64_t TD = T * D, TT = T * T;
+        batched(CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1, dO, D, TD, P, T, TT, dV, D, TD, "dV = P^T dO");  // dVᵀ = dOᵀ P
+        batched(CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, 1, V, D, TD, dO, D, TD, dP, T, TT, "dP = dO V^T");  // dPᵀ = V dOᵀ
+        backend(Device::CUDA).softmax_backward(S.view_desc(), P.view_desc(), dP.view_desc(), BH * T, T, false);  // dS into S
+        batched(CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, scale, K, D, TD, S, T, TT, dQ, D, TD, "dQ = dS K");    // dQᵀ = Kᵀ dSᵀ
+        batched(CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, scale, Q, D, TD, S, T, TT, dK, D, TD, "dK = dS^T Q");  // dKᵀ = Qᵀ dS
+    }
+};
+
+// The largest relative error of the four results (O, dQ, dK, dV) of `a` against `b`'s, in f32.
+template <class A, class B>
+double attention_error(const A& a, const B& b) {
+    const auto f32 = [](const Tensor& t) { return t.to(DType::f32); };
+    return std::max({relative_error(f32(a.O), f32(b.O)), relative_error(f32(a.dQ), f32(b.dQ)),
+                     relative_error(f32(a.dK), f32(b.dK)), relative_error(f32(a.dV), f32(b.dV))});
+}
+
 void bench_attention() {
-    const Backend& table = backend(Device::CUDA);
-    cublasHandle_t h = cuda::cublas_handle();
     const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{1024, 2048, 4096};
     for (int64_t T : lengths) {
-        const int64_t B = 8, H = 8, D = 64, BH = B * H;
-        const double scale = 1 / std::sqrt(double(D));
+        const int64_t B = 8, H = 8, D = 64;
         Generator gen(2);
         const Tensor Q = randn({B, H, T, D}, gen, DType::f32, Device::CUDA), K = randn({B, H, T, D}, gen, DType::f32, Device::CUDA);
         const Tensor V = randn({B, H, T, D}, gen, DType::f32, Device::CUDA), dO = randn({B, H, T, D}, gen, DType::f32, Device::CUDA);
-        const Tensor O = zeros({B, H, T, D}, DType::f32, Device::CUDA), lse = zeros({B, H, T}, DType::f32, Device::CUDA);
-        const Tensor dQ = zeros_like(Q), dK = zeros_like(K), dV = zeros_like(V);
-        const AttentionShape s{B, H, H, T, T, D, true, 0, scale};
-        const View none{};
-        const auto fused_forward = [&] {
-            table.attention_forward(s, O.view_desc(), lse.view_desc(), none, Q.view_desc(), K.view_desc(), V.view_desc(),
-                                    none);
-        };
-        const auto fused_backward = [&] {
-            table.attention_backward(s, dQ.view_desc(), dK.view_desc(), dV.view_desc(), dO.view_desc(), Q.view_desc(),
-                                     K.view_desc(), V.view_desc(), O.view_desc(), lse.view_desc(), View{});
-        };
-
-        // The materialised baseline: (B·H, T, T) scores, probabilities and their gradients.
-        const Tensor S = zeros({BH, T, T}, DType::f32, Device::CUDA), P = zeros_like(S), dP = zeros_like(S);
-        const Tensor O2 = zeros_like(O), dQ2 = zeros_like(Q), dK2 = zeros_like(K), dV2 = zeros_like(V);
-        const float alpha = float(scale), one = 1, zero = 0;
-        const int t = int(T), d = int(D);
-        const long long sTD = T * D, sTT = T * T;
-        // Row-major X (T, D) is column-major Xᵀ (D, T) with leading dimension D.
-        const auto baseline_forward = [&] {
-            // S = scale · Q Kᵀ   (column-major: Sᵀ = K Qᵀ)
-            check(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, ptr(K), d, sTD, ptr(Q), d, sTD,
-                                            &zero, ptr(S), t, sTT, int(BH)),
-                  "S = Q K^T");
-            const int64_t total = BH * T * T;
-            cuda::launch("mask_causal", mask_causal, dim3(unsigned((total + 255) / 256)), dim3(256), 0, ptr(S), T, total);
-            table.softmax(P.view_desc(), S.view_desc(), BH * T, T, false);
-            // O = P V   (column-major: Oᵀ = Vᵀ Pᵀ)
-            check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, ptr(V), d, sTD, ptr(P), t, sTT,
-                                            &zero, ptr(O2), d, sTD, int(BH)),
-                  "O = P V");
-        };
-        const auto baseline_backward = [&] {
-            // dV = Pᵀ dO   (column-major: dVᵀ = dOᵀ P)
-            check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, d, t, t, &one, ptr(dO), d, sTD, ptr(P), t, sTT,
-                                            &zero, ptr(dV2), d, sTD, int(BH)),
-                  "dV = P^T dO");
-            // dP = dO Vᵀ   (column-major: dPᵀ = V dOᵀ)
-            check(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &one, ptr(V), d, sTD, ptr(dO), d, sTD,
-                                            &zero, ptr(dP), t, sTT, int(BH)),
-                  "dP = dO V^T");
-            table.softmax_backward(S.view_desc(), P.view_desc(), dP.view_desc(), BH * T, T, false);  // dS into S
-            // dQ = scale · dS K   (column-major: dQᵀ = Kᵀ dSᵀ)
-            check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &alpha, ptr(K), d, sTD, ptr(S), t, sTT,
-                                            &zero, ptr(dQ2), d, sTD, int(BH)),
-                  "dQ = dS K");
-            // dK = scale · dSᵀ Q   (column-major: dKᵀ = Qᵀ dS)
-            check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, d, t, t, &alpha, ptr(Q), d, sTD, ptr(S), t, sTT,
-                                            &zero, ptr(dK2), d, sTD, int(BH)),
-                  "dK = dS^T Q");
-        };
+        const AttentionShape s{B, H, H, T, T, D, true, 0, 1 / std::sqrt(double(D))};
+        const FusedAttention fused(s, Q);
+        const MaterialisedAttention base(s, Q);
 
         // Correctness first: the two paths agree.
-        fused_forward();
-        fused_backward();
-        baseline_forward();
-        baseline_backward();
-        const double err = std::max({relative_error(O, O2), relative_error(dQ, dQ2), relative_error(dK, dK2),
-                                     relative_error(dV, dV2)});
+        fused.forward(Q, K, V);
+        fused.backward(Q, K, V, dO);
+        base.forward(Q, K, V);
+        base.backward(Q, K, V, dO);
+        const double err = attention_error(fused, base);
         const bool ok = err < 1e-3;
 
         // Causal: half of the T² score matrix; forward 2 GEMMs, backward 5 (one recomputes S).
-        const double fwd_flop = 4.0 * BH * T * T * D / 2, bwd_flop = 2.5 * fwd_flop;
-        const double fused_fwd = median_ms(fused_forward);
-        const double fused_all = median_ms([&] { fused_forward(); fused_backward(); });
-        const double base_fwd = median_ms(baseline_forward);
-        const double base_all = median_ms([&] { baseline_forward(); baseline_backward(); });
+        const double fwd_flop = 4.0 * B * H * T * T * D / 2, bwd_flop = 2.5 * fwd_flop;
+        const double fused_fwd = median_ms([&] { fused.forward(Q, K, V); });
+        const double fused_all = median_ms([&] { fused.forward(Q, K, V); fused.backward(Q, K, V, dO); });
+        const double base_fwd = median_ms([&] { base.forward(Q, K, V); });
+        const double base_all = median_ms([&] { base.forward(Q, K, V); base.backward(Q, K, V, dO); });
         const double mib = 1.0 / (1 << 20);
-        const double fused_bytes = double(Q.numel()) * 4 * 8 + double(lse.numel()) * 4;   // Q K V O dO dQ dK dV, lse
-        const double base_bytes = fused_bytes + double(S.numel()) * 4 * 3;                // + S, P, dP
+        const double fused_bytes = double(Q.numel()) * 4 * 8 + double(fused.lse.numel()) * 4;  // Q K V O dO dQ dK dV, lse
+        const double base_bytes = fused_bytes + double(base.S.numel()) * 4 * 3;                // + S, P, dP
         emit("attention", "fused_forward", {{"T", double(T)}, {"ms", fused_fwd}, {"tflops", fwd_flop / fused_fwd / 1e9}},
              ok);
         emit("attention", "fused_forward_backward",
@@ -353,26 +366,16 @@ void bench_attention() {
               {"memory_mib", base_bytes * mib}});
 
         // bf16 on the tensor cores (cuda/attention_forward_mma.cu, attention_backward_mma.cu): the
-        // same inputs rounded to bf16, lse in f32; checked against the f32 fused results above,
-        // which differ by the rounding of the inputs, P and dS (a few 2⁻⁸ of the largest value).
+        // same inputs rounded to bf16; checked against the f32 fused results above, which differ
+        // by the rounding of the inputs, P and dS (a few 2⁻⁸ of the largest value).
         const Tensor Qh = Q.to(DType::bf16), Kh = K.to(DType::bf16), Vh = V.to(DType::bf16), dOh = dO.to(DType::bf16);
-        const Tensor Oh = zeros_like(Qh), dQh = zeros_like(Qh), dKh = zeros_like(Kh), dVh = zeros_like(Vh);
-        const auto bf16_forward = [&] {
-            table.attention_forward(s, Oh.view_desc(), lse.view_desc(), none, Qh.view_desc(), Kh.view_desc(),
-                                    Vh.view_desc(), none);
-        };
-        const auto bf16_backward = [&] {
-            table.attention_backward(s, dQh.view_desc(), dKh.view_desc(), dVh.view_desc(), dOh.view_desc(),
-                                     Qh.view_desc(), Kh.view_desc(), Vh.view_desc(), Oh.view_desc(), lse.view_desc(), View{});
-        };
-        bf16_forward();
-        bf16_backward();
-        const double bf16_err =
-            std::max({relative_error(Oh.to(DType::f32), O), relative_error(dQh.to(DType::f32), dQ),
-                      relative_error(dKh.to(DType::f32), dK), relative_error(dVh.to(DType::f32), dV)});
+        const FusedAttention half(s, Qh);
+        half.forward(Qh, Kh, Vh);
+        half.backward(Qh, Kh, Vh, dOh);
+        const double bf16_err = attention_error(half, fused);
         const bool bf16_ok = bf16_err < 3e-2;
-        const double bf16_fwd = median_ms(bf16_forward);
-        const double bf16_all = median_ms([&] { bf16_forward(); bf16_backward(); });
+        const double bf16_fwd = median_ms([&] { half.forward(Qh, Kh, Vh); });
+        const double bf16_all = median_ms([&] { half.forward(Qh, Kh, Vh); half.backward(Qh, Kh, Vh, dOh); });
         emit("attention", "fused_bf16_forward",
              {{"T", double(T)}, {"ms", bf16_fwd}, {"tflops", fwd_flop / bf16_fwd / 1e9}}, bf16_ok);
         emit("attention", "fused_bf16_forward_backward",
