@@ -55,7 +55,7 @@ std::string measure_throughput(const tutorial::RunSettings& settings, const Thro
 
 // The report: every part's means over seeds, the tables, and (unless `out` is empty)
 // results.json there. copy[m][s], high[m][s]: architecture m, seed s + 1, as the children
-// returned them (high may be empty: part (a) only); throughput: (c)'s JSON or empty.
+// returned them (either empty where its part did not run); throughput: (c)'s JSON or empty.
 struct Runs {
     CopySetup setup;
     tutorial::RunSettings high_rate;

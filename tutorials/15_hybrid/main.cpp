@@ -36,10 +36,17 @@ int main(int argc, char** argv) {
     int64_t seeds = 0, steps = 0, lm_seeds = 2, lm_steps = 500;
     double lm_lr = 1e-1;
     Throughput throughput;
+    std::string parts = "abc";
     CLI::App app{"Tutorial 15: the shipped hybrid against full attention"};
     add_quick_and_out(app, options, "part (a) on seed 1, 100 steps",
                       "tutorials/15_hybrid/results");
     app.add_option("--jobs", options.jobs, "trainings at the same time (one process each)")->check(CLI::PositiveNumber);
+    app.add_option("--parts", parts, "which parts to run, any of a, b and c (--quick: a)")
+        ->check([](const std::string& p) {
+            return !p.empty() && p.find_first_not_of("abc") == std::string::npos ? ""
+                                                                                  : "takes letters of abc, not '" + p + "'";
+        })
+        ->capture_default_str();
     app.add_option("--seeds", seeds, "part (a): seeds 1 ... N (2; --quick 1)")->check(CLI::PositiveNumber);
     app.add_option("--steps", steps, "part (a): training steps (600; --quick 100)")->check(CLI::PositiveNumber);
     app.add_option("--lm-seeds", lm_seeds, "part (b): seeds 1 ... N")->check(CLI::PositiveNumber)->capture_default_str();
@@ -61,20 +68,25 @@ int main(int argc, char** argv) {
     // 07's --quick setting: its rate 0.1 is too high for the baseline, 500 steps (07: 2000).
     RunSettings& h = runs.high_rate;
     h.steps = lm_steps, h.warmup = std::max<int64_t>(1, lm_steps / 20), h.lr = lm_lr;
+    if (options.quick) parts = "a";
+    const auto part = [&](char p) { return parts.find(p) != std::string::npos; };
     const int64_t M = std::ssize(architectures());
-    std::printf("(a) Bigram-Backcopy as tutorial 06's a3 on 4 layers of 1 head, d %lld; %lld steps at lr %g, weight "
-                "decay %g; seeds 1-%lld\n",
-                (long long)runs.setup.d_model, (long long)runs.setup.steps, runs.setup.lr, runs.setup.weight_decay,
-                (long long)runs.setup.seeds);
-    if (!options.quick)
-        std::printf("(b) tutorial 07's LM: %lld layers x %lld, %lld heads; %lld steps at lr %g; seeds 1-%lld\n"
-                    "(c) (b)'s models, T = 256 ... %lld, %lld passes each\n",
+    if (part('a'))
+        std::printf("(a) Bigram-Backcopy as tutorial 06's a3 on 4 layers of 1 head, d %lld; %lld steps at lr %g, "
+                    "weight decay %g; seeds 1-%lld\n",
+                    (long long)runs.setup.d_model, (long long)runs.setup.steps, runs.setup.lr,
+                    runs.setup.weight_decay, (long long)runs.setup.seeds);
+    if (part('b'))
+        std::printf("(b) tutorial 07's LM: %lld layers x %lld, %lld heads; %lld steps at lr %g; seeds 1-%lld\n",
                     (long long)h.layers, (long long)h.d_model, (long long)h.heads, (long long)h.steps, h.lr,
-                    (long long)lm_seeds, (long long)throughput.max_t, (long long)throughput.reps);
+                    (long long)lm_seeds);
+    if (part('c'))
+        std::printf("(c) (b)'s models, T = 256 ... %lld, %lld passes each\n", (long long)throughput.max_t,
+                    (long long)throughput.reps);
 
     // Every training, two at a time: (a) for each model and seed, then (b); then (c) alone.
     const auto start = Clock::now();
-    const int64_t n_copy = M * runs.setup.seeds, n = n_copy + (options.quick ? 0 : M * lm_seeds);
+    const int64_t n_copy = part('a') ? M * runs.setup.seeds : 0, n = n_copy + (part('b') ? M * lm_seeds : 0);
     std::printf("%lld trainings, %d at a time:\n", (long long)n, options.jobs);
     const std::vector<std::string> results = run_in_processes(n, options.jobs, [&](int64_t i) {
         if (i < n_copy) return train_copy(runs.setup, architectures()[i % M], i / M + 1);
@@ -82,10 +94,10 @@ int main(int argc, char** argv) {
         s.seed = uint64_t((i - n_copy) / M + 1);
         return train_high_rate(s, architectures()[(i - n_copy) % M]);
     });
-    runs.copy.assign(M, {}), runs.high.assign(options.quick ? 0 : M, {});
+    runs.copy.assign(part('a') ? M : 0, {}), runs.high.assign(part('b') ? M : 0, {});
     for (int64_t i = 0; i < n; ++i)
         (i < n_copy ? runs.copy[i % M] : runs.high[(i - n_copy) % M]).push_back(results[i]);
-    if (!options.quick) {
+    if (part('c')) {
         std::printf("(c) alone:\n");
         runs.throughput = run_in_processes(1, 1, [&](int64_t) { return measure_throughput(h, throughput); }).front();
     }

@@ -37,23 +37,30 @@ void print_throughput(const json& rows) {
 }  // namespace
 
 void report(const Runs& runs, const std::string& out) {
-    const bool high = !runs.high.empty();
-    std::printf("\n== Bigram-Backcopy (a)%s: means over seeds 1-%lld%s; at the idle queries of the full-attention "
-                "layers\n",
-                high ? " and 07's LM at a too-high rate (b)" : "", (long long)runs.setup.seeds,
-                high ? (" (a) and 1-" + std::to_string(runs.high.front().size()) + " (b)").c_str() : "");
-    std::printf("| model | α on BOS | α, layer 3 | gate | α · gate | copies | linear decay |%s\n",
-                high ? " val loss | largest logit | gate (b) |" : "");
-    std::printf("|---|---|---|---|---|---|---|%s\n", high ? "---|---|---|" : "");
+    const bool copy_ran = !runs.copy.empty(), high = !runs.high.empty();
+    if (copy_ran || high) {
+        std::printf("\n== %s%s%s: means over seeds%s%s\n", copy_ran ? "Bigram-Backcopy (a)" : "",
+                    copy_ran && high ? " and " : "", high ? "07's LM at a too-high rate (b)" : "",
+                    copy_ran ? (" 1-" + std::to_string(runs.setup.seeds) + " (a)").c_str() : "",
+                    high ? (" 1-" + std::to_string(runs.high.front().size()) + " (b)").c_str() : "");
+        if (copy_ran) std::printf("(a) at the idle queries of the full-attention layers\n");
+        std::printf("| model |%s%s\n", copy_ran ? " α on BOS | α, layer 3 | gate | α · gate | copies | linear decay |" : "",
+                    high ? " val loss | largest logit | gate (b) |" : "");
+        std::printf("|---|%s%s\n", copy_ran ? "---|---|---|---|---|---|" : "", high ? "---|---|---|" : "");
+    }
     json rows = json::array();
-    for (size_t i = 0; i < architectures().size(); ++i) {
+    for (size_t i = 0; i < architectures().size() && (copy_ran || high); ++i) {
         const Architecture& a = architectures()[i];
-        const std::vector<json> copy = parse_all(runs.copy[i]);
-        const auto mean = [&](const std::string& key) { return average(values_of(copy, key)); };
-        std::printf("| %s | %.3f | %.3f | %s | %.3f | %.3f | %s |", a.name.c_str(), mean("alpha"),
-                    mean("alpha_last_layer"), format_or_dash("%.3f", mean("gate")).c_str(), mean("alpha_times_gate"),
-                    mean("copy_accuracy"), format_or_dash("%.3f", mean("linear_decay")).c_str());
-        json row{{"model", a.name}, {"hybrid", a.hybrid}, {"g1", a.gated}, {"copy_task", copy}};
+        json row{{"model", a.name}, {"hybrid", a.hybrid}, {"g1", a.gated}};
+        std::printf("| %s |", a.name.c_str());
+        if (copy_ran) {
+            const std::vector<json> copy = parse_all(runs.copy[i]);
+            const auto mean = [&](const std::string& key) { return average(values_of(copy, key)); };
+            std::printf(" %.3f | %.3f | %s | %.3f | %.3f | %s |", mean("alpha"), mean("alpha_last_layer"),
+                        format_or_dash("%.3f", mean("gate")).c_str(), mean("alpha_times_gate"), mean("copy_accuracy"),
+                        format_or_dash("%.3f", mean("linear_decay")).c_str());
+            row["copy_task"] = copy;
+        }
         if (high) {
             const std::vector<json> lm = parse_all(runs.high[i]);
             std::printf(" %.3f | %s | %s |", average(values_of(lm, "val_loss")),
@@ -69,9 +76,11 @@ void report(const Runs& runs, const std::string& out) {
     if (out.empty()) return;
     const CopySetup& s = runs.setup;
     const RunSettings& h = runs.high_rate;
-    json settings{{"a", {{"task", "Bigram-Backcopy, tutorial 06 (a3)"}, {"layers", 4}, {"heads", 1},
+    json settings = json::object();
+    if (copy_ran)
+        settings["a"] = {{"task", "Bigram-Backcopy, tutorial 06 (a3)"}, {"layers", 4}, {"heads", 1},
                          {"d_model", s.d_model}, {"steps", s.steps}, {"lr", s.lr}, {"weight_decay", s.weight_decay},
-                         {"batch", s.batch}, {"seq_len", s.seq_len}, {"seeds", s.seeds}}}};
+                         {"batch", s.batch}, {"seq_len", s.seq_len}, {"seeds", s.seeds}};
     if (high)
         settings["b"] = {{"layers", h.layers}, {"d_model", h.d_model}, {"heads", h.heads}, {"steps", h.steps},
                          {"lr", h.lr}, {"batch", h.batch}, {"seq_len", h.seq_len}, {"seeds", runs.high.front().size()}};
