@@ -10,8 +10,8 @@ The model is bench/hf_forward_torch.py's forward with its cache (transformers' D
 layer's keys and values concatenated with the new ones at every step), driven the way
 transformers' greedy search drives it: the prompt in one pass, then each drawn token alone. The
 time to the first token is the prompt's pass and its argmax; tokens/s counts the next --tokens
-passes, timed as they go. Like decode (nn::generate), every pass computes the logits of all its
-positions (transformers before 4.45 did too).
+passes, timed as they go. Like decode (nn::generate) and transformers' generate, a pass computes
+the logits of its last position only.
 """
 import argparse
 import json
@@ -33,12 +33,12 @@ def decode(cfg, w, prompt, n):
     """Greedy: the time to the first token, the tokens/s of the next n, and all 1 + n ids."""
     cache = []
     t0 = time.perf_counter()
-    logits = forward(cfg, w, prompt, keep=False, cache=cache)[0]                # (1, T, V)
+    logits = forward(cfg, w, prompt, keep=False, cache=cache, last_only=True)[0]  # (1, 1, V)
     tokens = [int(logits[0, -1].argmax())]
     ttft = time.perf_counter() - t0
     t0 = time.perf_counter()
     for _ in range(n):
-        logits = forward(cfg, w, torch.tensor([[tokens[-1]]]), keep=False, cache=cache)[0]  # (1, 1, V)
+        logits = forward(cfg, w, torch.tensor([[tokens[-1]]]), keep=False, cache=cache, last_only=True)[0]  # (1, 1, V)
         tokens.append(int(logits[0, -1].argmax()))
     return ttft, n / (time.perf_counter() - t0), tokens, gb(t for kv in cache for t in kv)
 

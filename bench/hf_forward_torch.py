@@ -70,11 +70,12 @@ def rotate_half(x):
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
 
-def forward(cfg, w, ids, keep, cache=None):
+def forward(cfg, w, ids, keep, cache=None, last_only=False):
     """logits (B, T, V); with keep, also every layer's probabilities (B, H, T, T) in float32 and
     output (B, T, C). With cache (a list, empty before the first call), ids are the next T
     positions after what it holds: transformers' DynamicCache, each layer's keys (after RoPE)
-    and values (B, Hkv, past, D) concatenated with the new ones."""
+    and values (B, Hkv, past, D) concatenated with the new ones. last_only: the logits of the last
+    position alone (B, 1, V), as transformers' generate asks for them (logits_to_keep=1)."""
     B, T = ids.shape
     H, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps, dtype = cfg["rms_norm_eps"], w["model.embed_tokens.weight"].dtype
@@ -112,6 +113,7 @@ def forward(cfg, w, ids, keep, cache=None):
             probs_kept.append(probs)
             hidden_kept.append(x)
     head = w["model.embed_tokens.weight" if cfg["tie_word_embeddings"] else "lm_head.weight"]
+    x = x[:, -1:] if last_only else x
     return F.linear(rms_norm(x, w["model.norm.weight"], eps), head), probs_kept, hidden_kept
 
 
