@@ -22,11 +22,10 @@
 // OpenBLAS kernels in use: 0.3.21 does not know every CPU and then falls back to its slowest
 // x86-64 ones (Prescott: SSE3) unless OPENBLAS_CORETYPE names a core.
 //
-// bench/hf_forward_torch.py is the PyTorch peer (the same ids: see splitmix64); bench/hf_forward.sh
+// bench/hf_forward_torch.py is the PyTorch peer (the same ids: bench/hf_bench.h); bench/hf_forward.sh
 // writes a random checkpoint of Qwen3-1.7B's shape and runs both.
 #include <cblas.h>
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +37,7 @@
 #include <vector>
 
 #include "gatedgrad.h"
+#include "hf_bench.h"
 #include "nn/io/hf.h"
 
 using namespace gg;
@@ -45,64 +45,15 @@ using namespace gg::nn;
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using namespace gg::bench;
 
-// User and system time of every thread of this process so far.
-double cpu_seconds() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    const auto seconds = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
-    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-double peak_rss_bytes() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    return double(usage.ru_maxrss) * 1024;  // Linux counts kilobytes
-}
-
-// The kernel's own counters of this process, in bytes: VmHWM (the high-water mark since the
-// start or the last reset_peak) and VmRSS (now).
-double status_bytes(const char* field) {
-    std::FILE* f = std::fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    double kb = 0;
-    while (std::fgets(line, sizeof line, f))
-        if (std::strncmp(line, field, std::strlen(field)) == 0) kb = std::atof(line + std::strlen(field) + 1);
-    std::fclose(f);
-    return kb * 1024;
-}
-
-// Writing 5 to clear_refs restarts VmHWM from the current RSS (Linux ≥ 4.0), so that a phase's
-// own peak can be read: the load's, then the forwards'.
-void reset_peak() {
-    if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
-        std::fputs("5", f);
-        std::fclose(f);
-    }
-}
-
-double bytes_of(const Tensor& t) { return t.defined() ? double(t.numel()) * double(dtype_size(t.dtype())) : 0; }
-
-// Sebastiano Vigna's splitmix64: a generator a few lines long, so that hf_forward_torch.py can
-// draw the same ids without sharing a file.
-uint64_t splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-}
-
-// ids (B, T): token i of the batch in row-major order is splitmix64(seed · B · T + i) mod V.
-// targets (B, T): the next token, and ignore_index −100 at the last position.
-std::pair<Tensor, Tensor> random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-    std::vector<int64_t> ids(B * T), targets(B * T, -100);
-    for (int64_t i = 0; i < B * T; ++i) ids[i] = int64_t(splitmix64(seed * B * T + i) % uint64_t(V));
+// ids (B, T) from random_ids; targets (B, T): the next token, and ignore_index −100 at the last
+// position.
+std::pair<Tensor, Tensor> ids_and_targets(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+    const std::vector<int64_t> ids = random_ids(B, T, V, seed);
+    std::vector<int64_t> targets(size_t(B * T), -100);
     for (int64_t i = 0; i < B * T; ++i)
-        if ((i + 1) % T != 0) targets[i] = ids[i + 1];
+        if ((i + 1) % T != 0) targets[size_t(i)] = ids[size_t(i + 1)];
     return {from_vector(ids, {B, T}), from_vector(targets, {B, T})};
 }
 
@@ -145,7 +96,7 @@ int main(int argc, char** argv) {
         const NoGradGuard no_grad;
 
         const int64_t H = config.attn.n_heads, L = config.n_layers;
-        const auto [ids, targets] = random_ids(B, T, config.vocab_size, uint64_t(seed));
+        const auto [ids, targets] = ids_and_targets(B, T, config.vocab_size, uint64_t(seed));
         std::vector<double> times, cpu_times;
         double captured_probs_bytes = 0, captured_bytes = 0, logits_bytes = 0, loss = 0;
         for (int64_t r = 0; r < runs; ++r) {

@@ -70,17 +70,21 @@ def rotate_half(x):
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
 
-def forward(cfg, w, ids, keep):
+def forward(cfg, w, ids, keep, cache=None, last_only=False):
     """logits (B, T, V); with keep, also every layer's probabilities (B, H, T, T) in float32 and
-    output (B, T, C)."""
+    output (B, T, C). With cache (a list, empty before the first call), ids are the next T
+    positions after what it holds: transformers' DynamicCache, each layer's keys (after RoPE)
+    and values (B, Hkv, past, D) concatenated with the new ones. last_only: the logits of the last
+    position alone (B, 1, V), as transformers' generate asks for them (logits_to_keep=1)."""
     B, T = ids.shape
     H, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps, dtype = cfg["rms_norm_eps"], w["model.embed_tokens.weight"].dtype
+    past = cache[0][0].shape[2] if cache else 0
     inv_freq = 1.0 / cfg["rope_theta"] ** (torch.arange(0, D, 2, dtype=torch.float32) / D)
-    angle = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
+    angle = torch.outer(torch.arange(past, past + T, dtype=torch.float32), inv_freq)
     angle = torch.cat([angle, angle], dim=-1)                                   # (T, D)
     cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
-    mask = torch.full((T, T), -math.inf).triu(1).to(dtype)                      # causal, added to the scores
+    mask = torch.full((T, past + T), -math.inf).triu(past + 1).to(dtype)        # causal, added to the scores
     probs_kept, hidden_kept = [], []
     x = F.embedding(ids, w["model.embed_tokens.weight"])                        # (B, T, C)
     for l in range(cfg["num_hidden_layers"]):
@@ -91,8 +95,14 @@ def forward(cfg, w, ids, keep):
         v = F.linear(a, w[p + "self_attn.v_proj.weight"]).view(B, T, Hkv, D).transpose(1, 2)
         q, k = q.transpose(1, 2), k.transpose(1, 2)                             # (B, H|Hkv, T, D)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)  # (B, H, T, D)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(D) + mask                  # (B, H, T, T)
+        if cache is not None:
+            if l == len(cache):
+                cache.append((k, v))
+            else:
+                cache[l] = (torch.cat([cache[l][0], k], dim=2), torch.cat([cache[l][1], v], dim=2))
+            k, v = cache[l]                                                     # (B, Hkv, past + T, D)
+        k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)  # (B, H, past + T, D)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(D) + mask                  # (B, H, T, past + T)
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
         heads = probs.to(dtype) @ v                                             # (B, H, T, D)
         x = x + F.linear(heads.transpose(1, 2).reshape(B, T, H * D), w[p + "self_attn.o_proj.weight"])
@@ -103,6 +113,7 @@ def forward(cfg, w, ids, keep):
             probs_kept.append(probs)
             hidden_kept.append(x)
     head = w["model.embed_tokens.weight" if cfg["tie_word_embeddings"] else "lm_head.weight"]
+    x = x[:, -1:] if last_only else x
     return F.linear(rms_norm(x, w["model.norm.weight"], eps), head), probs_kept, hidden_kept
 
 

@@ -17,6 +17,10 @@ void cpu_gemm(DType dtype, int64_t batch, bool trans_a, bool trans_b, int64_t M,
 // The float32 copies a bfloat16 GEMM makes at most, in floats, per operand (32 MiB).
 constexpr int64_t kBf16GemmPanel = int64_t(1) << 23;
 
+// Up to this many rows of op(A) (a decoding step's tokens), a bfloat16 GEMM reads B as it is
+// instead of through a float32 copy (cpu/gemm_bf16.cpp).
+constexpr int64_t kFewRows = 4;
+
 // bfloat16 operands and result, float32 sums (cpu/gemm_bf16.cpp). `panel` bounds the
 // float32 copies of each operand; only tests pass a smaller one, to reach the panel loop
 // with small matrices.

@@ -15,6 +15,7 @@
 // matrices) are widened whole and run as one batched call, which splits over the batch.
 #include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "tensor/bf16.h"
 #include "cpu/gemm.h"
@@ -85,6 +86,72 @@ void gemm_panels(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, do
     }
 }
 
+// Σ_k a[k]·b[k] in float32: the products exact, the sum kept in kLanes partial sums that the
+// compiler holds in vector registers (a single running sum would be a chain it may not reorder).
+float dot(const float* a, const bfloat16* b, int64_t K) {
+    constexpr int64_t kLanes = 16;
+    float lanes[kLanes] = {};
+    int64_t k = 0;
+    for (; k + kLanes <= K; k += kLanes)
+        for (int64_t j = 0; j < kLanes; ++j) lanes[j] += a[k + j] * float(b[k + j]);
+    float sum = 0;
+    for (const float lane : lanes) sum += lane;
+    for (; k < K; ++k) sum += a[k] * float(b[k]);
+    return sum;
+}
+
+// One matrix with at most kFewRows rows of op(A): decoding's layers, one token times a weight.
+// There the widened copy of op(B) is the whole cost (B read once, written and read again twice
+// as wide, for a product that reads it once), so op(B) is read in place, as bfloat16, and only
+// op(A)'s few rows are widened. Same arithmetic: exact products, float32 sums, C rounded once.
+// Where op(B)'s rows run along K (B transposed: a Linear's weight, N × K) each C element is
+// one dot product; otherwise (K × N) row k of B is added into C's rows, a block of columns at a
+// time, so that the float32 sums stay in cache.
+void gemm_few_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const bfloat16* A,
+                   int64_t lda, const bfloat16* B, int64_t ldb, double beta, bfloat16* C, int64_t ldc) {
+    const auto store = [&](int64_t m, int64_t n, float sum) {
+        bfloat16& c = C[m * ldc + n];
+        c = float(alpha * sum + (beta != 0 ? beta * float(c) : 0.0));  // β = 0 never reads C
+    };
+    if (alpha == 0 || K == 0) {  // C = β·C, and A and B are never read
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) store(m, n, 0);
+        return;
+    }
+    // op(A) as M packed float32 rows of K: (M, K)
+    const Floats a = trans_a ? widen(A, K, M, lda) : widen(A, M, K, lda);
+    Floats rows;
+    if (trans_a) {  // widen gave op(A)ᵀ (K, M): transpose the few rows into place
+        rows = std::make_unique_for_overwrite<float[]>(size_t(M * K));
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t m = 0; m < M; ++m) rows[size_t(m * K + k)] = a[size_t(k * M + m)];
+    }
+    const float* a_rows = trans_a ? rows.get() : a.get();
+    if (trans_b) {
+        parallel_range(N, [&](int64_t begin, int64_t end) {
+            for (int64_t n = begin; n < end; ++n)
+                for (int64_t m = 0; m < M; ++m) store(m, n, dot(a_rows + m * K, B + n * ldb, K));
+        }, M * K);
+        return;
+    }
+    constexpr int64_t kColumns = 512;  // a block's sums: M × 512 floats, 2 KB a row
+    parallel_range((N + kColumns - 1) / kColumns, [&](int64_t begin, int64_t end) {
+        std::vector<float> sums(size_t(M * kColumns));
+        for (int64_t block = begin; block < end; ++block) {
+            const int64_t n0 = block * kColumns, nn = std::min(kColumns, N - n0);
+            std::fill(sums.begin(), sums.end(), 0.0f);
+            for (int64_t k = 0; k < K; ++k)
+                for (int64_t m = 0; m < M; ++m) {
+                    const float a_mk = a_rows[m * K + k];
+                    float* sum = sums.data() + m * kColumns;
+                    for (int64_t j = 0; j < nn; ++j) sum[j] += a_mk * float(B[k * ldb + n0 + j]);
+                }
+            for (int64_t m = 0; m < M; ++m)
+                for (int64_t j = 0; j < nn; ++j) store(m, n0 + j, sums[size_t(m * kColumns + j)]);
+        }
+    }, M * K * kColumns);
+}
+
 }  // namespace
 
 void cpu_gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
@@ -97,6 +164,12 @@ void cpu_gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t
     const int64_t span_a = span(batch, stride_a, trans_a ? K : M, trans_a ? M : K, lda);
     const int64_t span_b = span(batch, stride_b, trans_b ? N : K, trans_b ? K : N, ldb);
     const int64_t span_c = span(batch, stride_c, M, N, ldc);
+    if (M <= kFewRows) {
+        for (int64_t i = 0; i < batch; ++i)
+            gemm_few_rows(trans_a, trans_b, M, N, K, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+                          c + i * stride_c, ldc);
+        return;
+    }
     if (std::max({span_a, span_b, span_c}) > panel) {
         for (int64_t i = 0; i < batch; ++i)
             gemm_panels(trans_a, trans_b, M, N, K, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,

@@ -36,6 +36,11 @@ Tensor Linear::forward(const Tensor& x, const Tensor& residual) const {
 }
 
 Tensor joined_linear(const Tensor& x, const std::vector<const Linear*>& layers) {
+    // Joining the weights copies them each step: (Σ out_i, in) values, a small cost next to a
+    // GEMM of many rows of x, but as much as the products themselves for the one row of a
+    // decoding step, which then multiplies layer by layer.
+    constexpr int64_t kJoinRows = 64;
+    if (x.dim() == 0 || x.numel() < kJoinRows * x.size(-1)) return Tensor();
     std::vector<Tensor> weights, biases;
     for (const Linear* layer : layers) {
         if (layer->input_transform || layer->bias.defined() != layers[0]->bias.defined()) return Tensor();
@@ -43,9 +48,8 @@ Tensor joined_linear(const Tensor& x, const std::vector<const Linear*>& layers) 
         weights.push_back(layer->weight);
         if (layer->bias.defined()) biases.push_back(layer->bias);
     }
-    // Joining the weights copies them each step: (Σ out_i, in) values, a small cost next to
-    // the (..., Σ out_i) activations, and it leaves each layer's parameter as it is (its name,
-    // its checkpoint entry, the optimiser's view of it).
+    // The copy leaves each layer's parameter as it is (its name, its checkpoint entry, the
+    // optimiser's view of it).
     const Tensor y = matmul(x, cat(weights, 0).t());  // (..., Σ out_i)
     return biases.empty() ? y : y + autocast_lower(cat(biases, 0));
 }

@@ -25,8 +25,8 @@ public:
 
 // The products of several Linear layers that read the same x side by side, (..., in) →
 // (..., Σ out_i), from one GEMM: the weights (and biases) joined along out by a differentiable
-// cat. One GEMM each way instead of one per layer, and the layers' dx arrive summed. Undefined
-// when the layers cannot be joined: one has an input_transform, or a bias where another has none.
+// cat. One GEMM each way instead of one per layer, and the layers' dx arrive summed. Undefined when
+// joining does not pay (x has under 64 rows) or cannot be: an input_transform, a bias not in all.
 Tensor joined_linear(const Tensor& x, const std::vector<const Linear*>& layers);
 // The same split into one (..., out_i) view per layer (gg::split, whose gradients meet in one
 // tensor): each layer's forward(x), run one by one when the layers cannot be joined.

@@ -207,16 +207,22 @@ GatedTransformerLM::GatedTransformerLM(const LMConfig& config, DType dtype) : co
     if (dtype != DType::f32 && !convert) to(dtype);
 }
 
-LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, std::vector<LayerCache>* caches,
-                                     LMCapture* capture, const Hooks* hooks) const {
+namespace {
+
+// ids (B, T) → the last block's output (B, T, d): the whole forward but the unembedding, which
+// forward applies to every position and generate to the last only. aux: the MoE blocks'
+// load-balancing losses, summed (undefined without any).
+Tensor run_blocks(const GatedTransformerLM& model, const Tensor& ids, std::vector<LayerCache>* caches,
+                  LMCapture* capture, const Hooks* hooks, Tensor& aux) {
     check_defined(ids, "GatedTransformerLM");
     if (ids.dim() != 2 || ids.dtype() != DType::i64)
         throw std::invalid_argument("GatedTransformerLM: ids must be int64 (B, T), got " + shape_str(ids.shape()) + " " +
                                     dtype_name(ids.dtype()));
+    const auto& blocks = model.blocks;
     if (caches && caches->size() != blocks.size()) caches->resize(blocks.size());
     const int64_t T = ids.size(1), past = caches && !caches->empty() ? (*caches)[0].seen() : 0;
-    Tensor x = tok_emb->forward(ids);  // (B, T, d)
-    if (pos_emb) x = x + pos_emb->forward(T, past);
+    Tensor x = model.tok_emb->forward(ids);  // (B, T, d)
+    if (model.pos_emb) x = x + model.pos_emb->forward(T, past);
     if (hooks) hooks->check_layers(int64_t(blocks.size()));
     if (capture) {
         for (const int64_t l : capture->layers)
@@ -227,7 +233,6 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
         capture->linear.assign(blocks.size(), {});
         capture->hidden.assign(blocks.size(), {});
     }
-    Tensor aux;
     for (size_t l = 0; l < blocks.size(); ++l) {
         Tensor block_aux;  // a MoE block's load-balancing loss
         const bool keep = capture && capture->keeps(l);
@@ -239,8 +244,16 @@ LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, s
         if (keep) capture->hidden[l] = x.detach();
         if (block_aux.defined()) aux = aux.defined() ? aux + block_aux : block_aux;
     }
+    return x;
+}
+
+}  // namespace
+
+LMOutput GatedTransformerLM::forward(const Tensor& ids, const Tensor& targets, std::vector<LayerCache>* caches,
+                                     LMCapture* capture, const Hooks* hooks) const {
+    Tensor aux;
     LMOutput out;
-    out.logits = unembed(x);  // (B, T, V)
+    out.logits = unembed(run_blocks(*this, ids, caches, capture, hooks, aux));  // (B, T, V)
     if (targets.defined()) {
         out.loss = cross_entropy(out.logits, targets);
         if (aux.defined()) out.loss = out.loss + aux * config_.aux_loss_weight;
@@ -301,8 +314,12 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
     const Device device = model.parameters().front().device();  // the tokens go where the model is
     Tensor ids = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}).to(device);
     for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-        const Tensor logits = model.forward(ids, Tensor(), &caches).logits;  // (1, T, V)
-        std::vector<double> row = logits.select(1, -1).reshape({-1}).to_vector<double>();
+        // Only the last position is drawn from: the prompt's others need no logits (a
+        // 512-token prompt's would take 0.3 GB for a vocabulary of 152k).
+        Tensor aux;
+        const Tensor x = run_blocks(model, ids, &caches, nullptr, nullptr, aux);  // (1, T, d)
+        const Tensor logits = model.unembed(x.narrow(1, x.size(1) - 1, 1));        // (1, 1, V)
+        std::vector<double> row = logits.reshape({-1}).to_vector<double>();
         for (size_t i = 0; i < can_draw.size(); ++i)
             if (!can_draw[i]) row[i] = -INFINITY;  // weight 0 below, never the largest
         int64_t next = 0;

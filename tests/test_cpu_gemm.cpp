@@ -116,6 +116,17 @@ void check_contract() {
                     const Gemm both{.batch = batch, .trans_a = trans_a, .trans_b = trans_b, .M = 17, .N = 40,
                                     .K = 24, .alpha = -0.5, .beta = 0.25, .pad_c = 2};
                     CHECK(mismatch(dtype, both, 4, 0) == "");
+                    // At most gg::kFewRows rows of op(A): bfloat16 reads B in place, with a K that
+                    // leaves a partial vector and (B not transposed) columns in two blocks.
+                    const Gemm few_rows{.batch = batch, .trans_a = trans_a, .trans_b = trans_b, .M = 3, .N = 600,
+                                        .K = 37, .alpha = -0.5, .beta = 0.25, .pad_c = 2};
+                    CHECK(mismatch(dtype, few_rows, 4, 0) == "");
+                    const Gemm one_row{.batch = batch, .trans_a = trans_a, .trans_b = trans_b, .M = 1, .N = 33,
+                                       .K = 65, .alpha = 1.5, .beta = 0, .pad_c = 1};
+                    CHECK(mismatch(dtype, one_row, kNaN, 0) == "");
+                    const Gemm one_row_scale{.batch = batch, .trans_a = trans_a, .trans_b = trans_b, .M = 1, .N = 33,
+                                             .K = 65, .alpha = 0, .beta = -2, .pad_c = 1};
+                    CHECK(mismatch(dtype, one_row_scale, 2, kNaN) == "");
                 }
 }
 
