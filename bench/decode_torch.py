@@ -26,7 +26,7 @@ if __name__ == "__main__":
     os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[2] if len(sys.argv) > 2 else "1"
 import torch  # noqa: E402
 
-from hf_forward_torch import forward, gb, openblas_core, random_ids, read_weights  # noqa: E402
+from hf_forward_torch import forward, gb, open_model, openblas_core, random_ids  # noqa: E402
 
 
 def decode(cfg, w, prompt, n):
@@ -51,14 +51,7 @@ def main():
     for flag, default in [("runs", 1), ("prompt", 512), ("tokens", 128), ("seed", 0)]:
         parser.add_argument(f"--{flag}", type=int, default=default)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    cfg = json.loads((args.dir / "config.json").read_text())
-    if cfg.get("model_type") != "qwen3" or cfg.get("headwise_attn_output_gate") or cfg.get("elementwise_attn_output_gate"):
-        sys.exit(f"{args.dir}: this peer runs ungated Qwen3 checkpoints only")
-
-    t0 = time.perf_counter()
-    w = read_weights(args.dir, {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype])
-    load_s = time.perf_counter() - t0
+    cfg, w, load_s = open_model(args)
     prompt = random_ids(1, args.prompt, cfg["vocab_size"], args.seed)
     ttfts, rates = [], []
     with torch.no_grad():

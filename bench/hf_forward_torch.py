@@ -142,6 +142,18 @@ def gb(tensors):
     return sum(t.numel() * t.element_size() for t in tensors) / 1e9
 
 
+def open_model(args):
+    """The peers' start: args.threads threads, the folder's config and its weights in args.dtype
+    (and the seconds the weights took to read); gated checkpoints are refused."""
+    torch.set_num_threads(args.threads)
+    cfg = json.loads((args.dir / "config.json").read_text())
+    if cfg.get("model_type") != "qwen3" or cfg.get("headwise_attn_output_gate") or cfg.get("elementwise_attn_output_gate"):
+        sys.exit(f"{args.dir}: this peer runs ungated Qwen3 checkpoints only")
+    t0 = time.perf_counter()
+    w = read_weights(args.dir, {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype])
+    return cfg, w, time.perf_counter() - t0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", type=pathlib.Path)
@@ -151,14 +163,7 @@ def main():
     for flag, default in [("runs", 3), ("batch", 16), ("seq-len", 256), ("seed", 0)]:
         parser.add_argument(f"--{flag}", type=int, default=default)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    cfg = json.loads((args.dir / "config.json").read_text())
-    if cfg.get("model_type") != "qwen3" or cfg.get("headwise_attn_output_gate") or cfg.get("elementwise_attn_output_gate"):
-        sys.exit(f"{args.dir}: this peer runs ungated Qwen3 checkpoints only")
-
-    t0 = time.perf_counter()
-    w = read_weights(args.dir, {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype])
-    load_s = time.perf_counter() - t0
+    cfg, w, load_s = open_model(args)
     ids = random_ids(args.batch, args.seq_len, cfg["vocab_size"], args.seed)
     times = []
     with torch.no_grad():
