@@ -467,23 +467,30 @@ void KVCache::append(const Tensor& k_new, const Tensor& v_new, const Tensor& k_u
     // them was ever dropped), then all the others, or the newest that fit beside the T new ones.
     const int64_t first = std::min(keep_first, past);
     const int64_t recent = keep > 0 ? std::min(past - first, std::max<int64_t>(keep - first - T, 0)) : past - first;
-    const int64_t kept = first + recent, needed = B * Hkv * (kept + T) * D;
-    if (!buffers_[0][0].defined() || buffers_[0][0].numel() < needed) {
-        const int64_t capacity = std::max(needed, past > 0 ? 2 * buffers_[0][0].numel() : needed);
-        const auto buffer = [&] { return Tensor::empty({capacity}, k_new.dtype(), k_new.device()); };
-        for (auto& turn : buffers_) turn[0] = buffer(), turn[1] = v_new.defined() ? buffer() : Tensor();
-    }
-    turn_ = 1 - turn_;  // the buffer k and v do not live in
-    const auto grow = [&](Tensor& held, const Tensor& fresh, const Tensor& buffer) {
-        const Tensor next = buffer.narrow(0, 0, needed).view({B, Hkv, kept + T, D});
-        if (first > 0) next.narrow(2, 0, first).copy_(held.narrow(2, 0, first));
-        if (recent > 0) next.narrow(2, first, recent).copy_(held.narrow(2, past - recent, recent));
-        next.narrow(2, kept, T).copy_(fresh.detach());
-        held = next;
-    };
+    const int64_t kept = first + recent, length = kept + T;
+    // A full buffer is replaced by one twice its size (a window never needs more than keep,
+    // or the T new positions beside the first ones), or by one of `reserve` at the start.
+    const int64_t capacity = buffers_[0].defined() ? buffers_[0].size(2) : 0;
+    const bool grows = capacity < length;
+    const int64_t doubled = keep > 0 ? std::min(2 * capacity, keep) : 2 * capacity;
+    const int64_t new_capacity = std::max({length, doubled, past == 0 ? reserve : 0});
     NoGradGuard no_grad;
-    grow(k, k_new, buffers_[turn_][0]);
-    if (v_new.defined()) grow(v, v_new, buffers_[turn_][1]);
+    const auto place = [&](Tensor& held, const Tensor& fresh, Tensor& buffer) {
+        if (grows) {
+            const Tensor old = held;
+            buffer = Tensor::empty({B, Hkv, new_capacity, D}, fresh.dtype(), fresh.device());
+            if (first > 0) buffer.narrow(2, 0, first).copy_(old.narrow(2, 0, first));
+            if (recent > 0) buffer.narrow(2, first, recent).copy_(old.narrow(2, past - recent, recent));
+        } else if (recent > 0 && past - recent > first) {
+            // Positions dropped: the newest kept ones move down beside the first ones. Source and
+            // destination may overlap within the buffer, so the move goes through a copy.
+            buffer.narrow(2, first, recent).copy_(held.narrow(2, past - recent, recent).clone());
+        }
+        buffer.narrow(2, kept, T).copy_(fresh.detach());
+        held = buffer.narrow(2, 0, length);
+    };
+    place(k, k_new, buffers_[0]);
+    if (v_new.defined()) place(v, v_new, buffers_[1]);
     if (seen_ < keep_first) {  // the first positions' keys before RoPE, for GatedAttention to move them
         const Tensor fresh = (k_unrotated.defined() ? k_unrotated : k_new).detach().narrow(2, 0, std::min(T, keep_first - seen_));
         first_keys = first_keys.defined() ? cat({first_keys, fresh}, 2) : fresh.contiguous();

@@ -124,12 +124,17 @@ Tensor slot_weight(ScoreFunction f, const Tensor& sink, const Tensor& lse);
 // needs nothing cached: it reads only the current token. A cache may hold keys alone (v
 // undefined): multi-head latent attention keeps one latent per token that serves as both.
 //
-// append() writes into one of two flat buffers per tensor, turn about, and doubles them
-// when full: a cache of T positions keeps at most 4T positions of memory. Concatenating
-// a new (B, Hkv, T + 1, dk) tensor every step instead asks for a new size every token or
-// two, and the caching allocator (tensor/caching_allocator.h) keeps each freed size for
-// reuse, so a run of N tokens held memory growing with N² (2000 tokens of the tiny model:
-// 1.5 GB for a 1 MB cache). k and v stay contiguous, as the attention kernels want them.
+// append() writes the new positions into a buffer per tensor, (B, Hkv, capacity, dk), and k
+// and v are views of its first positions: each step writes only its own T positions, and no
+// position is copied until the buffer is full, when a buffer of twice the size takes them
+// (a cache of T positions holds at most 2T positions of memory, and only while it grows).
+// `reserve` sizes the first buffer for the positions the caller knows will come (generate:
+// the prompt and the new tokens), so a decoding run allocates its cache once, at its final
+// size. Concatenating a new (B, Hkv, T + 1, dk) tensor every step instead asks for a new size
+// every token, and the caching allocator (tensor/caching_allocator.h) keeps each freed size
+// for reuse, so a run of N tokens held memory growing with N² (2000 tokens of the tiny model:
+// 1.5 GB for a 1 MB cache). The views' rows are contiguous (stride dk), as the attention
+// kernels read them; their heads lie capacity·dk apart.
 //
 // With `keep` > 0 only the last `keep` positions stay once new ones come: a query then sees
 // at most that many keys, itself included (sliding-window attention over `keep`), so every
@@ -149,6 +154,7 @@ struct KVCache {
     Tensor k, v;  // (B, Hkv, T_kept, dk), undefined before the first step (v: or always); no gradient
     int64_t keep = 0;        // 0: every position
     int64_t keep_first = 0;  // with keep: the first positions, never dropped; < keep
+    int64_t reserve = 0;     // positions the first buffer holds at least (a hint; more grow it)
     Tensor first_keys;       // (B, Hkv, ≤ keep_first, dk) their keys before RoPE, when keep_first > 0
     int64_t length() const { return k.defined() ? k.size(2) : 0; }  // positions held
     int64_t seen() const { return seen_; }  // positions appended, held or dropped: the next one's index
@@ -158,8 +164,7 @@ struct KVCache {
     void append(const Tensor& k_new, const Tensor& v_new, const Tensor& k_unrotated = Tensor());
 
 private:
-    Tensor buffers_[2][2];  // [turn][k or v], flat, each of the same capacity
-    int turn_ = 0;
+    Tensor buffers_[2];  // k's and v's (B, Hkv, capacity, dk): k and v are their first positions
     int64_t seen_ = 0;
 };
 

@@ -334,6 +334,37 @@ TEST_CASE("nn: GatedAttention with a KV cache equals the full pass, every gate p
         }
 }
 
+TEST_CASE("nn: a KV cache writes each step into one buffer, sized by reserve or doubled, and k and v are views of it") {
+    // Each step writes only its own positions; the positions held are copied only when the
+    // buffer is full. k's head stride is capacity · dk, so it shows the buffer's size.
+    AttentionOptions o = attention_options(GatePosition::sdpa_output);
+    o.n_kv_heads = 2, o.rope = true;
+    Generator gen(19);
+    const auto m = random_attention(o, gen, DType::f32);
+    const int64_t dk = o.head_dim();
+    const Tensor x = randn({2, 9, 16}, gen);
+    const Tensor full = m->forward(x);
+    for (int64_t reserve : {0, 8}) {
+        CAPTURE(reserve);
+        KVCache cache;
+        cache.reserve = reserve;
+        std::vector<Tensor> parts;
+        std::vector<int64_t> capacities;
+        int64_t at = 0;
+        for (int64_t len : {3, 1, 1, 1, 1, 1, 1}) {
+            parts.push_back(m->forward(x.narrow(1, at, len), &cache));
+            at += len;
+            CHECK(cache.k.shape() == Shape{2, 2, at, dk});
+            CHECK(cache.k.strides()[2] == dk);  // rows contiguous, as the kernels read them
+            capacities.push_back(cache.k.strides()[1] / dk);
+        }
+        const std::vector<int64_t> expected = reserve > 0 ? std::vector<int64_t>{8, 8, 8, 8, 8, 8, 16}
+                                                          : std::vector<int64_t>{3, 6, 6, 6, 12, 12, 12};
+        CHECK(capacities == expected);  // 9 positions: a buffer of 8, then 16; or 3, doubled to 6 and 12
+        CHECK(max_abs_diff(cat(parts, 1), full) < 1e-5);
+    }
+}
+
 TEST_CASE("nn: a KV cache that keeps the last K positions is sliding-window attention over K") {
     for (GatePosition pos : {GatePosition::none, GatePosition::sdpa_output, GatePosition::scores_from_query})
         for (bool rope : {false, true}) {
