@@ -4,11 +4,13 @@
 #pragma once
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -54,6 +56,15 @@ inline void reset_peak() {
         std::fputs("5", f);
         std::fclose(f);
     }
+}
+
+// Reads argv[i] as one of `flags` (a name and the count it sets) and its value, moving i past
+// them; false when argv[i] is no such flag or has no value after it.
+inline bool read_count_flag(int& i, int argc, char** argv, std::span<const std::pair<const char*, int64_t*>> flags) {
+    const auto flag = std::ranges::find_if(flags, [&](const auto& f) { return std::strcmp(argv[i], f.first) == 0; });
+    if (flag == flags.end() || i + 1 >= argc) return false;
+    *flag->second = std::atoll(argv[++i]);
+    return true;
 }
 
 inline double bytes_of(const Tensor& t) { return t.defined() ? double(t.numel()) * double(dtype_size(t.dtype())) : 0; }

@@ -72,10 +72,8 @@ int main(int argc, char** argv) {
         const std::pair<const char*, int64_t*> number_flags[] = {
             {"--runs", &runs}, {"--batch", &B}, {"--seq-len", &T}, {"--seed", &seed}};
         for (int i = 2; i < argc; ++i) {
-            const auto flag =
-                std::ranges::find_if(number_flags, [&](const auto& f) { return std::strcmp(argv[i], f.first) == 0; });
-            if (flag != std::end(number_flags) && i + 1 < argc) *flag->second = std::atoll(argv[++i]);
-            else if (std::strcmp(argv[i], "--mode") == 0 && i + 1 < argc) mode = argv[++i];
+            if (read_count_flag(i, argc, argv, number_flags)) continue;
+            if (std::strcmp(argv[i], "--mode") == 0 && i + 1 < argc) mode = argv[++i];
             else throw std::invalid_argument(std::string("unknown argument '") + argv[i] + "'");
         }
         if (mode != "analysis" && mode != "inference" && mode != "report")

@@ -309,7 +309,12 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
     // A linear layer's state holds all it keeps of the past in fixed memory: the context bounds
     // only the full layers' keys.
     std::vector<LayerCache> caches(model.blocks.size());
-    for (LayerCache& cache : caches) cache.kv.keep = options.context;
+    // Each cache is allocated once: every token but the last new one is fed back.
+    const int64_t fed = total == INT64_MAX ? total : total - 1;
+    for (LayerCache& cache : caches) {
+        cache.kv.keep = options.context;
+        cache.kv.reserve = options.context > 0 ? std::max(P, std::min(fed, options.context)) : fed;
+    }
     std::vector<int64_t> out;
     const Device device = model.parameters().front().device();  // the tokens go where the model is
     Tensor ids = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}).to(device);
@@ -345,6 +350,7 @@ std::vector<int64_t> generate(const GatedTransformerLM& model, const std::vector
             if (next == int64_t(row.size())) next = last;
         }
         out.push_back(next);
+        if (options.on_token) options.on_token(next);
         ids = from_vector(std::vector<int64_t>{next}, {1, 1}).to(device);
     }
     return out;

@@ -205,6 +205,9 @@ struct SampleOptions {
     // checkpoint's embedding that pad it past its tokenizer (nn/io/model.h decodable_ids).
     // Empty: every id.
     std::vector<bool> can_draw{};
+    // Called with each new id as soon as it is drawn, before the next forward pass (a printer
+    // that streams the text, or a clock); none: nothing is called.
+    std::function<void(int64_t)> on_token{};
 };
 
 // Continues `prompt` token by token with a KV cache; returns only the new tokens, exactly

@@ -365,7 +365,10 @@ TEST_CASE("nn: generate with temperature 0 is greedy decoding of the full forwar
         greedy.temperature = 0;
         const std::vector<int64_t> out = generate(model, prompt, greedy);
         REQUIRE(out.size() == 6);
+        std::vector<int64_t> streamed;  // on_token sees each id as it is drawn, in order
+        greedy.on_token = [&](int64_t id) { streamed.push_back(id); };
         CHECK(generate(model, prompt, greedy) == out);
+        CHECK(streamed == out);
         std::vector<int64_t> seq = prompt;
         for (int64_t next : out) {
             const Tensor logits = model.forward(from_vector(seq, {1, int64_t(seq.size())})).logits;  // (1, T, V)
