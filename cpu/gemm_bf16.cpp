@@ -103,7 +103,8 @@ float dot(const float* a, const bfloat16* b, int64_t K) {
 // One matrix with at most kFewRows rows of op(A): decoding's layers, one token times a weight.
 // There the widened copy of op(B) is the whole cost (B read once, written and read again twice
 // as wide, for a product that reads it once), so op(B) is read in place, as bfloat16, and only
-// op(A)'s few rows are widened. Same arithmetic: exact products, float32 sums, C rounded once.
+// op(A)'s few rows are widened. Same arithmetic: exact products, float32 sums, and C rounded
+// to float32, then to bfloat16, as the widened path's float32 C is.
 // Where op(B)'s rows run along K (B transposed: a Linear's weight, N × K) each C element is
 // one dot product; otherwise (K × N) row k of B is added into C's rows, a block of columns at a
 // time, so that the float32 sums stay in cache.
