@@ -143,3 +143,49 @@ TEST_CASE("rolling_cache_loss: a cache that holds the whole text is the causal p
     CHECK_THROWS_WITH_AS(rolling_cache_loss(GatedTransformerLM(learned), x, {.cache = 4}),
                          doctest::Contains("29 positions, more than the 20 learned"), std::invalid_argument);
 }
+
+TEST_CASE("rolling_cache_loss on a hybrid: its linear layers keep their whole state, only its full layers' caches drop") {
+    LMConfig c = small_lm();
+    c.max_len = 64;
+    c.layer_types = {LayerType::linear_attention, LayerType::full_attention};
+    Generator gen(53);
+    GatedTransformerLM model(c);
+    random_model(model, gen);
+    const std::vector<int64_t> x = random_ids(30, c, gen);
+    NoGradGuard no_grad;
+    LMCapture capture;
+    model.forward(from_vector(x, {1, 30}), Tensor(), nullptr, &capture);
+    // (30, d): the linear layer's output at each position, which depends on every token before it
+    const std::vector<float> linear_out = capture.hidden[0].to_vector<float>();
+    const int64_t d = c.d_model, K = 6;
+    for (const int64_t F : {0, 1}) {
+        const std::vector<double> rolled = rolling_cache_loss(model, x, {.cache = K, .keep_first = F});
+        REQUIRE(rolled.size() == 29);
+        for (int64_t t = 0; t < 29; ++t) {
+            // The full layer reads, as a fresh pass, the linear layer's outputs at the first F
+            // positions and the newest K − F: those its cache holds.
+            const int64_t recent = std::min<int64_t>(t + 1 - std::min<int64_t>(t + 1, F), K - F);
+            std::vector<int64_t> held;
+            for (int64_t j = 0; j < std::min<int64_t>(t + 1, F); ++j) held.push_back(j);
+            for (int64_t j = t + 1 - recent; j <= t; ++j) held.push_back(j);
+            std::vector<float> rows;
+            for (const int64_t j : held) rows.insert(rows.end(), linear_out.begin() + j * d, linear_out.begin() + (j + 1) * d);
+            const int64_t n = int64_t(held.size());
+            const Tensor h = model.blocks[1]->forward(from_vector(rows, {1, n, d}));  // (1, n, d)
+            const Tensor last = model.unembed(h.select(1, n - 1));                    // (1, V)
+            const double want = cross_entropy(last, from_vector(std::vector<int64_t>{x[size_t(t + 1)]}, {1})).item();
+            CHECK(rolled[size_t(t)] == doctest::Approx(want).epsilon(1e-4));
+        }
+    }
+    // Only linear layers: nothing to drop, so a cache of 4 reads as the causal pass over the whole text.
+    LMConfig linear = c;
+    linear.layer_types = {LayerType::linear_attention, LayerType::linear_attention};
+    GatedTransformerLM deltanet(linear);
+    random_model(deltanet, gen);
+    const Tensor ids = from_vector(x, {1, 30});
+    const Tensor logits = deltanet.forward(ids.narrow(1, 0, 29)).logits;  // (1, 29, V)
+    const std::vector<double> small = rolling_cache_loss(deltanet, x, {.cache = 4});
+    for (int64_t t = 0; t < 29; ++t)
+        CHECK(small[size_t(t)] == doctest::Approx(cross_entropy(logits.select(1, t), ids.narrow(1, t + 1, 1).reshape({1})).item())
+                                      .epsilon(1e-4));
+}

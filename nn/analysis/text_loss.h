@@ -21,9 +21,9 @@
 // nats per token; an MoE model's balancing loss is not part of it.
 //
 // rolling_cache_loss scores a text as a model deployed with a bounded KV cache reads it: one
-// token at a time, every layer's cache holding at most `cache` positions, the first
-// `keep_first` of the text always among them (KVCache's keep and keep_first: StreamingLLM,
-// arXiv 2309.17453). Past the cache, a model whose heads park their idle weight on the first
+// token at a time, every full-attention layer's cache holding at most `cache` positions, the
+// first `keep_first` of the text always among them (KVCache's keep, keep_first: StreamingLLM,
+// arXiv 2309.17453; a hybrid's linear layers keep their whole state, with no positions to drop). Past the cache, a model whose heads park their idle weight on the first
 // token loses its sink unless keep_first keeps it (the seed article's §1.1); a model with
 // another place for that weight — the gate, a sink slot — should not care.
 #pragma once

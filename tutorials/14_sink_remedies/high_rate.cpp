@@ -10,7 +10,7 @@
 // (c) The largest activation |h| of any block's output, analyze()'s max |h| (the massive
 //     activations of Sun et al. 2024, arXiv 2402.17762, which the paper's gate shrinks from
 //     1053 to 94: docs/paper.md), and the report's first-token and slot shares of these models.
-// (d) The same models on text through the rolling cache (eviction.cpp): 8 layers, where a head
+// (d) The same models on text through the rolling cache (common/eviction.cpp): 8 layers, where a head
 //     that loses its sink passes what it reads instead to the layers above.
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 //   row sum    Σ_j w_j: 1 for softmax, below 1 where a slot or sigmoid/softpick let the head
 //              spend less; with it α/row sum, Gu et al.'s share of an unnormalised row
 //   gate       G1's σ(x W_g) at the idle query, near 0 when the head closes instead
-// Then part (d) reads the same model through the rolling cache (eviction.cpp).
+// Then part (d) reads the same model through the rolling cache (common/eviction.cpp).
 #include <cmath>
 #include <memory>
 #include <vector>

@@ -11,7 +11,7 @@
 //       largest attention logit (high_rate.cpp)
 //   (c) the same models' largest activation |h| (high_rate.cpp)
 //   (d) (a)'s and (b)'s models read through a KV cache that drops old tokens, BOS with them or
-//       not (eviction.cpp)
+//       not (common/eviction.cpp)
 // and print one table (table.cpp); the README sets it beside what the literature reports.
 //
 // Run from the repository root (OMP_NUM_THREADS=1: two trainings at a time, one thread each):

@@ -4,8 +4,8 @@
 //   idle_queries.cpp  part (a): Bigram-Backcopy (tutorial 06), where the idle weight goes
 //   high_rate.cpp     parts (b) and (c): tutorial 07's LM at a too-high rate, its final loss,
 //                     largest attention logit and largest activation
-//   eviction.cpp      part (d): both models read through a rolling KV cache, with and without
-//                     the first token
+//   common/eviction.cpp  part (d): both models read through a rolling KV cache, with and
+//                     without the first token (shared with tutorial 15)
 //   table.cpp         the means over seeds, the one table beside the literature, the files
 #pragma once
 #include <cstdint>
@@ -14,6 +14,7 @@
 
 #include "06_attention_sink/copy_task.h"
 #include "07_learning_rate/study.h"
+#include "common/eviction.h"
 #include "gatedgrad.h"
 
 namespace sink_remedies {
@@ -36,19 +37,9 @@ const std::vector<Remedy>& remedies();
 // shorter.
 CopySetup idle_setup(bool quick);
 
-// Part (d): each trained model, (a)'s and (b)'s, read through a rolling KV cache. The sequences
-// are 4 times (a)'s and (b)'s training length of 64.
-struct Eviction {
-    int64_t cache = 16;      // positions each layer's KV cache holds
-    int64_t length = 256;    // tokens per sequence read (BOS first)
-    int64_t sequences = 8;
-};
-// The mean loss per token of `data`'s validation sequences within the cache and past it, with
-// BOS dropped (keep_first 0) and kept (keep_first 1; NaN for a latent attention cache, which
-// cannot keep first positions), as JSON fields loss_within_cache, loss_past_cache_first_dropped
-// and loss_past_cache_first_kept.
-tutorial::json eviction_losses(const gg::nn::GatedTransformerLM& model, const gg::nn::BatchSource& data,
-                              const Eviction& eviction, bool latent);
+// Part (d): each trained model, (a)'s and (b)'s, read through a rolling KV cache
+// (common/eviction.h).
+using tutorial::Eviction;
 
 // Parts (a) and (d), one model, in a child process: trains it, then returns as JSON where its
 // idle (non-trigger) queries put their weight, what its trigger queries copy, and its loss

@@ -18,7 +18,7 @@ const std::vector<Architecture>& architectures() {
 void Architecture::apply(LMConfig& model) const {
     model.attn.gate = gated ? GatePosition::sdpa_output : GatePosition::none;
     // Qwen3-Next's order: layers 3, 7, ... full, the rest Gated DeltaNet of the attention's heads
-    model.layer_types = hybrid ? hybrid_layer_types("3:1", model.n_layers) : std::vector<LayerType>{};
+    model.layer_types = hybrid ? hybrid_layer_types(kRatio, model.n_layers) : std::vector<LayerType>{};
 }
 
 }  // namespace hybrid

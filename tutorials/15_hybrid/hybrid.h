@@ -3,7 +3,8 @@
 // each part gives back.
 //   copy_task.cpp   part (a): Bigram-Backcopy (tutorial 06), the sink and the gate on the
 //                   full-attention layers
-//   high_rate.cpp   part (b): tutorial 07's LM at a too-high rate, its loss and largest logit
+//   high_rate.cpp   part (b): tutorial 07's LM at a too-high rate, its loss, largest logit,
+//                   sink on BOS and what dropping BOS from the caches costs
 //   throughput.cpp  part (c): tokens/s and decoding memory against the sequence length
 //   table.cpp       the means over seeds, the one table, the files
 #pragma once
@@ -13,9 +14,13 @@
 
 #include "06_attention_sink/copy_task.h"
 #include "07_learning_rate/study.h"
+#include "common/eviction.h"
 #include "gatedgrad.h"
 
 namespace hybrid {
+
+// Qwen3-Next's and Qwen3.5's ratio: three linear layers before each full one.
+inline constexpr const char* kRatio = "3:1";
 
 // One model: which layers mix tokens how, and whether the full-attention layers have G1. The
 // linear layers are Gated DeltaNet (nn/gated_deltanet.h), whose own output gate, RMSNorm(o) ⊙
@@ -40,8 +45,11 @@ CopySetup copy_setup(bool quick);
 std::string train_copy(const CopySetup& setup, const Architecture& arch, int64_t seed);
 
 // Part (b), one model, in a child process: 07's LM at `settings.lr`; returns as JSON its final
-// validation loss and its full-attention layers' largest logit q·k/√dk and mean gate.
-std::string train_high_rate(const tutorial::RunSettings& settings, const Architecture& arch);
+// validation loss, its full-attention layers' largest logit q·k/√dk, mean gate and share of
+// attention on BOS (on the layers the hybrid keeps full too), and what dropping BOS from those
+// layers' KV caches costs it (tutorial 14's part (d), common/eviction.h).
+std::string train_high_rate(const tutorial::RunSettings& settings, const tutorial::Eviction& eviction,
+                            const Architecture& arch);
 
 // Part (c), in a child process, alone: (b)'s full-attention and hybrid models (untrained: the
 // work does not depend on the weights) timed on one sequence of T tokens, T = 256 … max_t,
@@ -59,6 +67,7 @@ std::string measure_throughput(const tutorial::RunSettings& settings, const Thro
 struct Runs {
     CopySetup setup;
     tutorial::RunSettings high_rate;
+    tutorial::Eviction eviction;
     std::vector<std::vector<std::string>> copy, high;
     std::string throughput;
 };

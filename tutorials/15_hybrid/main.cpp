@@ -7,8 +7,9 @@
 // without G1 on the full-attention layers, and read them with tutorials 06 and 07's measures:
 //   (a) Bigram-Backcopy, tutorial 06's strong sink, on four layers: α on BOS and the gate at
 //       idle queries of the full-attention layers, copy accuracy (copy_task.cpp)
-//   (b) tutorial 07's 8-layer LM at a learning rate too high for its baseline: final loss and
-//       the full layers' largest attention logit (high_rate.cpp)
+//   (b) tutorial 07's 8-layer LM at a learning rate too high for its baseline: final loss, the
+//       full layers' largest attention logit and share on BOS, and what dropping BOS from their
+//       KV caches costs, as tutorial 14's part (d) measures it (high_rate.cpp)
 //   (c) tokens/s and decoding memory against sequence length, the full model against the
 //       hybrid (throughput.cpp)
 // and print the tables (table.cpp).
@@ -77,9 +78,10 @@ int main(int argc, char** argv) {
                     (long long)runs.setup.d_model, (long long)runs.setup.steps, runs.setup.lr,
                     runs.setup.weight_decay, (long long)runs.setup.seeds);
     if (part('b'))
-        std::printf("(b) tutorial 07's LM: %lld layers x %lld, %lld heads; %lld steps at lr %g; seeds 1-%lld\n",
+        std::printf("(b) tutorial 07's LM: %lld layers x %lld, %lld heads; %lld steps at lr %g; seeds 1-%lld; the "
+                    "full layers' caches hold %lld of %lld tokens\n",
                     (long long)h.layers, (long long)h.d_model, (long long)h.heads, (long long)h.steps, h.lr,
-                    (long long)lm_seeds);
+                    (long long)lm_seeds, (long long)runs.eviction.cache, (long long)runs.eviction.length);
     if (part('c'))
         std::printf("(c) (b)'s models, T = 256 ... %lld, %lld passes each\n", (long long)throughput.max_t,
                     (long long)throughput.reps);
@@ -92,7 +94,7 @@ int main(int argc, char** argv) {
         if (i < n_copy) return train_copy(runs.setup, architectures()[i % M], i / M + 1);
         RunSettings s = h;
         s.seed = uint64_t((i - n_copy) / M + 1);
-        return train_high_rate(s, architectures()[(i - n_copy) % M]);
+        return train_high_rate(s, runs.eviction, architectures()[(i - n_copy) % M]);
     });
     runs.copy.assign(part('a') ? M : 0, {}), runs.high.assign(part('b') ? M : 0, {});
     for (int64_t i = 0; i < n; ++i)

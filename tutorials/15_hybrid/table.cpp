@@ -1,7 +1,9 @@
 // table.cpp — tutorial 15's report: each measure's mean over seeds (each seed's value is in
-// results.json), one row per model, and part (c)'s rows side by side, full against hybrid.
+// results.json), one row per model, and part (c)'s rows side by side, full against hybrid. A run
+// of some of the parts keeps what results.json holds of the others.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -44,9 +46,14 @@ void report(const Runs& runs, const std::string& out) {
                     copy_ran ? (" 1-" + std::to_string(runs.setup.seeds) + " (a)").c_str() : "",
                     high ? (" 1-" + std::to_string(runs.high.front().size()) + " (b)").c_str() : "");
         if (copy_ran) std::printf("(a) at the idle queries of the full-attention layers\n");
+        if (high)
+            std::printf("(b) on a validation batch, at the full-attention layers: the share on BOS, over them all and "
+                        "over layers 3 and 7 (the hybrid's); BOS cost: the loss past a %lld-position cache with BOS "
+                        "dropped minus kept\n",
+                        (long long)runs.eviction.cache);
         std::printf("| model |%s%s\n", copy_ran ? " α on BOS | α, layer 3 | gate | α · gate | copies | linear decay |" : "",
-                    high ? " val loss | largest logit | gate (b) |" : "");
-        std::printf("|---|%s%s\n", copy_ran ? "---|---|---|---|---|---|" : "", high ? "---|---|---|" : "");
+                    high ? " val loss | largest logit | gate (b) | on BOS (b) | on BOS, layers 3, 7 | BOS cost |" : "");
+        std::printf("|---|%s%s\n", copy_ran ? "---|---|---|---|---|---|" : "", high ? "---|---|---|---|---|---|" : "");
     }
     json rows = json::array();
     for (size_t i = 0; i < architectures().size() && (copy_ran || high); ++i) {
@@ -63,30 +70,41 @@ void report(const Runs& runs, const std::string& out) {
         }
         if (high) {
             const std::vector<json> lm = parse_all(runs.high[i]);
-            std::printf(" %.3f | %s | %s |", average(values_of(lm, "val_loss")),
+            std::printf(" %.3f | %s | %s | %.3f | %.3f | %+.4f |", average(values_of(lm, "val_loss")),
                         growth_text(average(values_of(lm, "largest_attention_logit"))).c_str(),
-                        format_or_dash("%.3f", average(values_of(lm, "gate"))).c_str());
+                        format_or_dash("%.3f", average(values_of(lm, "gate"))).c_str(),
+                        average(values_of(lm, "bos_share")), average(values_of(lm, "bos_share_hybrid_full_layers")),
+                        average(values_of(lm, "bos_cost")));
             row["high_rate"] = lm;
         }
         std::printf("\n");
         rows.push_back(row);
     }
-    const json throughput = runs.throughput.empty() ? json::array() : json::parse(runs.throughput);
+    json throughput = runs.throughput.empty() ? json::array() : json::parse(runs.throughput);
     if (!throughput.empty()) print_throughput(throughput);
     if (out.empty()) return;
+    const std::filesystem::path path = std::filesystem::path(out) / "results.json";
+    const json before = std::filesystem::exists(path) ? json::parse(std::ifstream(path)) : json::object();
+    json settings = before.contains("settings") ? before["settings"] : json::object();
+    for (size_t i = 0; i < rows.size() && before.contains("models"); ++i)  // the parts that did not run
+        for (const char* part : {"copy_task", "high_rate"})
+            if (!rows[i].contains(part) && i < before["models"].size() && before["models"][i]["model"] == rows[i]["model"] &&
+                before["models"][i].contains(part))
+                rows[i][part] = before["models"][i][part];
+    if (throughput.empty() && before.contains("throughput")) throughput = before["throughput"];
     const CopySetup& s = runs.setup;
     const RunSettings& h = runs.high_rate;
-    json settings = json::object();
     if (copy_ran)
         settings["a"] = {{"task", "Bigram-Backcopy, tutorial 06 (a3)"}, {"layers", 4}, {"heads", 1},
                          {"d_model", s.d_model}, {"steps", s.steps}, {"lr", s.lr}, {"weight_decay", s.weight_decay},
                          {"batch", s.batch}, {"seq_len", s.seq_len}, {"seeds", s.seeds}};
     if (high)
         settings["b"] = {{"layers", h.layers}, {"d_model", h.d_model}, {"heads", h.heads}, {"steps", h.steps},
-                         {"lr", h.lr}, {"batch", h.batch}, {"seq_len", h.seq_len}, {"seeds", runs.high.front().size()}};
+                         {"lr", h.lr}, {"batch", h.batch}, {"seq_len", h.seq_len}, {"seeds", runs.high.front().size()},
+                         {"eviction", {{"cache", runs.eviction.cache}, {"length", runs.eviction.length},
+                                       {"sequences", runs.eviction.sequences}}}};
     std::filesystem::create_directories(out);
-    write_json(std::filesystem::path(out) / "results.json",
-               json{{"settings", settings}, {"models", rows}, {"throughput", throughput}});
+    write_json(path, json{{"settings", settings}, {"models", rows}, {"throughput", throughput}});
     std::printf("\nwrote %s/results.json\n", out.c_str());
 }
 

@@ -1,11 +1,10 @@
-// eviction.cpp — tutorial 14, part (d): a trained model read through a KV cache that drops old
-// positions, the first token with them or not (StreamingLLM, arXiv 2309.17453; the seed
-// article's §1.1: a sliding window that loses the sink collapses).
+// eviction.cpp — a trained model read through a KV cache that drops old positions, the first
+// token with them or not (eviction.h).
 //
 // Each of `sequences` validation sequences (BOS, then length − 1 tokens) is read one token at a
-// time by rolling_cache_loss (nn/analysis/text_loss.h): every layer's cache holds `cache`
-// positions; with keep_first 0 BOS leaves it after `cache` tokens, with keep_first 1 it stays
-// (StreamingLLM's fix). Positions past the cache and past the training length need no care: RoPE
+// time by rolling_cache_loss (nn/analysis/text_loss.h): every full-attention layer's cache
+// holds `cache` positions (a linear layer's state has no positions to drop); with keep_first 0
+// BOS leaves it after `cache` tokens, with keep_first 1 it stays (StreamingLLM's fix). Positions past the cache and past the training length need no care: RoPE
 // reads only the distance between a query and a key, the newest keys keep their true distances,
 // and a kept BOS is moved up to sit just before them (KVCache, nn/attention.h), so no query ever
 // sees a distance longer than the cache, as StreamingLLM numbers positions within the cache.
@@ -18,13 +17,12 @@
 #include <cmath>
 #include <vector>
 
-#include "remedies.h"
+#include "common/eviction.h"
 
 using namespace gg;
 using namespace gg::nn;
-using namespace tutorial;
 
-namespace sink_remedies {
+namespace tutorial {
 
 namespace {
 
@@ -36,7 +34,7 @@ CacheLoss cache_loss(const GatedTransformerLM& model, const BatchSource& data, c
     double within = 0, past = 0;
     int64_t n_within = 0, n_past = 0;
     for (int64_t i = 0; i < e.sequences; ++i) {
-        // the sequence's BOS and tokens, (1, length); not the validation batches (a) and (b) measure
+        // the sequence's BOS and tokens, (1, length); not the validation batches the tutorials measure
         const std::vector<int64_t> ids = data.val_batch(100 + i, 1, e.length).inputs.to_vector<int64_t>();
         const std::vector<double> nll = rolling_cache_loss(model, ids, {.cache = e.cache, .keep_first = keep_first});
         for (size_t k = 1; k < nll.size(); ++k) {  // nll[k] is stream position k + 1
@@ -59,4 +57,4 @@ json eviction_losses(const GatedTransformerLM& model, const BatchSource& data, c
                 {"loss_past_cache_first_kept", kept}};
 }
 
-}  // namespace sink_remedies
+}  // namespace tutorial
