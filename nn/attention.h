@@ -127,7 +127,7 @@ Tensor slot_weight(ScoreFunction f, const Tensor& sink, const Tensor& lse);
 // append() writes the new positions into a buffer per tensor, (B, Hkv, capacity, dk), and k
 // and v are views of its first positions: each step writes only its own T positions, and no
 // position is copied until the buffer is full, when a buffer of twice the size takes them
-// (a cache of T positions holds at most 2T positions of memory, and only while it grows).
+// (a cache of T positions takes at most 2T positions of memory, 3T during that copy).
 // `reserve` sizes the first buffer for the positions the caller knows will come (generate:
 // the prompt and the new tokens), so a decoding run allocates its cache once, at its final
 // size. Concatenating a new (B, Hkv, T + 1, dk) tensor every step instead asks for a new size
