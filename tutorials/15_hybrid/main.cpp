@@ -36,7 +36,7 @@ using namespace hybrid;
 int main(int argc, char** argv) {
     ExperimentOptions options;
     int64_t seeds = 0, steps = 0, lm_seeds = 2, lm_steps = 500;
-    double lm_lr = 1e-1;
+    double lr = 0, lm_lr = 1e-1;
     Throughput throughput;
     std::string parts = "abc";
     CLI::App app{"Tutorial 15: the shipped hybrid against full attention"};
@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--seeds", seeds, "part (a): seeds 1 ... N (2; --quick 1)")->check(CLI::PositiveNumber);
     app.add_option("--steps", steps, "part (a): training steps (600; --quick 100)")->check(CLI::PositiveNumber);
+    app.add_option("--lr", lr, "part (a): peak learning rate (06's 1e-2)")->check(CLI::PositiveNumber);
     app.add_option("--lm-seeds", lm_seeds, "part (b): seeds 1 ... N")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-steps", lm_steps, "part (b): training steps")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-lr", lm_lr, "part (b): peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
     runs.setup = copy_setup(options.quick);
     if (seeds > 0) runs.setup.seeds = seeds;
     if (steps > 0) runs.setup.steps = steps, runs.setup.warmup = std::max<int64_t>(1, steps / 20);
+    if (lr > 0) runs.setup.lr = lr;
     // 07's --quick setting: its rate 0.1 is too high for the baseline, 500 steps (07: 2000).
     RunSettings& h = runs.high_rate;
     h.steps = lm_steps, h.warmup = std::max<int64_t>(1, lm_steps / 20), h.lr = lm_lr;
