@@ -103,16 +103,15 @@ GatedDeltaNetOptions LMConfig::linear_attention() const {
 }
 
 TransformerBlock::TransformerBlock(const LMConfig& c, int64_t layer) {
+    // A feed_forward block mixes nothing: the FFN below is the whole block (validate() asks for one).
     const LayerType type = c.layer_type(layer);
     if (type != LayerType::feed_forward)
         norm1 = register_module("norm1", std::make_shared<RMSNorm>(c.d_model, c.norm_eps, c.zero_centred_norm));
-    if (type == LayerType::feed_forward) {
-        // nothing mixes the tokens: the FFN below is the whole block (validate() asks for one)
-    } else if (type == LayerType::linear_attention)
+    if (type == LayerType::linear_attention)
         linear_attn = register_module("linear_attn", std::make_shared<GatedDeltaNet>(c.linear_attention()));
-    else if (c.attn.kv_rank > 0)
+    else if (type == LayerType::full_attention && c.attn.kv_rank > 0)
         mla = register_module("attn", std::make_shared<MultiHeadLatentAttention>(block_attention(c)));
-    else
+    else if (type == LayerType::full_attention)
         attn = register_module("attn", std::make_shared<GatedAttention>(block_attention(c)));
     if (!c.ffn) return;
     norm2 = register_module("norm2", std::make_shared<RMSNorm>(c.d_model, c.norm_eps, c.zero_centred_norm));
