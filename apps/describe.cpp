@@ -37,14 +37,17 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
                 gate_init_name(at.gate_init) + ")";
     std::string ffn = !m.ffn ? "none" : m.n_experts > 0 ? std::to_string(m.n_experts) + " experts, top " + std::to_string(m.top_k)
                                                         : "SwiGLU " + std::to_string(m.ffn_hidden());
-    // A hybrid: which layers are full attention, the rest Gated DeltaNet.
+    // A hybrid, or layers without attention: which layers are full attention, what the rest are.
     std::string layers = std::to_string(m.n_layers) + " layers", full;
-    int64_t linear = 0;
+    int64_t linear = 0, feed_forward = 0;
     for (int64_t l = 0; l < int64_t(m.layer_types.size()); ++l)
         if (m.layer_type(l) == LayerType::linear_attention) ++linear;
+        else if (m.layer_type(l) == LayerType::feed_forward) ++feed_forward;
         else full += (full.empty() ? "" : " ") + std::to_string(l);
-    if (linear > 0)
-        layers += " (" + std::to_string(linear) + " Gated DeltaNet, full attention at " + (full.empty() ? "none" : full) + ")";
+    if (linear + feed_forward > 0)
+        layers += " (" + (linear > 0 ? std::to_string(linear) + " Gated DeltaNet, " : std::string()) +
+                  (feed_forward > 0 ? std::to_string(feed_forward) + " FFN only, " : std::string()) +
+                  "full attention at " + (full.empty() ? "none" : full) + ")";
     std::string data;
     for (const std::string& d : c.data) data += (data.empty() ? "" : " ") + d;
     char text[1024];
@@ -70,7 +73,7 @@ std::string describe(const TrainConfig& c, int64_t parameters) {
     if (at.gate != GatePosition::none) shown.insert({"gate_fn", "gate_sharing", "gate_init"});
     if (m.ffn) shown.insert({"n_experts", m.n_experts > 0 ? "top_k" : "d_ff"});
     if (at.kv_rank > 0) shown.insert({"kv_rank", "rope_dim"});
-    if (linear > 0) shown.insert("layer_types");
+    if (linear + feed_forward > 0) shown.insert("layer_types");
     std::string other;
     for (const auto& [field, was, now] : differences(run_fields(), TrainConfig(), c))
         if (!shown.contains(field->key)) other += (other.empty() ? "" : ", ") + name(*field) + " " + now;

@@ -84,7 +84,7 @@ void write_sink_pictures(GatedTransformerLM& model, const Tensor& ids, const Mod
     }
     const int scale = int(std::clamp<int64_t>(256 / T, 1, 64));  // about 256 pixels a side
     for (size_t l = 0; l < model.blocks.size(); ++l) {
-        if (!capture.keeps(l) || model.blocks[l]->linear_attn) continue;  // a hybrid's linear layers have no map
+        if (!capture.keeps(l) || !model.blocks[l]->has_attention()) continue;  // linear, feed_forward: no map
         const Tensor probs = capture.attention[l].probs.select(0, 0);  // (H, T, T): query rows, key columns
         for (int64_t h = 0; h < probs.size(0); ++h) {
             HeatmapOptions options;

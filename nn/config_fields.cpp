@@ -25,7 +25,9 @@ const Fields<LMConfig>& lm_config_fields() {
         {"d_model", at<&L::d_model>({1, Limit::d_model}), "--d-model", "model width", keep},
         {"n_layers", at<&L::n_layers>({0, Limit::n_layers}), "--layers", "transformer blocks", keep},
         {"layer_types", at<&L::layer_types>(kLayerTypes), nullptr,
-         "each layer's token mixer, full_attention or linear_attention (Gated DeltaNet); none: all full", keep},
+         "each layer's token mixer, full_attention, linear_attention (Gated DeltaNet) or feed_forward (none: "
+         "the FFN alone); none: all full",
+         keep},
         {"linear_k_heads", at<&L::linear_k_heads>({0, Limit::d_model}), nullptr,
          "a linear layer's key heads (0: n_heads)", keep},
         {"linear_v_heads", at<&L::linear_v_heads>({0, Limit::d_model}), nullptr,
@@ -155,6 +157,9 @@ void LMConfig::validate() const {
     if (!layer_types.empty() && int64_t(layer_types.size()) != n_layers)
         fail("layer_types names " + std::to_string(layer_types.size()) + " layers, but n_layers is " +
              std::to_string(n_layers));
+    for (size_t l = 0; l < layer_types.size(); ++l)
+        if (layer_types[l] == LayerType::feed_forward && !ffn)
+            fail("layer " + std::to_string(l) + " is feed_forward, a block of its FFN alone, but ffn is off");
     if (const GatedDeltaNetOptions o = linear_attention(); o.v_heads() % o.n_k_heads != 0)
         fail("linear_v_heads " + std::to_string(o.v_heads()) + " is not a multiple of linear_k_heads " +
              std::to_string(o.n_k_heads));

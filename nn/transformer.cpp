@@ -102,13 +102,16 @@ GatedDeltaNetOptions LMConfig::linear_attention() const {
     return o;
 }
 
-TransformerBlock::TransformerBlock(const LMConfig& c, int64_t layer)
-    : norm1(register_module("norm1", std::make_shared<RMSNorm>(c.d_model, c.norm_eps, c.zero_centred_norm))) {
-    if (c.layer_type(layer) == LayerType::linear_attention)
+TransformerBlock::TransformerBlock(const LMConfig& c, int64_t layer) {
+    // A feed_forward block mixes nothing: the FFN below is the whole block (validate() asks for one).
+    const LayerType type = c.layer_type(layer);
+    if (type != LayerType::feed_forward)
+        norm1 = register_module("norm1", std::make_shared<RMSNorm>(c.d_model, c.norm_eps, c.zero_centred_norm));
+    if (type == LayerType::linear_attention)
         linear_attn = register_module("linear_attn", std::make_shared<GatedDeltaNet>(c.linear_attention()));
-    else if (c.attn.kv_rank > 0)
+    else if (type == LayerType::full_attention && c.attn.kv_rank > 0)
         mla = register_module("attn", std::make_shared<MultiHeadLatentAttention>(block_attention(c)));
-    else
+    else if (type == LayerType::full_attention)
         attn = register_module("attn", std::make_shared<GatedAttention>(block_attention(c)));
     if (!c.ffn) return;
     norm2 = register_module("norm2", std::make_shared<RMSNorm>(c.d_model, c.norm_eps, c.zero_centred_norm));
@@ -123,10 +126,13 @@ Tensor TransformerBlock::forward(const Tensor& x_in, LayerCache* cache, BlockCap
     // Both residual sums are taken inside the output projections' GEMMs (Linear::forward),
     // but for a hook on mlp_out, which sees the FFN's output alone.
     KVCache* kv = cache ? &cache->kv : nullptr;
+    const bool feed_forward = !has_attention() && !linear_attn;
+    if (feed_forward && cache) cache->passed += x.size(1);  // its only state: the count
     const Tensor mixed =
-        attn  ? attn->forward(norm1->forward(x), kv, x, capture.attention, x, hooks)
-        : mla ? mla->forward(norm1->forward(x), kv, capture.attention, x, false, hooks)
-              : linear_attn->forward(norm1->forward(x), cache ? &cache->linear : nullptr, x, capture.linear);
+        attn          ? attn->forward(norm1->forward(x), kv, x, capture.attention, x, hooks)
+        : mla         ? mla->forward(norm1->forward(x), kv, capture.attention, x, false, hooks)
+        : linear_attn ? linear_attn->forward(norm1->forward(x), cache ? &cache->linear : nullptr, x, capture.linear)
+                      : x;  // feed_forward
     Tensor h = hook(hooks, HookPoint::resid_mid, mixed);
     const bool mlp_hooked = hooks && hooks->any(HookPoint::mlp_out);
     if (ffn && !mlp_hooked) h = ffn->forward(norm2->forward(h), h);

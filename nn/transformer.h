@@ -38,10 +38,15 @@ const char* lm_init_name(LMInit init);
 // What mixes the tokens in a layer: full (softmax-family) attention, with the gate and the
 // options of LMConfig::attn, or Gated DeltaNet linear attention (nn/gated_deltanet.h). The
 // hybrids of Qwen3-Next and Qwen3.5 put three linear layers before each full one; their
-// configs name each layer's type with these names.
-enum class LayerType { full_attention, linear_attention };
-inline const Names<LayerType> kLayerTypes{
-    "layer type", {{"full_attention", LayerType::full_attention}, {"linear_attention", LayerType::linear_attention}}};
+// configs name each layer's type with these names. feed_forward mixes nothing: the block is
+// its FFN alone, each position on its own. It is no architecture's layer (no Hugging Face
+// config names it): a control that leaves a model's few attention layers all the copying, as
+// tutorial 15 needs one whose softmax layer sits where a hybrid's does.
+enum class LayerType { full_attention, linear_attention, feed_forward };
+inline const Names<LayerType> kLayerTypes{"layer type",
+                                          {{"full_attention", LayerType::full_attention},
+                                           {"linear_attention", LayerType::linear_attention},
+                                           {"feed_forward", LayerType::feed_forward}}};
 
 // The layer types of a hybrid of n_layers written "L:F": L linear-attention layers, then F
 // full-attention ones, repeated. 3:1 is Qwen3-Next's and Qwen3.5's (their config's
@@ -107,11 +112,13 @@ struct LMConfigLimits {
 int64_t kv_cache_bytes_per_token(const LMConfig& config, DType dtype);
 
 // What a layer carries from one decoding step to the next: a full-attention layer its keys and
-// values, a linear one its state (the other stays empty).
+// values, a linear one its state (the other stays empty), a feed-forward one only the count of
+// tokens it has passed, which gives the next tokens their positions.
 struct LayerCache {
     KVCache kv;
     DeltaNetCache linear;
-    int64_t seen() const { return std::max(kv.seen(), linear.seen()); }  // tokens consumed so far
+    int64_t passed = 0;  // a feed_forward layer's tokens
+    int64_t seen() const { return std::max({kv.seen(), linear.seen(), passed}); }  // tokens consumed so far
 };
 
 // What a block computed in one forward pass, for analysis: a full-attention layer fills
@@ -129,11 +136,14 @@ public:
     // linear layer's decays and state.
     // aux_loss: where a MoE block puts its load-balancing loss (left undefined by dense blocks).
     // hooks: this block's points of nn/hooks.h (a linear-attention block has resid_pre,
-    // resid_mid, mlp_out and resid_post; its mixer has no attention points).
+    // resid_mid, mlp_out and resid_post; its mixer has no attention points; a feed_forward
+    // block's resid_mid is its input).
     Tensor forward(const Tensor& x, LayerCache* cache = nullptr, BlockCapture capture = {},
                    Tensor* aux_loss = nullptr, const LayerHooks* hooks = nullptr) const;
-    std::shared_ptr<RMSNorm> norm1, norm2;
-    std::shared_ptr<GatedAttention> attn;           // one of attn / mla / linear_attn
+    // Whether the block mixes tokens by softmax attention (attn or mla), so has a map to read.
+    bool has_attention() const { return attn || mla; }
+    std::shared_ptr<RMSNorm> norm1, norm2;        // norm1: none in a feed_forward block
+    std::shared_ptr<GatedAttention> attn;           // one of attn / mla / linear_attn, or none (feed_forward)
     std::shared_ptr<MultiHeadLatentAttention> mla;  // when the config's attn.kv_rank > 0
     std::shared_ptr<GatedDeltaNet> linear_attn;     // a linear_attention layer of a hybrid
     std::shared_ptr<SwiGLU> ffn;  // one of ffn / moe, or neither

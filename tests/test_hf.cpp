@@ -330,6 +330,11 @@ TEST_CASE("hf: the export refuses what the Qwen3 layout cannot hold") {
     GatedTransformerLM hybrid(c);
     CHECK_THROWS_WITH_AS(hf::save_folder(hybrid, scratch("refuse").string()),
                          doctest::Contains("linear-attention (Gated DeltaNet) layers"), std::invalid_argument);
+    c.n_layers = 2;
+    c.layer_types = {LayerType::full_attention, LayerType::feed_forward};
+    CHECK_THROWS_WITH_AS(hf::save_folder(GatedTransformerLM(c), scratch("refuse").string()),
+                         doctest::Contains("block without attention (layer 1 is feed_forward)"), std::invalid_argument);
+    c.n_layers = 1;
     c.layer_types.clear();
     // Each would load into Qwen3 as a model that computes something else.
     LMConfig softmax1 = c, latent = c, partial = c, zero_centred = c;

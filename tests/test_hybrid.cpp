@@ -1,10 +1,13 @@
 // test_hybrid.cpp — the hybrid language model: Gated DeltaNet layers (nn/gated_deltanet.h)
-// between full-attention ones, as LMConfig::layer_types orders them. The layer types of a
-// ratio, the config's checks, a float64 gradcheck of every parameter, cached decoding against
-// the full pass, greedy sampling, and the sink analysis on the full layers with the linear
-// layers' state and decay beside it.
+// between full-attention ones, as LMConfig::layer_types orders them, and feed_forward layers
+// (the FFN alone) in their place. The layer types of a ratio, the config's checks, a float64
+// gradcheck of every parameter, cached decoding against the full pass, greedy sampling, and
+// the sink analysis on the full layers with the linear layers' state and decay beside it; a
+// feed_forward layer's blocks, training step and checkpoint.
 #include <algorithm>
+#include <filesystem>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "nn/analysis/analysis.h"
@@ -18,7 +21,7 @@ using gg::testing::randomize;
 using gg::testing::small_lm;
 
 namespace {
-constexpr LayerType lin = LayerType::linear_attention, att = LayerType::full_attention;
+constexpr LayerType lin = LayerType::linear_attention, att = LayerType::full_attention, ffn = LayerType::feed_forward;
 
 LMConfig hybrid_lm(int64_t n_layers) {
     LMConfig c = small_lm();
@@ -49,7 +52,7 @@ TEST_CASE("hybrid: layer_types is a row of the config: JSON, checks, and the blo
     CHECK(LMConfig::from_json(c.to_json()).layer_types == c.layer_types);
     CHECK(LMConfig::from_json("{}").layer_types.empty());  // a config written before: every layer full
     CHECK_THROWS_WITH_AS(LMConfig::from_json(R"({"layer_types": ["full_attention", "mamba"]})"),
-                         doctest::Contains("layer type 'mamba' is not one of full_attention, linear_attention"),
+                         doctest::Contains("layer type 'mamba' is not one of full_attention, linear_attention, feed_forward"),
                          std::invalid_argument);
     c.layer_types.pop_back();
     CHECK_THROWS_WITH_AS(c.validate(), "LMConfig: layer_types names 3 layers, but n_layers is 4", std::invalid_argument);
@@ -101,6 +104,7 @@ TEST_CASE("hybrid: float64 gradcheck of the loss w.r.t. every parameter of a tin
     c.attn.n_heads = 2;
     c.d_ff = 8;
     c.layer_types = {lin, att};
+    SUBCASE("a feed_forward layer before the full one") { c.layer_types = {ffn, att}; }
     GatedTransformerLM model(c);
     model.to(DType::f64);
     randomize(model, gen, 0.5);
@@ -111,12 +115,17 @@ TEST_CASE("hybrid: float64 gradcheck of the loss w.r.t. every parameter of a tin
     const int n = check_gradients(
         model, {}, [&](const std::vector<Tensor>&) { return model.forward(ids, targets).loss; }, {}, options);
     CHECK(n == int(model.parameters().size()));
-    CHECK(n > 20);  // both kinds of block, every weight of each
+    CHECK(n > (c.layer_types[0] == lin ? 20 : 12));  // both kinds of block, every weight of each
 }
 
 TEST_CASE("hybrid: decoding with the caches (keys and values, DeltaNet states) equals the full pass, float64") {
     Generator gen(7);
     LMConfig c = hybrid_lm(4);
+    SUBCASE("Gated DeltaNet layers") {}
+    SUBCASE("feed_forward layers, learned positions: layer 0's count of tokens places the next ones") {
+        std::ranges::replace(c.layer_types, lin, ffn);
+        c.positions = PositionEncoding::learned;
+    }
     GatedTransformerLM model(c);
     model.to(DType::f64);
     randomize(model, gen, 0.3);
@@ -130,8 +139,8 @@ TEST_CASE("hybrid: decoding with the caches (keys and values, DeltaNet states) e
         parts.push_back(model.forward(ids.narrow(1, at, len), Tensor(), &caches).logits);
         at += len;
     }
-    CHECK(caches[0].linear.seen() == 9);
-    CHECK(caches[0].kv.length() == 0);   // a linear layer keeps no keys
+    CHECK(caches[0].seen() == 9);
+    CHECK(caches[0].kv.length() == 0);   // neither a linear layer nor a feed_forward one keeps keys
     CHECK(caches[3].kv.length() == 9);
     CHECK(!caches[3].linear.state.defined());
     CHECK(max_abs_diff(cat(parts, 1), full_pass) < 1e-10);
@@ -193,4 +202,51 @@ TEST_CASE("hybrid: the sink analysis measures the full layers and reports the li
     CHECK(some.layers.empty());
     REQUIRE(some.linear_layers.size() == 1);
     CHECK(some.linear_layers[0].mean_decay == doctest::Approx(a.linear_layers[1].mean_decay));
+}
+
+TEST_CASE("hybrid: a feed_forward layer is its FFN alone: its blocks, a training step, a checkpoint, the analysis") {
+    Generator gen(10);
+    LMConfig c = hybrid_lm(4);
+    std::ranges::replace(c.layer_types, lin, ffn);
+    CHECK(c.to_json().find(R"("layer_types":["feed_forward","feed_forward","feed_forward","full_attention"])") !=
+          std::string::npos);
+    GatedTransformerLM model(c);
+    for (size_t l = 0; l < 3; ++l) {
+        CHECK(!model.blocks[l]->has_attention());
+        CHECK(!model.blocks[l]->linear_attn);
+        CHECK(!model.blocks[l]->norm1);  // nothing of attention is made
+        CHECK(model.blocks[l]->ffn);
+    }
+    CHECK(model.blocks[3]->has_attention());
+    const std::vector<std::string> names = gg::testing::names_of(model);
+    CHECK(gg::testing::contains(names, "layers.0.ffn.w1.weight"));
+    CHECK(!gg::testing::contains(names, "layers.0.norm1.weight"));
+
+    // One AdamW step on a batch lowers its loss, every parameter having had a gradient.
+    const Tensor ids = randint(0, c.vocab_size, {2, 10}, gen), targets = randint(0, c.vocab_size, {2, 10}, gen);
+    AdamW optimizer(model.parameters(), 1e-2);
+    const Tensor loss = model.forward(ids, targets).loss;
+    loss.backward();
+    for (const Tensor& p : model.parameters()) CHECK(p.grad().defined());
+    optimizer.step();
+    CHECK(model.forward(ids, targets).loss.item() < loss.item());
+
+    // A checkpoint keeps the layer types in its config and the weights.
+    const std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("gg_test_feed_forward_" + std::to_string(getpid()) + ".safetensors");
+    save(model, path.string(), {{"config", c.to_json()}});
+    const std::shared_ptr<GatedTransformerLM> loaded = load_checkpoint(path.string());
+    std::filesystem::remove(path);
+    CHECK(loaded->config().layer_types == c.layer_types);
+    CHECK(max_abs_diff(loaded->forward(ids).logits, model.forward(ids).logits) == 0);
+
+    // The sink analysis reads the one attention layer, and there is no linear layer to report.
+    const ModelAnalysis a = analyze(model, ids);
+    REQUIRE(a.layers.size() == 1);
+    CHECK(a.layers[0].layer == 3);
+    CHECK(a.linear_layers.empty());
+
+    c.ffn = false;
+    CHECK_THROWS_WITH_AS(c.validate(), "LMConfig: layer 0 is feed_forward, a block of its FFN alone, but ffn is off",
+                         std::invalid_argument);
 }

@@ -123,20 +123,21 @@ ModelAnalysis analyze(const GatedTransformerLM& model, const Tensor& ids, double
     out.score_fn = model.config().attn.score_fn;
     const int64_t T = ids.size(1);
     // A hybrid's linear layers have no attention to analyse: their state and decay come from a
-    // second pass that keeps those layers' DeltaNetCapture (with the same hooks).
+    // second pass that keeps those layers' DeltaNetCapture (with the same hooks). A feed_forward
+    // layer has neither.
     LMCapture linear;
     double measured = 0;  // full-attention layers
     for (int64_t l = 0; l < int64_t(model.blocks.size()); ++l) {
         if (!cache.has(HookPoint::resid_post, l)) continue;  // a layer not asked for
         if (model.blocks[size_t(l)]->linear_attn) linear.layers.push_back(l);
-        else ++measured;
+        else measured += model.blocks[size_t(l)]->has_attention();
     }
     if (!linear.layers.empty()) {
         model.forward(ids, Tensor(), nullptr, &linear, &hooks);
         for (const int64_t l : linear.layers) out.linear_layers.push_back(analyze_linear(linear.linear[size_t(l)], l));
     }
     for (int64_t l = 0; l < int64_t(model.blocks.size()); ++l) {
-        if (!cache.has(HookPoint::resid_post, l) || model.blocks[size_t(l)]->linear_attn) continue;
+        if (!cache.has(HookPoint::resid_post, l) || !model.blocks[size_t(l)]->has_attention()) continue;
         const Tensor probs = cache.at(HookPoint::probs, l).to(DType::f64);  // (B, H, T, T)
         const Tensor slot = cache.has(HookPoint::slot, l) ? cache.at(HookPoint::slot, l) : Tensor();  // (B, H, T)
         LayerAnalysis layer;

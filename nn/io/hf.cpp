@@ -589,6 +589,8 @@ std::vector<std::string> save_folder(const GatedTransformerLM& model, const std:
     if (!c.ffn || c.n_experts > 0) refuse(c.ffn ? "MoE FFN" : "attention-only blocks");
     if (std::ranges::find(c.layer_types, LayerType::linear_attention) != c.layer_types.end())
         refuse("linear-attention (Gated DeltaNet) layers of a hybrid");
+    if (const auto ff = std::ranges::find(c.layer_types, LayerType::feed_forward); ff != c.layer_types.end())
+        refuse("block without attention (layer " + std::to_string(ff - c.layer_types.begin()) + " is feed_forward)");
     if (a.window > 0 || a.exclude_self || !a.causal) refuse("window, exclude_self or non-causal attention");
     if (a.score_fn != ScoreFunction::softmax) refuse("score function " + score_function_name(a.score_fn) + " (softmax only)");
     if (a.kv_rank > 0) refuse("latent attention (kv_rank " + std::to_string(a.kv_rank) + ")");

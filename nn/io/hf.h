@@ -109,7 +109,7 @@ struct SaveOptions {
 // folder is filled beside DIR and renamed into place (nn/files.h: write_folder_atomically), so
 // DIR holds the whole export or what it held before, and nothing else. Throws
 // std::invalid_argument naming what the Qwen3 layout cannot hold (learned positions, MoE, a
-// gate other than G1 with σ, NTK scaling...), std::runtime_error when DIR holds anything and
+// gate other than G1 with σ, NTK scaling, a feed_forward layer...), std::runtime_error when DIR holds anything and
 // `replace` is not set, or on an I/O error.
 std::vector<std::string> save_folder(const GatedTransformerLM& model, const std::string& dir, const SaveOptions& options = {});
 

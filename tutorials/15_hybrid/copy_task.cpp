@@ -2,11 +2,14 @@
 //
 // Bigram-Backcopy (tutorial 06, copy_task.h): only the queries at trigger tokens need to read
 // (one token back, to copy it); every other query is idle, and a softmax head parks an idle
-// query's weight on BOS: α near 1. Four layers of one head: the full model has four softmax
-// layers, the hybrid three Gated DeltaNet layers and one softmax layer (layer 3). A linear layer
-// has no weights that must sum to 1, so it needs no sink; the question is whether the one
-// softmax layer left still makes one, and whether G1 still closes instead. Measured at the idle
-// queries of the full-attention layers:
+// query's weight on BOS: α near 1. Four layers of one head: the hybrid has three Gated DeltaNet
+// layers and one softmax layer (layer 3). A linear layer has no weights that must sum to 1, so
+// it needs no sink; the question is whether the one softmax layer left still makes one, and
+// whether G1 still closes instead. The control has its one softmax layer in the same place and
+// FFNs alone before it: nothing else can copy, so that layer copies alone and idles everywhere
+// else, as a one-layer model does (which sinks, tutorial 14). Four layers of full attention are
+// no control here: they spread the copy over layers and none sinks (the README). Measured at
+// the idle queries of the full-attention layers:
 //   α          the weight on BOS (key 0)
 //   gate       G1's σ(x W_g) at the idle query, near 0 when the head closes instead
 //   α · gate   the share of what reaches W_O that comes from BOS
@@ -30,8 +33,7 @@ CopySetup copy_setup(bool quick) {
     CopySetup s = strong_sink();
     s.models = {"4x1"};
     // 06's strong sink trains 2000 steps, where its one-layer baselines' α passed 0.7 by step
-    // 500 on most seeds; 600 here, as tutorial 14 trains its one-layer models. On four layers
-    // the baseline forms no sink by 600 steps, nor by 2000 (the README's "What remains").
+    // 500 on most seeds; 600 here, as tutorial 14 trains its one-layer models.
     s.steps = quick ? 100 : 600, s.warmup = quick ? 5 : 30, s.points = 1, s.seeds = quick ? 1 : 2;
     return s;
 }

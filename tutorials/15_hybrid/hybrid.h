@@ -27,13 +27,20 @@ inline constexpr const char* kRatio = "3:1";
 // SiLU(x W_z), every hybrid keeps: "no G1" removes only the full-attention layers' gate.
 struct Architecture {
     std::string name;
-    bool hybrid = false;  // 3:1: three linear layers before each full one (n_layers a multiple of 4)
-    bool gated = false;   // G1, σ(x W_g) on each head's output, on the full-attention layers
+    // The three layers before each full one (n_layers a multiple of 4): full attention too
+    // (every layer full), linear_attention (the 3:1 hybrid), or feed_forward, the FFN alone
+    // (part (a)'s control: one softmax layer where the hybrid has it, and nothing else that
+    // can copy).
+    gg::nn::LayerType others = gg::nn::LayerType::full_attention;
+    bool gated = false;  // G1, σ(x W_g) on each head's output, on the full-attention layers
     void apply(gg::nn::LMConfig& model) const;
 };
-// The full-attention baseline (no G1: the sink the harness must see), full attention with G1
-// (the paper's setting), the hybrid with G1 and the hybrid without it.
+// Parts (b) and (c): the full-attention baseline (no G1), full attention with G1 (the paper's
+// setting), the hybrid with G1 and the hybrid without it.
 const std::vector<Architecture>& architectures();
+// Part (a): the control, FFN-only layers around the hybrid's one softmax layer (no G1: the
+// sink the harness must see), the control with G1 (the known fix), and the two hybrids.
+const std::vector<Architecture>& copy_architectures();
 
 // Part (a)'s setup: 06's strong sink (a3: lr 1e-2, weight decay 0.1, one head) on four layers,
 // shorter.
@@ -62,8 +69,9 @@ struct Throughput {
 std::string measure_throughput(const tutorial::RunSettings& settings, const Throughput& options);
 
 // The report: every part's means over seeds, the tables, and (unless `out` is empty)
-// results.json there. copy[m][s], high[m][s]: architecture m, seed s + 1, as the children
-// returned them (either empty where its part did not run); throughput: (c)'s JSON or empty.
+// results.json there. copy[m][s]: copy_architectures()[m], high[m][s]: architectures()[m], seed
+// s + 1, as the children returned them (either empty where its part did not run); throughput:
+// (c)'s JSON or empty.
 struct Runs {
     CopySetup setup;
     tutorial::RunSettings high_rate;

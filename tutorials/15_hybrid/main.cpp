@@ -6,7 +6,8 @@
 // does the hybrid buy? We train full-attention and 3:1 hybrid models of the same size, with and
 // without G1 on the full-attention layers, and read them with tutorials 06 and 07's measures:
 //   (a) Bigram-Backcopy, tutorial 06's strong sink, on four layers: α on BOS and the gate at
-//       idle queries of the full-attention layers, copy accuracy (copy_task.cpp)
+//       idle queries of the full-attention layers, copy accuracy, against a control whose
+//       other layers are FFNs alone (copy_task.cpp)
 //   (b) tutorial 07's 8-layer LM at a learning rate too high for its baseline: final loss, the
 //       full layers' largest attention logit and share on BOS, and what dropping BOS from their
 //       KV caches costs, as tutorial 14's part (d) measures it (high_rate.cpp)
@@ -35,7 +36,7 @@ using namespace hybrid;
 int main(int argc, char** argv) {
     ExperimentOptions options;
     int64_t seeds = 0, steps = 0, lm_seeds = 2, lm_steps = 500;
-    double lm_lr = 1e-1;
+    double lr = 0, lm_lr = 1e-1;
     Throughput throughput;
     std::string parts = "abc";
     CLI::App app{"Tutorial 15: the shipped hybrid against full attention"};
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--seeds", seeds, "part (a): seeds 1 ... N (2; --quick 1)")->check(CLI::PositiveNumber);
     app.add_option("--steps", steps, "part (a): training steps (600; --quick 100)")->check(CLI::PositiveNumber);
+    app.add_option("--lr", lr, "part (a): peak learning rate (06's 1e-2)")->check(CLI::PositiveNumber);
     app.add_option("--lm-seeds", lm_seeds, "part (b): seeds 1 ... N")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-steps", lm_steps, "part (b): training steps")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-lr", lm_lr, "part (b): peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
@@ -66,12 +68,13 @@ int main(int argc, char** argv) {
     runs.setup = copy_setup(options.quick);
     if (seeds > 0) runs.setup.seeds = seeds;
     if (steps > 0) runs.setup.steps = steps, runs.setup.warmup = std::max<int64_t>(1, steps / 20);
+    if (lr > 0) runs.setup.lr = lr;
     // 07's --quick setting: its rate 0.1 is too high for the baseline, 500 steps (07: 2000).
     RunSettings& h = runs.high_rate;
     h.steps = lm_steps, h.warmup = std::max<int64_t>(1, lm_steps / 20), h.lr = lm_lr;
     if (options.quick) parts = "a";
     const auto part = [&](char p) { return parts.find(p) != std::string::npos; };
-    const int64_t M = std::ssize(architectures());
+    const int64_t Ma = std::ssize(copy_architectures()), M = std::ssize(architectures());
     if (part('a'))
         std::printf("(a) Bigram-Backcopy as tutorial 06's a3 on 4 layers of 1 head, d %lld; %lld steps at lr %g, "
                     "weight decay %g; seeds 1-%lld\n",
@@ -88,17 +91,17 @@ int main(int argc, char** argv) {
 
     // Every training, two at a time: (a) for each model and seed, then (b); then (c) alone.
     const auto start = Clock::now();
-    const int64_t n_copy = part('a') ? M * runs.setup.seeds : 0, n = n_copy + (part('b') ? M * lm_seeds : 0);
+    const int64_t n_copy = part('a') ? Ma * runs.setup.seeds : 0, n = n_copy + (part('b') ? M * lm_seeds : 0);
     std::printf("%lld trainings, %d at a time:\n", (long long)n, options.jobs);
     const std::vector<std::string> results = run_in_processes(n, options.jobs, [&](int64_t i) {
-        if (i < n_copy) return train_copy(runs.setup, architectures()[i % M], i / M + 1);
+        if (i < n_copy) return train_copy(runs.setup, copy_architectures()[i % Ma], i / Ma + 1);
         RunSettings s = h;
         s.seed = uint64_t((i - n_copy) / M + 1);
         return train_high_rate(s, runs.eviction, architectures()[(i - n_copy) % M]);
     });
-    runs.copy.assign(part('a') ? M : 0, {}), runs.high.assign(part('b') ? M : 0, {});
+    runs.copy.assign(part('a') ? Ma : 0, {}), runs.high.assign(part('b') ? M : 0, {});
     for (int64_t i = 0; i < n; ++i)
-        (i < n_copy ? runs.copy[i % M] : runs.high[(i - n_copy) % M]).push_back(results[i]);
+        (i < n_copy ? runs.copy[i % Ma] : runs.high[(i - n_copy) % M]).push_back(results[i]);
     if (part('c')) {
         std::printf("(c) alone:\n");
         runs.throughput = run_in_processes(1, 1, [&](int64_t) { return measure_throughput(h, throughput); }).front();

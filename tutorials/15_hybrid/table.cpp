@@ -1,9 +1,11 @@
 // table.cpp — tutorial 15's report: each measure's mean over seeds (each seed's value is in
 // results.json), one row per model, and part (c)'s rows side by side, full against hybrid. A run
 // of some of the parts keeps what results.json holds of the others.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,45 +42,41 @@ void print_throughput(const json& rows) {
 
 void report(const Runs& runs, const std::string& out) {
     const bool copy_ran = !runs.copy.empty(), high = !runs.high.empty();
-    if (copy_ran || high) {
-        std::printf("\n== %s%s%s: means over seeds%s%s\n", copy_ran ? "Bigram-Backcopy (a)" : "",
-                    copy_ran && high ? " and " : "", high ? "07's LM at a too-high rate (b)" : "",
-                    copy_ran ? (" 1-" + std::to_string(runs.setup.seeds) + " (a)").c_str() : "",
-                    high ? (" 1-" + std::to_string(runs.high.front().size()) + " (b)").c_str() : "");
-        if (copy_ran) std::printf("(a) at the idle queries of the full-attention layers\n");
-        if (high)
-            std::printf("(b) on a validation batch, at the full-attention layers: the share on BOS, over them all and "
-                        "over layers 3 and 7 (the hybrid's); BOS cost: the loss past a %lld-position cache with BOS "
-                        "dropped minus kept\n",
-                        (long long)runs.eviction.cache);
-        std::printf("| model |%s%s\n", copy_ran ? " α on BOS | α, layer 3 | gate | α · gate | copies | linear decay |" : "",
-                    high ? " val loss | largest logit | gate (b) | on BOS (b) | on BOS, layers 3, 7 | BOS cost |" : "");
-        std::printf("|---|%s%s\n", copy_ran ? "---|---|---|---|---|---|" : "", high ? "---|---|---|---|---|---|" : "");
-    }
-    json rows = json::array();
-    for (size_t i = 0; i < architectures().size() && (copy_ran || high); ++i) {
-        const Architecture& a = architectures()[i];
-        json row{{"model", a.name}, {"hybrid", a.hybrid}, {"g1", a.gated}};
-        std::printf("| %s |", a.name.c_str());
-        if (copy_ran) {
+    std::map<std::string, json> measured;  // per model name, what each part that ran measured
+    if (copy_ran) {
+        std::printf("\n== (a) Bigram-Backcopy, means over seeds 1-%lld, at the idle queries of the full-attention "
+                    "layers\n",
+                    (long long)runs.setup.seeds);
+        std::printf("| model | α on BOS | α, layer 3 | gate | α · gate | copies | linear decay |\n");
+        std::printf("|---|---|---|---|---|---|---|\n");
+        for (size_t i = 0; i < copy_architectures().size(); ++i) {
+            const Architecture& a = copy_architectures()[i];
             const std::vector<json> copy = parse_all(runs.copy[i]);
             const auto mean = [&](const std::string& key) { return average(values_of(copy, key)); };
-            std::printf(" %.3f | %.3f | %s | %.3f | %.3f | %s |", mean("alpha"), mean("alpha_last_layer"),
-                        format_or_dash("%.3f", mean("gate")).c_str(), mean("alpha_times_gate"), mean("copy_accuracy"),
-                        format_or_dash("%.3f", mean("linear_decay")).c_str());
-            row["copy_task"] = copy;
+            std::printf("| %s | %.3f | %.3f | %s | %.3f | %.3f | %s |\n", a.name.c_str(), mean("alpha"),
+                        mean("alpha_last_layer"), format_or_dash("%.3f", mean("gate")).c_str(), mean("alpha_times_gate"),
+                        mean("copy_accuracy"), format_or_dash("%.3f", mean("linear_decay")).c_str());
+            measured[a.name]["copy_task"] = copy;
         }
-        if (high) {
+    }
+    if (high) {
+        std::printf("\n== (b) 07's LM at a too-high rate, means over seeds 1-%zu, on a validation batch, at the "
+                    "full-attention layers: the share on BOS, over them all and over layers 3 and 7 (the hybrid's); "
+                    "BOS cost: the loss past a %lld-position cache with BOS dropped minus kept\n",
+                    runs.high.front().size(), (long long)runs.eviction.cache);
+        std::printf("| model | val loss | largest logit | gate (b) | on BOS (b) | on BOS, layers 3, 7 | BOS cost |\n");
+        std::printf("|---|---|---|---|---|---|---|\n");
+        for (size_t i = 0; i < architectures().size(); ++i) {
+            const Architecture& a = architectures()[i];
             const std::vector<json> lm = parse_all(runs.high[i]);
-            std::printf(" %.3f | %s | %s | %.3f | %.3f | %+.4f |", average(values_of(lm, "val_loss")),
+            std::printf("| %s | %.3f | %s | %s | %.3f | %.3f | %+.4f |\n", a.name.c_str(),
+                        average(values_of(lm, "val_loss")),
                         growth_text(average(values_of(lm, "largest_attention_logit"))).c_str(),
                         format_or_dash("%.3f", average(values_of(lm, "gate"))).c_str(),
                         average(values_of(lm, "bos_share")), average(values_of(lm, "bos_share_hybrid_full_layers")),
                         average(values_of(lm, "bos_cost")));
-            row["high_rate"] = lm;
+            measured[a.name]["high_rate"] = lm;
         }
-        std::printf("\n");
-        rows.push_back(row);
     }
     json throughput = runs.throughput.empty() ? json::array() : json::parse(runs.throughput);
     if (!throughput.empty()) print_throughput(throughput);
@@ -86,11 +84,21 @@ void report(const Runs& runs, const std::string& out) {
     const std::filesystem::path path = std::filesystem::path(out) / "results.json";
     const json before = std::filesystem::exists(path) ? json::parse(std::ifstream(path)) : json::object();
     json settings = before.contains("settings") ? before["settings"] : json::object();
-    for (size_t i = 0; i < rows.size() && before.contains("models"); ++i)  // the parts that did not run
-        for (const char* part : {"copy_task", "high_rate"})
-            if (!rows[i].contains(part) && i < before["models"].size() && before["models"][i]["model"] == rows[i]["model"] &&
-                before["models"][i].contains(part))
-                rows[i][part] = before["models"][i][part];
+    // One row per model of either part; a part that did not run keeps what results.json held.
+    std::vector<Architecture> models = architectures();
+    for (const Architecture& a : copy_architectures())
+        if (std::ranges::none_of(models, [&](const Architecture& m) { return m.name == a.name; })) models.push_back(a);
+    json rows = json::array();
+    for (const Architecture& a : models) {
+        json row{{"model", a.name}, {"others", gg::nn::kLayerTypes.name(a.others)}, {"g1", a.gated}};
+        for (const auto& [part, ran] : {std::pair{"copy_task", copy_ran}, std::pair{"high_rate", high}}) {
+            const json& from = ran ? measured[a.name] : json::object();
+            if (from.contains(part)) row[part] = from[part];
+            for (const json& old : before.value("models", json::array()))
+                if (!ran && old["model"] == a.name && old.contains(part)) row[part] = old[part];
+        }
+        if (row.contains("copy_task") || row.contains("high_rate")) rows.push_back(row);
+    }
     if (throughput.empty() && before.contains("throughput")) throughput = before["throughput"];
     const CopySetup& s = runs.setup;
     const RunSettings& h = runs.high_rate;
