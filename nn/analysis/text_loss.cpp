@@ -105,9 +105,9 @@ std::vector<double> rolling_cache_loss(const GatedTransformerLM& model, const st
         throw std::invalid_argument("rolling_cache_loss: the text reads " + std::to_string(N - 1) +
                                     " positions, more than the " + std::to_string(c.max_len) +
                                     " learned ones of this model (a rolling cache moves RoPE keys only)");
-    // A layer left whole holds the whole stream.
-    const bool all_windowed = std::find(windowed.begin(), windowed.end(), false) == windowed.end();
-    check_memory(c, Workload::inference, 1, all_windowed ? o.cache : std::max(o.cache, N));
+    bool any_whole = false;  // a full-attention layer left whole holds the whole stream
+    for (int64_t l = 0; l < L; ++l) any_whole |= c.layer_type(l) == LayerType::full_attention && !windowed[size_t(l)];
+    check_memory(c, Workload::inference, 1, any_whole ? std::max(o.cache, N) : o.cache);
     const Device device = model.parameters().front().device();
     NoGradGuard no_grad;
     std::vector<LayerCache> caches(model.blocks.size());  // the window bounds the windowed full layers' keys
