@@ -45,6 +45,34 @@ std::vector<int64_t> random_ids(int64_t n, const LMConfig& c, Generator& gen) {
     return x;
 }
 
+// A two-layer model whose first layer reads every position (a linear layer's state, or a full
+// layer left whole): rolled[t], the loss of the token after position t read through a cache of
+// K positions keeping the first F on the second layer, is that of the second layer reading, as
+// a fresh pass, the first layer's outputs at the positions its cache holds, from a causal pass
+// over the whole text x.
+void check_second_layer_reads_what_it_holds(const GatedTransformerLM& model, const std::vector<int64_t>& x,
+                                            const std::vector<double>& rolled, int64_t K, int64_t F) {
+    const int64_t N = int64_t(x.size()), d = model.config().d_model;
+    LMCapture capture;
+    model.forward(from_vector(x, {1, N}), Tensor(), nullptr, &capture);
+    // (N, d): the first layer's output at each position, which depends on every token before it
+    const std::vector<float> first_out = capture.hidden[0].to_vector<float>();
+    REQUIRE(int64_t(rolled.size()) == N - 1);
+    for (int64_t t = 0; t + 1 < N; ++t) {
+        const int64_t recent = std::min<int64_t>(t + 1 - std::min<int64_t>(t + 1, F), K - F);
+        std::vector<int64_t> held;
+        for (int64_t j = 0; j < std::min<int64_t>(t + 1, F); ++j) held.push_back(j);
+        for (int64_t j = t + 1 - recent; j <= t; ++j) held.push_back(j);
+        std::vector<float> rows;
+        for (const int64_t j : held) rows.insert(rows.end(), first_out.begin() + j * d, first_out.begin() + (j + 1) * d);
+        const int64_t n = int64_t(held.size());
+        const Tensor h = model.blocks[1]->forward(from_vector(rows, {1, n, d}));  // (1, n, d)
+        const Tensor last = model.unembed(h.select(1, n - 1));                    // (1, V)
+        const double want = cross_entropy(last, from_vector(std::vector<int64_t>{x[size_t(t + 1)]}, {1})).item();
+        CHECK(rolled[size_t(t)] == doctest::Approx(want).epsilon(1e-4));
+    }
+}
+
 }  // namespace
 
 TEST_CASE("text_loss: every token scored once, with the context of the first window that ends past it") {
@@ -153,30 +181,14 @@ TEST_CASE("rolling_cache_loss on a hybrid: its linear layers keep their whole st
     random_model(model, gen);
     const std::vector<int64_t> x = random_ids(30, c, gen);
     NoGradGuard no_grad;
-    LMCapture capture;
-    model.forward(from_vector(x, {1, 30}), Tensor(), nullptr, &capture);
-    // (30, d): the linear layer's output at each position, which depends on every token before it
-    const std::vector<float> linear_out = capture.hidden[0].to_vector<float>();
-    const int64_t d = c.d_model, K = 6;
-    for (const int64_t F : {0, 1}) {
-        const std::vector<double> rolled = rolling_cache_loss(model, x, {.cache = K, .keep_first = F});
-        REQUIRE(rolled.size() == 29);
-        for (int64_t t = 0; t < 29; ++t) {
-            // The full layer reads, as a fresh pass, the linear layer's outputs at the first F
-            // positions and the newest K − F: those its cache holds.
-            const int64_t recent = std::min<int64_t>(t + 1 - std::min<int64_t>(t + 1, F), K - F);
-            std::vector<int64_t> held;
-            for (int64_t j = 0; j < std::min<int64_t>(t + 1, F); ++j) held.push_back(j);
-            for (int64_t j = t + 1 - recent; j <= t; ++j) held.push_back(j);
-            std::vector<float> rows;
-            for (const int64_t j : held) rows.insert(rows.end(), linear_out.begin() + j * d, linear_out.begin() + (j + 1) * d);
-            const int64_t n = int64_t(held.size());
-            const Tensor h = model.blocks[1]->forward(from_vector(rows, {1, n, d}));  // (1, n, d)
-            const Tensor last = model.unembed(h.select(1, n - 1));                    // (1, V)
-            const double want = cross_entropy(last, from_vector(std::vector<int64_t>{x[size_t(t + 1)]}, {1})).item();
-            CHECK(rolled[size_t(t)] == doctest::Approx(want).epsilon(1e-4));
-        }
-    }
+    const int64_t K = 6;
+    for (const int64_t F : {0, 1})
+        check_second_layer_reads_what_it_holds(model, x, rolling_cache_loss(model, x, {.cache = K, .keep_first = F}), K, F);
+    // Windowing its full layer by name is the default reading; a linear layer cannot be windowed.
+    CHECK(rolling_cache_loss(model, x, {.cache = K, .windowed = std::vector<int64_t>{1}}) ==
+          rolling_cache_loss(model, x, {.cache = K}));
+    CHECK_THROWS_WITH_AS(rolling_cache_loss(model, x, {.cache = K, .windowed = std::vector<int64_t>{0}}),
+                         doctest::Contains("windowed layer 0 is not a full-attention layer"), std::invalid_argument);
     // Only linear layers: nothing to drop, so a cache of 4 reads as the causal pass over the whole text.
     LMConfig linear = c;
     linear.layer_types = {LayerType::linear_attention, LayerType::linear_attention};
@@ -188,4 +200,42 @@ TEST_CASE("rolling_cache_loss on a hybrid: its linear layers keep their whole st
     for (int64_t t = 0; t < 29; ++t)
         CHECK(small[size_t(t)] == doctest::Approx(cross_entropy(logits.select(1, t), ids.narrow(1, t + 1, 1).reshape({1})).item())
                                       .epsilon(1e-4));
+}
+
+TEST_CASE("rolling_cache_loss windowed on some layers: the others read every position") {
+    LMConfig c = small_lm();
+    c.max_len = 64;
+    Generator gen(54);
+    GatedTransformerLM model(c);
+    random_model(model, gen);
+    const std::vector<int64_t> x = random_ids(30, c, gen);
+    NoGradGuard no_grad;
+    // Layer 0 left whole is a causal pass over the text; layer 1 reads the newest K of its outputs.
+    const int64_t K = 6;
+    for (const int64_t F : {0, 1}) {
+        const std::vector<double> second =
+            rolling_cache_loss(model, x, {.cache = K, .keep_first = F, .windowed = std::vector<int64_t>{1}});
+        check_second_layer_reads_what_it_holds(model, x, second, K, F);
+    }
+    // No layer windowed: the causal pass over the whole text, however small the cache.
+    const Tensor ids = from_vector(x, {1, 30});
+    const Tensor logits = model.forward(ids.narrow(1, 0, 29)).logits;  // (1, 29, V)
+    const std::vector<double> none = rolling_cache_loss(model, x, {.cache = 4, .windowed = std::vector<int64_t>{}});
+    REQUIRE(none.size() == 29);
+    for (int64_t t = 0; t < 29; ++t)
+        CHECK(none[size_t(t)] == doctest::Approx(cross_entropy(logits.select(1, t), ids.narrow(1, t + 1, 1).reshape({1})).item())
+                                     .epsilon(1e-5));
+    // Windowing layer 0 as well is the default, every full layer windowed; and it differs.
+    const std::vector<double> both = rolling_cache_loss(model, x, {.cache = K, .windowed = std::vector<int64_t>{0, 1}});
+    CHECK(both == rolling_cache_loss(model, x, {.cache = K}));
+    const std::vector<double> second = rolling_cache_loss(model, x, {.cache = K, .windowed = std::vector<int64_t>{1}});
+    double apart = 0;
+    for (size_t t = 0; t < both.size(); ++t) apart = std::max(apart, std::abs(both[t] - second[t]));
+    CHECK(apart > 1e-3);
+
+    for (const int64_t layer : {-1, 2}) {
+        const std::string message = "windowed layer " + std::to_string(layer) + " is not a full-attention layer of the model's 2";
+        CHECK_THROWS_WITH_AS(rolling_cache_loss(model, x, {.cache = K, .windowed = std::vector<int64_t>{layer}}),
+                             doctest::Contains(message.c_str()), std::invalid_argument);
+    }
 }

@@ -89,6 +89,15 @@ std::vector<double> rolling_cache_loss(const GatedTransformerLM& model, const st
     if (o.cache < 2 || o.keep_first < 0 || o.keep_first >= o.cache)
         throw std::invalid_argument("rolling_cache_loss: a cache of " + std::to_string(o.cache) + " keeping the first " +
                                     std::to_string(o.keep_first) + ": need a cache of at least 2 and 0 ≤ keep_first < cache");
+    const int64_t L = int64_t(model.blocks.size());
+    std::vector<bool> windowed(size_t(L), !o.windowed);  // unset: every full-attention layer
+    for (const int64_t layer : o.windowed.value_or(std::vector<int64_t>{})) {
+        if (layer < 0 || layer >= L || c.layer_type(layer) != LayerType::full_attention)
+            throw std::invalid_argument("rolling_cache_loss: windowed layer " + std::to_string(layer) + " is not a "
+                                        "full-attention layer of the model's " + std::to_string(L) +
+                                        " (a linear layer has no positions to drop)");
+        windowed[size_t(layer)] = true;
+    }
     if (N < 2)
         throw std::invalid_argument("rolling_cache_loss: the text has " + std::to_string(ids.size()) +
                                     " tokens, none of them with left context to score");
@@ -96,11 +105,14 @@ std::vector<double> rolling_cache_loss(const GatedTransformerLM& model, const st
         throw std::invalid_argument("rolling_cache_loss: the text reads " + std::to_string(N - 1) +
                                     " positions, more than the " + std::to_string(c.max_len) +
                                     " learned ones of this model (a rolling cache moves RoPE keys only)");
-    check_memory(c, Workload::inference, 1, o.cache);
+    bool any_whole = false;  // a full-attention layer left whole holds the whole stream
+    for (int64_t l = 0; l < L; ++l) any_whole |= c.layer_type(l) == LayerType::full_attention && !windowed[size_t(l)];
+    check_memory(c, Workload::inference, 1, any_whole ? std::max(o.cache, N) : o.cache);
     const Device device = model.parameters().front().device();
     NoGradGuard no_grad;
-    std::vector<LayerCache> caches(model.blocks.size());  // the window bounds the full layers' keys
-    for (LayerCache& cache : caches) cache.kv.keep = o.cache, cache.kv.keep_first = o.keep_first;
+    std::vector<LayerCache> caches(model.blocks.size());  // the window bounds the windowed full layers' keys
+    for (int64_t l = 0; l < L; ++l)
+        if (windowed[size_t(l)]) caches[size_t(l)].kv.keep = o.cache, caches[size_t(l)].kv.keep_first = o.keep_first;
     std::vector<double> nll;
     nll.reserve(size_t(N - 1));
     for (int64_t i = 0; i + 1 < N; ++i) {

@@ -59,12 +59,17 @@ struct RollingCacheOptions {
     int64_t cache = 0;             // positions each layer's KV cache holds; ≥ 2
     int64_t keep_first = 0;        // of them, the stream's first, never dropped; < cache
     std::optional<int64_t> bos{};  // put before the text (it is then the first position)
+    // The full-attention layers whose caches drop positions; every other layer keeps them all.
+    // Unset: every full-attention layer. A full model windowed on a hybrid's full layers alone
+    // reads as the hybrid does, its other layers seeing the whole text.
+    std::optional<std::vector<int64_t>> windowed{};
 };
 
 // Each token's negative log-likelihood in nats, in the text's order: tokens 1 … N − 1 (0 … N − 1
 // after a BOS). The stream position of nll[i] is i + 1: positions ≥ cache are read after drops.
 // Throws std::invalid_argument naming the option for a cache under 2, keep_first outside
-// [0, cache), a text too short to score, or (learned positions) a text longer than the model's.
+// [0, cache), a windowed layer that is not one of the model's full-attention layers, a text too
+// short to score, or (learned positions) a text longer than the model's.
 std::vector<double> rolling_cache_loss(const GatedTransformerLM& model, const std::vector<int64_t>& ids,
                                        const RollingCacheOptions& options);
 

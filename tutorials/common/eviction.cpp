@@ -36,7 +36,8 @@ CacheLoss cache_loss(const GatedTransformerLM& model, const BatchSource& data, c
     for (int64_t i = 0; i < e.sequences; ++i) {
         // the sequence's BOS and tokens, (1, length); not the validation batches the tutorials measure
         const std::vector<int64_t> ids = data.val_batch(100 + i, 1, e.length).inputs.to_vector<int64_t>();
-        const std::vector<double> nll = rolling_cache_loss(model, ids, {.cache = e.cache, .keep_first = keep_first});
+        const std::vector<double> nll =
+            rolling_cache_loss(model, ids, {.cache = e.cache, .keep_first = keep_first, .windowed = e.windowed});
         for (size_t k = 1; k < nll.size(); ++k) {  // nll[k] is stream position k + 1
             const bool after = int64_t(k) + 1 >= e.cache;
             (after ? past : within) += nll[k];
