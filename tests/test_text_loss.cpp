@@ -73,6 +73,17 @@ void check_second_layer_reads_what_it_holds(const GatedTransformerLM& model, con
     }
 }
 
+// Each token's loss in `losses` is that of one causal pass over the whole text x.
+void check_is_causal_pass(const GatedTransformerLM& model, const std::vector<int64_t>& x, const std::vector<double>& losses,
+                          double epsilon) {
+    const int64_t N = int64_t(x.size());
+    const Tensor ids = from_vector(x, {1, N});
+    const Tensor logits = model.forward(ids.narrow(1, 0, N - 1)).logits;  // (1, N - 1, V)
+    for (int64_t t = 0; t < N - 1; ++t)
+        CHECK(losses[size_t(t)] ==
+              doctest::Approx(cross_entropy(logits.select(1, t), ids.narrow(1, t + 1, 1).reshape({1})).item()).epsilon(epsilon));
+}
+
 }  // namespace
 
 TEST_CASE("text_loss: every token scored once, with the context of the first window that ends past it") {
@@ -129,13 +140,9 @@ TEST_CASE("rolling_cache_loss: a cache that holds the whole text is the causal p
     random_model(model, gen);
     const std::vector<int64_t> x = random_ids(30, c, gen);
     NoGradGuard no_grad;
-    const Tensor ids = from_vector(x, {1, 30});
-    const Tensor logits = model.forward(ids.narrow(1, 0, 29)).logits;  // (1, 29, V)
     const std::vector<double> whole = rolling_cache_loss(model, x, {.cache = 64});
     REQUIRE(whole.size() == 29);
-    for (int64_t t = 0; t < 29; ++t)
-        CHECK(whole[size_t(t)] == doctest::Approx(cross_entropy(logits.select(1, t), ids.narrow(1, t + 1, 1).reshape({1})).item())
-                                      .epsilon(1e-5));
+    check_is_causal_pass(model, x, whole, 1e-5);
     CHECK(rolling_cache_loss(model, x, {.cache = 64, .bos = int64_t(22)}).size() == 30);
 
     // One layer: keys and values depend on their own token, so the token after position t reads
@@ -194,12 +201,7 @@ TEST_CASE("rolling_cache_loss on a hybrid: its linear layers keep their whole st
     linear.layer_types = {LayerType::linear_attention, LayerType::linear_attention};
     GatedTransformerLM deltanet(linear);
     random_model(deltanet, gen);
-    const Tensor ids = from_vector(x, {1, 30});
-    const Tensor logits = deltanet.forward(ids.narrow(1, 0, 29)).logits;  // (1, 29, V)
-    const std::vector<double> small = rolling_cache_loss(deltanet, x, {.cache = 4});
-    for (int64_t t = 0; t < 29; ++t)
-        CHECK(small[size_t(t)] == doctest::Approx(cross_entropy(logits.select(1, t), ids.narrow(1, t + 1, 1).reshape({1})).item())
-                                      .epsilon(1e-4));
+    check_is_causal_pass(deltanet, x, rolling_cache_loss(deltanet, x, {.cache = 4}), 1e-4);
 }
 
 TEST_CASE("rolling_cache_loss windowed on some layers: the others read every position") {
@@ -218,13 +220,9 @@ TEST_CASE("rolling_cache_loss windowed on some layers: the others read every pos
         check_second_layer_reads_what_it_holds(model, x, second, K, F);
     }
     // No layer windowed: the causal pass over the whole text, however small the cache.
-    const Tensor ids = from_vector(x, {1, 30});
-    const Tensor logits = model.forward(ids.narrow(1, 0, 29)).logits;  // (1, 29, V)
     const std::vector<double> none = rolling_cache_loss(model, x, {.cache = 4, .windowed = std::vector<int64_t>{}});
     REQUIRE(none.size() == 29);
-    for (int64_t t = 0; t < 29; ++t)
-        CHECK(none[size_t(t)] == doctest::Approx(cross_entropy(logits.select(1, t), ids.narrow(1, t + 1, 1).reshape({1})).item())
-                                     .epsilon(1e-5));
+    check_is_causal_pass(model, x, none, 1e-5);
     // Windowing layer 0 as well is the default, every full layer windowed; and it differs.
     const std::vector<double> both = rolling_cache_loss(model, x, {.cache = K, .windowed = std::vector<int64_t>{0, 1}});
     CHECK(both == rolling_cache_loss(model, x, {.cache = K}));
