@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,10 +53,22 @@ struct QueryClass {
     // alpha_normalised, α over the row sum (Gu et al.'s reading of unnormalised weights; 0 for a
     // row of sum 0): tutorial 14 compares the score functions with these.
     std::vector<double> alpha, alpha_gated, self, previous, gate, row_sum, alpha_normalised;
+    // A sink need not sit on BOS: a query may park on any key whose value is small. top: the
+    // query's largest weight over its keys, whichever key it is (near 1 when it parks on one key,
+    // near 1/(t+1) when it spreads; α, self and previous beside it say whether that key is one of
+    // theirs). value_top: ‖v‖ of that key; value_rest: the mean ‖v‖ of its other keys (NaN where
+    // the values are unknown, as value_bos): their ratio is the top key's value drain.
+    std::vector<double> top, value_top, value_rest;
 
     void resize(size_t n) {
-        for (auto* v : {&alpha, &alpha_gated, &self, &previous, &gate, &row_sum, &alpha_normalised}) v->assign(n, 0);
+        for (auto* v : {&alpha, &alpha_gated, &self, &previous, &gate, &row_sum, &alpha_normalised, &top, &value_top,
+                        &value_rest})
+            v->assign(n, 0);
     }
+    // Adds the attention of query t of head i (i = l·H + h): row, its weights on keys 0 … t
+    // (t + 1 ≥ 2 of them); g, its gate (1 without G1); value_norms, ‖v_j‖ of keys 0 … t, or
+    // empty where unknown. Counts no query: the caller adds 1 to count once for all heads.
+    void add(size_t i, std::span<const float> row, double g, std::span<const double> value_norms);
     double mean_of(const std::vector<double>& v, size_t i) const { return v[i] / count; }
     double mean_all(const std::vector<double>& v) const {  // over queries, heads and layers
         double s = 0;

@@ -3,6 +3,9 @@
 // and the size of the value vectors at BOS and elsewhere.
 #include <algorithm>
 #include <cmath>
+#include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/attention_maps.h"
@@ -45,6 +48,34 @@ std::vector<float> layer_values(const GatedTransformerLM& model, const Tensor& i
 
 }  // namespace
 
+void QueryClass::add(size_t i, std::span<const float> row, double g, std::span<const double> value_norms) {
+    const size_t t = row.size() - 1;
+    if (t < 1 || (!value_norms.empty() && value_norms.size() != row.size()))
+        throw std::invalid_argument("QueryClass::add: a query at t >= 1 over keys 0..t, got " +
+                                    std::to_string(row.size()) + " weights and " + std::to_string(value_norms.size()) +
+                                    " value norms");
+    double sum = 0;
+    for (float w : row) sum += w;
+    const size_t best = std::max_element(row.begin(), row.end()) - row.begin();  // the first, on a tie
+    alpha[i] += row[0];
+    alpha_gated[i] += row[0] * g;
+    self[i] += row[t];
+    previous[i] += row[t - 1];
+    gate[i] += g;
+    row_sum[i] += sum;
+    alpha_normalised[i] += sum > 0 ? row[0] / sum : 0.0;
+    top[i] += row[best];
+    if (value_norms.empty()) {
+        value_top[i] = value_rest[i] = NAN;
+        return;
+    }
+    double rest = 0;
+    for (size_t j = 0; j <= t; ++j)
+        if (j != best) rest += value_norms[j];
+    value_top[i] += value_norms[best];
+    value_rest[i] += rest / double(t);
+}
+
 CopyReport measure_copy(const GatedTransformerLM& model, const BigramBackcopy& data, int64_t batches, int64_t B,
                         int64_t T) {
     NoGradGuard no_grad;
@@ -61,6 +92,7 @@ CopyReport measure_copy(const GatedTransformerLM& model, const BigramBackcopy& d
         const TokenScores scores = score_tokens(model.forward(batch.inputs, Tensor(), nullptr, &capture).logits, batch.targets);
         const std::vector<int64_t> x = batch.inputs.to_vector<int64_t>(), y = batch.targets.to_vector<int64_t>();
         std::vector<std::vector<float>> probs(L), gates(L);
+        std::vector<std::vector<double>> value_norms(L);  // per layer, (B, H, T) ‖v‖; empty where unknown
         for (int64_t l = 0; l < L; ++l) {
             const AttentionCapture& c = capture.attention[r.layers[l]];
             probs[l] = c.probs.to_vector<float>();                               // (B, H, T, T)
@@ -70,12 +102,14 @@ CopyReport measure_copy(const GatedTransformerLM& model, const BigramBackcopy& d
                 for (int64_t h = 0; h < H; ++h) r.value_bos[l * H + h] = r.value_other[l * H + h] = NAN;
                 continue;
             }
+            value_norms[l].resize(B * H * T);
             for (int64_t b = 0; b < B; ++b)
                 for (int64_t t = 0; t < T; ++t)
                     for (int64_t h = 0; h < H; ++h) {
                         const float* row = v.data() + ((b * T + t) * H + h) * dk;
                         double sq = 0;
                         for (int64_t e = 0; e < dk; ++e) sq += double(row[e]) * row[e];
+                        value_norms[l][(b * H + h) * T + t] = std::sqrt(sq);
                         (t == 0 ? r.value_bos : r.value_other)[l * H + h] +=
                             std::sqrt(sq) / double(t == 0 ? B * batches : B * (T - 1) * batches);
                     }
@@ -92,18 +126,11 @@ CopyReport measure_copy(const GatedTransformerLM& model, const BigramBackcopy& d
                 q.oracle_loss += trig ? 0.0 : -std::log(data.transition(x[n], y[n]));
                 for (int64_t l = 0; l < L; ++l)
                     for (int64_t h = 0; h < H; ++h) {
-                        const float* row = probs[l].data() + ((b * H + h) * T + t) * T;  // query t's keys
-                        const size_t i = l * H + h;
-                        const double g = r.gated ? gates[l][(b * H + h) * T + t] : 1.0;
-                        double sum = 0;
-                        for (int64_t j = 0; j <= t; ++j) sum += row[j];
-                        q.alpha[i] += row[0];
-                        q.alpha_gated[i] += row[0] * g;
-                        q.self[i] += row[t];
-                        q.previous[i] += row[t - 1];
-                        q.gate[i] += g;
-                        q.row_sum[i] += sum;
-                        q.alpha_normalised[i] += sum > 0 ? row[0] / sum : 0.0;
+                        const std::span<const float> row(probs[l].data() + ((b * H + h) * T + t) * T, t + 1);  // keys 0 … t
+                        const std::span<const double> norms =
+                            value_norms[l].empty() ? std::span<const double>()
+                                                   : std::span<const double>(value_norms[l].data() + (b * H + h) * T, t + 1);
+                        q.add(l * H + h, row, r.gated ? gates[l][(b * H + h) * T + t] : 1.0, norms);
                     }
             }
     }

@@ -10,7 +10,11 @@
 // else, as a one-layer model does (which sinks, tutorial 14). Four layers of full attention are
 // no control here: they spread the copy over layers and none sinks (the README). Measured at
 // the idle queries of the full-attention layers:
+//   top-1      the largest weight over the keys, whichever key it is: a query that parks on one
+//              key (a sink, on BOS or elsewhere) near 1, one that spreads near 1/(t+1)
+//   self, previous  the weight on the query's own key t and on key t − 1: with α, which key
 //   α          the weight on BOS (key 0)
+//   top ‖v‖    the top key's ‖v‖ over the mean ‖v‖ of the query's other keys: a sink's is small
 //   gate       G1's σ(x W_g) at the idle query, near 0 when the head closes instead
 //   α · gate   the share of what reaches W_O that comes from BOS
 // and, over the linear layers, their mean decay α_t = e^{g_t} (analyze(), nn/analysis/analysis.h):
@@ -49,11 +53,18 @@ std::string train_copy(const CopySetup& setup, const Architecture& arch, int64_t
     double decay = 0;
     for (const LinearLayerAnalysis& layer : a.linear_layers) decay += layer.mean_decay / double(a.linear_layers.size());
     const double seconds = seconds_since(start);
-    std::printf("  %-16s seed %lld: alpha %.3f, gate %s at idle queries; copies %.3f (%.0f s)\n", arch.name.c_str(),
-                (long long)seed, idle.mean_all(idle.alpha),
+    const double top_value = idle.mean_all(idle.value_top) / idle.mean_all(idle.value_rest);
+    std::printf("  %-16s seed %lld: top-1 %.3f (self %.3f, previous %.3f, alpha %.3f), top key's |v| / others' %.2f, "
+                "gate %s at idle queries; copies %.3f (%.0f s)\n",
+                arch.name.c_str(), (long long)seed, idle.mean_all(idle.top), idle.mean_all(idle.self),
+                idle.mean_all(idle.previous), idle.mean_all(idle.alpha), top_value,
                 format_or_dash("%.3f", r.gated ? idle.mean_all(idle.gate) : NAN).c_str(), r.trigger.hits / r.trigger.count,
                 seconds);
-    return json{{"alpha", idle.mean_all(idle.alpha)},
+    return json{{"top1", idle.mean_all(idle.top)},
+                {"self", idle.mean_all(idle.self)},
+                {"previous", idle.mean_all(idle.previous)},
+                {"top_value_ratio", top_value},
+                {"alpha", idle.mean_all(idle.alpha)},
                 {"alpha_last_layer", alpha_per_layer.back()},
                 {"alpha_per_full_layer", alpha_per_layer},
                 {"full_layers", r.layers},

@@ -47,14 +47,16 @@ void report(const Runs& runs, const std::string& out) {
         std::printf("\n== (a) Bigram-Backcopy, means over seeds 1-%lld, at the idle queries of the full-attention "
                     "layers\n",
                     (long long)runs.setup.seeds);
-        std::printf("| model | α on BOS | α, layer 3 | gate | α · gate | copies | linear decay |\n");
-        std::printf("|---|---|---|---|---|---|---|\n");
+        std::printf("| model | top-1 | self | previous | α on BOS | α, layer 3 | top key's ‖v‖ / others' | gate | "
+                    "α · gate | copies | linear decay |\n");
+        std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (size_t i = 0; i < copy_architectures().size(); ++i) {
             const Architecture& a = copy_architectures()[i];
             const std::vector<json> copy = parse_all(runs.copy[i]);
             const auto mean = [&](const std::string& key) { return average(values_of(copy, key)); };
-            std::printf("| %s | %.3f | %.3f | %s | %.3f | %.3f | %s |\n", a.name.c_str(), mean("alpha"),
-                        mean("alpha_last_layer"), format_or_dash("%.3f", mean("gate")).c_str(), mean("alpha_times_gate"),
+            std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %s | %.3f | %.3f | %s |\n", a.name.c_str(),
+                        mean("top1"), mean("self"), mean("previous"), mean("alpha"), mean("alpha_last_layer"),
+                        mean("top_value_ratio"), format_or_dash("%.3f", mean("gate")).c_str(), mean("alpha_times_gate"),
                         mean("copy_accuracy"), format_or_dash("%.3f", mean("linear_decay")).c_str());
             measured[a.name]["copy_task"] = copy;
         }
