@@ -44,7 +44,8 @@ gg::nn::TrainConfig copy_config(const CopySetup& s, const ModelShape& shape, gg:
 double even_alpha(const CopySetup& s);
 
 // Sums over one kind of query (trigger or not), positions t ≥ 1 (query 0 is BOS itself).
-// Per (layer, head): attention on key 0 (α), on the query's own key t, on key t − 1; the gate.
+// Per (layer, head): attention on key 0 (α), on the query's own key t, on key t − 1, on its
+// top key (whichever holds the most); the gate.
 struct QueryClass {
     double count = 0, loss = 0, hits = 0, oracle_loss = 0;
     // alpha_gated: α times the query's mean gate (α alone for the baseline) — the share of what

@@ -1,6 +1,7 @@
 // copy_task_measures.cpp — tutorial 06, part (a): what is measured for each kind of query
-// (copy_task.h): where its attention goes, its loss against the best possible, G1's gate,
-// and the size of the value vectors at BOS and elsewhere.
+// (copy_task.h): where its attention goes (BOS, its own key, the previous one, and whichever
+// key holds its largest weight), its loss against the best possible, G1's gate, and the size of
+// the value vectors at BOS, elsewhere and at each query's top key.
 #include <algorithm>
 #include <cmath>
 #include <span>
@@ -109,9 +110,9 @@ CopyReport measure_copy(const GatedTransformerLM& model, const BigramBackcopy& d
                         const float* row = v.data() + ((b * T + t) * H + h) * dk;
                         double sq = 0;
                         for (int64_t e = 0; e < dk; ++e) sq += double(row[e]) * row[e];
-                        value_norms[l][(b * H + h) * T + t] = std::sqrt(sq);
+                        const double norm = value_norms[l][(b * H + h) * T + t] = std::sqrt(sq);
                         (t == 0 ? r.value_bos : r.value_other)[l * H + h] +=
-                            std::sqrt(sq) / double(t == 0 ? B * batches : B * (T - 1) * batches);
+                            norm / double(t == 0 ? B * batches : B * (T - 1) * batches);
                     }
         }
         for (int64_t b = 0; b < B; ++b)
