@@ -8,8 +8,9 @@
 // whether G1 still closes instead. The control has its one softmax layer in the same place and
 // FFNs alone before it: nothing else can copy, so that layer copies alone and idles everywhere
 // else, as a one-layer model does (which sinks, tutorial 14). Four layers of full attention are
-// no control here: they spread the copy over layers and none sinks (the README). Measured at
-// the idle queries of the full-attention layers:
+// no control here: they spread the copy over layers and none sinks (the README). The depth and
+// the softmax layer's place are options (CopyLayout), since whether the control sinks may depend
+// on what comes before that layer. Measured at the idle queries of the softmax layer:
 //   top-1      the largest weight over the keys, whichever key it is: a query that parks on one
 //              key (a sink, on BOS or elsewhere) near 1, one that spreads near 1/(t+1)
 //   self, previous  the weight on the query's own key t and on key t − 1: with α, which key
@@ -42,9 +43,10 @@ CopySetup copy_setup(bool quick) {
     return s;
 }
 
-std::string train_copy(const CopySetup& setup, const Architecture& arch, int64_t seed) {
+std::string train_copy(const CopySetup& setup, const CopyLayout& layout, const Architecture& arch, int64_t seed) {
     const auto start = Clock::now();
-    const TrainedCopy t = train_and_measure(setup, {4, 1}, seed, [&](LMConfig& m) { arch.apply(m); });
+    const TrainedCopy t = train_and_measure(setup, {layout.layers, 1}, seed,
+                                            [&](LMConfig& m) { arch.apply(m, layout.softmax_layer); });
     const CopyReport& r = t.report;
     const QueryClass& idle = r.other;
     std::vector<double> alpha_per_layer;  // per full-attention layer, its one head

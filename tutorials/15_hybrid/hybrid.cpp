@@ -37,4 +37,17 @@ void Architecture::apply(LMConfig& model) const {
     std::ranges::replace(model.layer_types, LayerType::linear_attention, others);
 }
 
+void Architecture::apply(LMConfig& model, int64_t softmax_layer) const {
+    model.attn.gate = gated ? GatePosition::sdpa_output : GatePosition::none;
+    model.layer_types.assign(size_t(model.n_layers), others);
+    model.layer_types.at(size_t(softmax_layer)) = LayerType::full_attention;
+}
+
+std::string CopyLayout::text(const Architecture& a) const {
+    std::string s = "[";
+    for (int64_t l = 0; l < layers; ++l)
+        s += (l ? ", " : "") + std::string(l == softmax_layer ? "full" : kLayerTypes.name(a.others));
+    return s + "]";
+}
+
 }  // namespace hybrid

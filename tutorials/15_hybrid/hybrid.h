@@ -34,6 +34,8 @@ struct Architecture {
     gg::nn::LayerType others = gg::nn::LayerType::full_attention;
     bool gated = false;  // G1, σ(x W_g) on each head's output, on the full-attention layers
     void apply(gg::nn::LMConfig& model) const;
+    // Part (a)'s form: one softmax layer, at `softmax_layer`, and `others` at every other layer.
+    void apply(gg::nn::LMConfig& model, int64_t softmax_layer) const;
 };
 // Parts (b) and (c): the full-attention baseline (no G1), full attention with G1 (the paper's
 // setting), the hybrid with G1 and the hybrid without it.
@@ -42,6 +44,15 @@ const std::vector<Architecture>& architectures();
 // sink the harness must see), the control with G1 (the known fix), and the two hybrids.
 const std::vector<Architecture>& copy_architectures();
 
+// Part (a)'s depth and where its one softmax layer sits: by default four layers, the softmax
+// one last, as in the hybrid (--copy-layers, --softmax-layer: the control's sink may depend
+// on what comes before and after that layer).
+struct CopyLayout {
+    int64_t layers = 4;
+    int64_t softmax_layer = 3;
+    std::string text(const Architecture& a) const;  // e.g. "[full, FFN-only, FFN-only, FFN-only]"
+};
+
 // Part (a)'s setup: 06's strong sink (a3: lr 1e-2, weight decay 0.1, one head) on four layers,
 // shorter.
 CopySetup copy_setup(bool quick);
@@ -49,7 +60,7 @@ CopySetup copy_setup(bool quick);
 // Part (a), one model, in a child process: trains it, then returns as JSON where the idle
 // (non-trigger) queries of its full-attention layers put their weight, their gate, what the
 // trigger queries copy, and the linear layers' mean decay (analyze()).
-std::string train_copy(const CopySetup& setup, const Architecture& arch, int64_t seed);
+std::string train_copy(const CopySetup& setup, const CopyLayout& layout, const Architecture& arch, int64_t seed);
 
 // Part (b), one model, in a child process: 07's LM at `settings.lr`; returns as JSON its final
 // validation loss, its full-attention layers' largest logit q·k/√dk, mean gate and share of
@@ -74,6 +85,7 @@ std::string measure_throughput(const tutorial::RunSettings& settings, const Thro
 // (c)'s JSON or empty.
 struct Runs {
     CopySetup setup;
+    CopyLayout layout;
     tutorial::RunSettings high_rate;
     tutorial::Eviction eviction;
     std::vector<std::vector<std::string>> copy, high;

@@ -18,6 +18,7 @@
 // Run from the repository root (OMP_NUM_THREADS=1: two trainings at a time, one thread each):
 //   ./build/tutorials/tutorial_15_hybrid           all three parts
 //   ./build/tutorials/tutorial_15_hybrid --quick   part (a), seed 1, 100 steps
+//   ... --parts a --copy-layers 4 --softmax-layer 0   part (a) with its softmax layer first
 // --out DIR writes results.json there (tutorials/15_hybrid/results: the README says what ran).
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
     int64_t seeds = 0, steps = 0, lm_seeds = 2, lm_steps = 500;
     double lr = 0, lm_lr = 1e-1;
     Throughput throughput;
+    CopyLayout layout;
+    int64_t softmax_layer = -1;
     std::string parts = "abc";
     CLI::App app{"Tutorial 15: the shipped hybrid against full attention"};
     add_quick_and_out(app, options, "part (a) on seed 1, 100 steps",
@@ -52,6 +55,10 @@ int main(int argc, char** argv) {
     app.add_option("--seeds", seeds, "part (a): seeds 1 ... N (2; --quick 1)")->check(CLI::PositiveNumber);
     app.add_option("--steps", steps, "part (a): training steps (600; --quick 100)")->check(CLI::PositiveNumber);
     app.add_option("--lr", lr, "part (a): peak learning rate (06's 1e-2)")->check(CLI::PositiveNumber);
+    app.add_option("--copy-layers", layout.layers, "part (a): layers, one of them softmax attention")
+        ->check(CLI::Range(1, 16))
+        ->capture_default_str();
+    app.add_option("--softmax-layer", softmax_layer, "part (a): which layer, 0 ... layers - 1 (the last)");
     app.add_option("--lm-seeds", lm_seeds, "part (b): seeds 1 ... N")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-steps", lm_steps, "part (b): training steps")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-lr", lm_lr, "part (b): peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
@@ -63,9 +70,16 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     line_buffered_stdout();
+    layout.softmax_layer = softmax_layer < 0 ? layout.layers - 1 : softmax_layer;
+    if (softmax_layer < -1 || layout.softmax_layer >= layout.layers) {
+        std::fprintf(stderr, "tutorial_15_hybrid: --softmax-layer %lld is not one of the %lld layers (0 ... %lld)\n",
+                     (long long)softmax_layer, (long long)layout.layers, (long long)layout.layers - 1);
+        return 1;
+    }
 
     Runs runs;
     runs.setup = copy_setup(options.quick);
+    runs.layout = layout;
     if (seeds > 0) runs.setup.seeds = seeds;
     if (steps > 0) runs.setup.steps = steps, runs.setup.warmup = std::max<int64_t>(1, steps / 20);
     if (lr > 0) runs.setup.lr = lr;
@@ -76,9 +90,9 @@ int main(int argc, char** argv) {
     const auto part = [&](char p) { return parts.find(p) != std::string::npos; };
     const int64_t Ma = std::ssize(copy_architectures()), M = std::ssize(architectures());
     if (part('a'))
-        std::printf("(a) Bigram-Backcopy as tutorial 06's a3 on 4 layers of 1 head, d %lld; %lld steps at lr %g, "
-                    "weight decay %g; seeds 1-%lld\n",
-                    (long long)runs.setup.d_model, (long long)runs.setup.steps, runs.setup.lr,
+        std::printf("(a) Bigram-Backcopy as tutorial 06's a3 on %lld layers of 1 head, the softmax one layer %lld, d "
+                    "%lld; %lld steps at lr %g, weight decay %g; seeds 1-%lld\n",
+                    (long long)layout.layers, (long long)layout.softmax_layer, (long long)runs.setup.d_model, (long long)runs.setup.steps, runs.setup.lr,
                     runs.setup.weight_decay, (long long)runs.setup.seeds);
     if (part('b'))
         std::printf("(b) tutorial 07's LM: %lld layers x %lld, %lld heads; %lld steps at lr %g; seeds 1-%lld; the "
@@ -94,7 +108,7 @@ int main(int argc, char** argv) {
     const int64_t n_copy = part('a') ? Ma * runs.setup.seeds : 0, n = n_copy + (part('b') ? M * lm_seeds : 0);
     std::printf("%lld trainings, %d at a time:\n", (long long)n, options.jobs);
     const std::vector<std::string> results = run_in_processes(n, options.jobs, [&](int64_t i) {
-        if (i < n_copy) return train_copy(runs.setup, copy_architectures()[i % Ma], i / Ma + 1);
+        if (i < n_copy) return train_copy(runs.setup, layout, copy_architectures()[i % Ma], i / Ma + 1);
         RunSettings s = h;
         s.seed = uint64_t((i - n_copy) / M + 1);
         return train_high_rate(s, runs.eviction, architectures()[(i - n_copy) % M]);

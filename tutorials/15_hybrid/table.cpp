@@ -44,18 +44,18 @@ void report(const Runs& runs, const std::string& out) {
     const bool copy_ran = !runs.copy.empty(), high = !runs.high.empty();
     std::map<std::string, json> measured;  // per model name, what each part that ran measured
     if (copy_ran) {
-        std::printf("\n== (a) Bigram-Backcopy, means over seeds 1-%lld, at the idle queries of the full-attention "
-                    "layers\n",
-                    (long long)runs.setup.seeds);
-        std::printf("| model | top-1 | self | previous | α on BOS | α, layer 3 | top key's ‖v‖ / others' | gate | "
+        std::printf("\n== (a) Bigram-Backcopy, means over seeds 1-%lld, at the idle queries of the softmax layer, "
+                    "layer %lld of %lld\n",
+                    (long long)runs.setup.seeds, (long long)runs.layout.softmax_layer, (long long)runs.layout.layers);
+        std::printf("| model | layers | top-1 | self | previous | α on BOS | top key's ‖v‖ / others' | gate | "
                     "α · gate | copies | linear decay |\n");
         std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (size_t i = 0; i < copy_architectures().size(); ++i) {
             const Architecture& a = copy_architectures()[i];
             const std::vector<json> copy = parse_all(runs.copy[i]);
             const auto mean = [&](const std::string& key) { return average(values_of(copy, key)); };
-            std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %s | %.3f | %.3f | %s |\n", a.name.c_str(),
-                        mean("top1"), mean("self"), mean("previous"), mean("alpha"), mean("alpha_last_layer"),
+            std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.2f | %s | %.3f | %.3f | %s |\n", a.name.c_str(),
+                        runs.layout.text(a).c_str(), mean("top1"), mean("self"), mean("previous"), mean("alpha"),
                         mean("top_value_ratio"), format_or_dash("%.3f", mean("gate")).c_str(), mean("alpha_times_gate"),
                         mean("copy_accuracy"), format_or_dash("%.3f", mean("linear_decay")).c_str());
             measured[a.name]["copy_task"] = copy;
@@ -108,7 +108,8 @@ void report(const Runs& runs, const std::string& out) {
     const CopySetup& s = runs.setup;
     const RunSettings& h = runs.high_rate;
     if (copy_ran)
-        settings["a"] = {{"task", "Bigram-Backcopy, tutorial 06 (a3)"}, {"layers", 4}, {"heads", 1},
+        settings["a"] = {{"task", "Bigram-Backcopy, tutorial 06 (a3)"}, {"layers", runs.layout.layers},
+                         {"softmax_layer", runs.layout.softmax_layer}, {"heads", 1},
                          {"d_model", s.d_model}, {"steps", s.steps}, {"lr", s.lr}, {"weight_decay", s.weight_decay},
                          {"batch", s.batch}, {"seq_len", s.seq_len}, {"seeds", s.seeds}};
     if (high)
