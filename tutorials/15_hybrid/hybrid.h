@@ -80,9 +80,9 @@ struct Throughput {
 std::string measure_throughput(const tutorial::RunSettings& settings, const Throughput& options);
 
 // The report: every part's means over seeds, the tables, and (unless `out` is empty)
-// results.json there. copy[m][s]: copy_architectures()[m], high[m][s]: architectures()[m], seed
-// s + 1, as the children returned them (either empty where its part did not run); throughput:
-// (c)'s JSON or empty.
+// results.json there. copy[m][s]: copy_architectures()[m] (all of them, or the two controls
+// alone), high[m][s]: architectures()[m], seed s + 1, as the children returned them (either
+// empty where its part did not run); throughput: (c)'s JSON or empty.
 struct Runs {
     CopySetup setup;
     CopyLayout layout;

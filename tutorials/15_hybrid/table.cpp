@@ -50,7 +50,7 @@ void report(const Runs& runs, const std::string& out) {
         std::printf("| model | layers | top-1 | self | previous | α on BOS | top key's ‖v‖ / others' | gate | "
                     "α · gate | copies | linear decay |\n");
         std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-        for (size_t i = 0; i < copy_architectures().size(); ++i) {
+        for (size_t i = 0; i < runs.copy.size(); ++i) {  // the controls alone, or every model
             const Architecture& a = copy_architectures()[i];
             const std::vector<json> copy = parse_all(runs.copy[i]);
             const auto mean = [&](const std::string& key) { return average(values_of(copy, key)); };
