@@ -18,6 +18,10 @@
 //   top ‖v‖    the top key's ‖v‖ over the mean ‖v‖ of the query's other keys: a sink's is small
 //   gate       G1's σ(x W_g) at the idle query, near 0 when the head closes instead
 //   α · gate   the share of what reaches W_O that comes from BOS
+// and at the trigger queries the share the model copies right and the softmax layer's weight
+// on key t − 1, the token to copy: near 1 where that layer does the copying, low where another
+// layer (a hybrid's Gated DeltaNet, whose convolution sees the previous token) does it instead
+// and the softmax layer idles at every query;
 // and, over the linear layers, their mean decay α_t = e^{g_t} (analyze(), nn/analysis/analysis.h):
 // near 1 a long memory, near 0 one that forgets at once.
 #include <cmath>
@@ -57,11 +61,11 @@ std::string train_copy(const CopySetup& setup, const CopyLayout& layout, const A
     const double seconds = seconds_since(start);
     const double top_value = idle.mean_all(idle.value_top) / idle.mean_all(idle.value_rest);
     std::printf("  %-16s seed %lld: top-1 %.3f (self %.3f, previous %.3f, alpha %.3f), top key's |v| / others' %.2f, "
-                "gate %s at idle queries; copies %.3f (%.0f s)\n",
+                "gate %s at idle queries; copies %.3f (t - 1 at triggers %.3f) (%.0f s)\n",
                 arch.name.c_str(), (long long)seed, idle.mean_all(idle.top), idle.mean_all(idle.self),
                 idle.mean_all(idle.previous), idle.mean_all(idle.alpha), top_value,
                 format_or_dash("%.3f", r.gated ? idle.mean_all(idle.gate) : NAN).c_str(), r.trigger.hits / r.trigger.count,
-                seconds);
+                r.trigger.mean_all(r.trigger.previous), seconds);
     return json{{"top1", idle.mean_all(idle.top)},
                 {"self", idle.mean_all(idle.self)},
                 {"previous", idle.mean_all(idle.previous)},
@@ -73,6 +77,7 @@ std::string train_copy(const CopySetup& setup, const CopyLayout& layout, const A
                 {"gate", r.gated ? idle.mean_all(idle.gate) : NAN},
                 {"alpha_times_gate", idle.mean_all(idle.alpha_gated)},
                 {"copy_accuracy", r.trigger.hits / r.trigger.count},
+                {"trigger_previous", r.trigger.mean_all(r.trigger.previous)},
                 {"idle_excess_loss", (idle.loss - idle.oracle_loss) / idle.count},
                 {"linear_decay", a.linear_layers.empty() ? NAN : decay},
                 {"seconds", seconds}}

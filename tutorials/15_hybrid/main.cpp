@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 16))
         ->capture_default_str();
     app.add_option("--softmax-layer", softmax_layer, "part (a): which layer, 0 ... layers - 1 (the last)");
-    app.add_flag("--controls-only", controls_only, "part (a): the FFN-only control and its G1 alone, not the hybrids");
+    app.add_flag("--controls-only", controls_only, "part (a): the FFN-only control and its G1, not the hybrids");
     app.add_option("--lm-seeds", lm_seeds, "part (b): seeds 1 ... N")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-steps", lm_steps, "part (b): training steps")->check(CLI::PositiveNumber)->capture_default_str();
     app.add_option("--lm-lr", lm_lr, "part (b): peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
@@ -95,8 +95,9 @@ int main(int argc, char** argv) {
     if (part('a'))
         std::printf("(a) Bigram-Backcopy as tutorial 06's a3 on %lld layer%s of 1 head, the softmax one layer %lld, "
                     "d %lld; %lld steps at lr %g, weight decay %g; seeds 1-%lld\n",
-                    (long long)layout.layers, layout.layers == 1 ? "" : "s", (long long)layout.softmax_layer, (long long)runs.setup.d_model, (long long)runs.setup.steps, runs.setup.lr,
-                    runs.setup.weight_decay, (long long)runs.setup.seeds);
+                    (long long)layout.layers, layout.layers == 1 ? "" : "s", (long long)layout.softmax_layer,
+                    (long long)runs.setup.d_model, (long long)runs.setup.steps, runs.setup.lr, runs.setup.weight_decay,
+                    (long long)runs.setup.seeds);
     if (part('b'))
         std::printf("(b) tutorial 07's LM: %lld layers x %lld, %lld heads; %lld steps at lr %g; seeds 1-%lld; the "
                     "full layers' caches hold %lld of %lld tokens\n",

@@ -48,16 +48,17 @@ void report(const Runs& runs, const std::string& out) {
                     "layer %lld of %lld\n",
                     (long long)runs.setup.seeds, (long long)runs.layout.softmax_layer, (long long)runs.layout.layers);
         std::printf("| model | layers | top-1 | self | previous | α on BOS | top key's ‖v‖ / others' | gate | "
-                    "α · gate | copies | linear decay |\n");
-        std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+                    "α · gate | copies | t − 1 at triggers | linear decay |\n");
+        std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (size_t i = 0; i < runs.copy.size(); ++i) {  // the controls alone, or every model
             const Architecture& a = copy_architectures()[i];
             const std::vector<json> copy = parse_all(runs.copy[i]);
             const auto mean = [&](const std::string& key) { return average(values_of(copy, key)); };
-            std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.2f | %s | %.3f | %.3f | %s |\n", a.name.c_str(),
-                        runs.layout.text(a).c_str(), mean("top1"), mean("self"), mean("previous"), mean("alpha"),
-                        mean("top_value_ratio"), format_or_dash("%.3f", mean("gate")).c_str(), mean("alpha_times_gate"),
-                        mean("copy_accuracy"), format_or_dash("%.3f", mean("linear_decay")).c_str());
+            std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.2f | %s | %.3f | %.3f | %.3f | %s |\n",
+                        a.name.c_str(), runs.layout.text(a).c_str(), mean("top1"), mean("self"), mean("previous"),
+                        mean("alpha"), mean("top_value_ratio"), format_or_dash("%.3f", mean("gate")).c_str(),
+                        mean("alpha_times_gate"), mean("copy_accuracy"), mean("trigger_previous"),
+                        format_or_dash("%.3f", mean("linear_decay")).c_str());
             measured[a.name]["copy_task"] = copy;
         }
     }
