@@ -50,7 +50,7 @@ const std::vector<Architecture>& copy_architectures();
 struct CopyLayout {
     int64_t layers = 4;
     int64_t softmax_layer = 3;
-    std::string text(const Architecture& a) const;  // e.g. "[full, FFN-only, FFN-only, FFN-only]"
+    std::string text(const Architecture& a) const;  // e.g. "[full, feed_forward, feed_forward]"
 };
 
 // Part (a)'s setup: 06's strong sink (a3: lr 1e-2, weight decay 0.1, one head) on four layers,
