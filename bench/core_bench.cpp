@@ -80,23 +80,34 @@ void bench_matmul() {
     }
 }
 
-// The bfloat16 GEMM (cpu/gemm_bf16.cpp) widens its operands and calls sgemm,
-// so on a CPU without bfloat16 instructions it can only be slower than float32: this row says
-// by how much the widening and the rounding of C cost.
+// The bfloat16 GEMM runs on the CPU's bfloat16 dot products where it has them (oneDNN,
+// cpu/gemm_dnnl.cpp) and otherwise widens its operands and calls sgemm (cpu/gemm_bf16.cpp),
+// which can only be slower than float32: the row says by how much the widening and the
+// rounding of C cost, and where the instructions exist, what they gain over both.
 void bench_matmul_bf16() {
+    const bool hardware = gg::bf16_gemm_on_hardware();
     std::printf("\n1b. matmul, bfloat16 vs float32 on the same values, square (n, n) @ (n, n): GFLOP/s\n");
-    std::printf("%6s %14s %14s %10s\n", "n", "bf16 matmul", "f32 matmul", "bf16/f32");
+    std::printf("    bfloat16 instructions: %s\n", hardware ? "yes (oneDNN)" : "no: the widened path only");
+    std::printf("%6s %14s %14s %14s %10s %10s\n", "n", "bf16 hardware", "bf16 widened", "f32 matmul", "hw/f32",
+                "widened/f32");
     gg::Generator gen(0);
-    for (int64_t n : {256, 512, 1024}) {
+    for (int64_t n : {256, 512, 1024, 2048}) {
         const gg::Tensor a = gg::randn({n, n}, gen, gg::DType::bf16), b = gg::randn({n, n}, gen, gg::DType::bf16);
         const gg::Tensor a32 = a.to(gg::DType::f32), b32 = b.to(gg::DType::f32);
-        const int64_t calls = (1024 / n) * (1024 / n) * (1024 / n);
-        const auto [t_half, t_single] = time_pair(
-            9, [&] { for (int64_t i = 0; i < calls; ++i) gg::matmul(a, b); },
-            [&] { for (int64_t i = 0; i < calls; ++i) gg::matmul(a32, b32); });
+        const int64_t calls = std::max<int64_t>((1024 / n) * (1024 / n) * (1024 / n), 1);
+        const auto widened = [&] {
+            const bool was = gg::allow_bf16_hardware(false);
+            for (int64_t i = 0; i < calls; ++i) gg::matmul(a, b);
+            gg::allow_bf16_hardware(was);
+        };
+        const auto [t_widened, t_single] =
+            time_pair(9, widened, [&] { for (int64_t i = 0; i < calls; ++i) gg::matmul(a32, b32); });
+        const double t_hardware =
+            hardware ? time_pair(9, [&] { for (int64_t i = 0; i < calls; ++i) gg::matmul(a, b); }, widened).first : 0;
         const double flops = 2.0 * n * n * n * calls;
-        std::printf("%6ld %14.1f %14.1f %10.3f\n", long(n), flops / t_half / 1e9, flops / t_single / 1e9,
-                    t_single / t_half);
+        std::printf("%6ld %14.1f %14.1f %14.1f %10.3f %10.3f\n", long(n), hardware ? flops / t_hardware / 1e9 : 0.0,
+                    flops / t_widened / 1e9, flops / t_single / 1e9, hardware ? t_single / t_hardware : 0.0,
+                    t_single / t_widened);
     }
 }
 
@@ -115,7 +126,9 @@ void bench_matmul_bf16_panels() {
         gg::cpu_gemm_bf16(1, false, true, M, V, K, 1.0, x.data<gg::bfloat16>(), K, 0, w.data<gg::bfloat16>(), K, 0,
                           0.0, out.data<gg::bfloat16>(), V, 0, panel);
     };
+    const bool was = gg::allow_bf16_hardware(false);  // panels are the widened path's
     const auto [t_panels, t_whole] = time_pair(3, [&] { run(gg::kBf16GemmPanel); }, [&] { run(int64_t(1) << 40); });
+    gg::allow_bf16_hardware(was);
     const double flops = 2.0 * M * K * V;
     std::printf("%14s %14s %10s\n", "panels", "whole", "whole/panels");
     std::printf("%14.1f %14.1f %10.3f\n", flops / t_panels / 1e9, flops / t_whole / 1e9, t_whole / t_panels);

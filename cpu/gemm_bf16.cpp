@@ -13,8 +13,16 @@
 // of the rows of op(A) and of the columns of op(B) it needs, every copy at most `panel` floats
 // (32 MiB), which still keeps sgemm at full speed. Small products (attention's many small
 // matrices) are widened whole and run as one batched call, which splits over the batch.
+//
+// Where the CPU multiplies bfloat16 in hardware (AVX512-BF16, AMX) and the build has oneDNN,
+// products of more than a few rows go there instead (cpu/gemm_dnnl.cpp); a decoding step's
+// few rows stay here, where reading the weight once in place is what counts.
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tensor/bf16.h"
@@ -24,6 +32,34 @@
 namespace gg {
 
 namespace {
+
+bool hardware_available() {
+#if GG_HAVE_DNNL
+    return dnnl_bf16_available();
+#else
+    return false;
+#endif
+}
+
+// The path a process starts with: the hardware where it is available, unless
+// GATEDGRAD_BF16_GEMM names one (widened: the digits of a CPU without the instructions).
+bool initially_allowed() {
+    const char* name = std::getenv("GATEDGRAD_BF16_GEMM");
+    if (!name) return true;
+    if (name == std::string("widened")) return false;
+    if (name != std::string("hardware"))
+        throw std::invalid_argument(std::string("GATEDGRAD_BF16_GEMM=") + name + ": expected hardware or widened");
+    if (!hardware_available())
+        throw std::invalid_argument("GATEDGRAD_BF16_GEMM=hardware: this " +
+                                    std::string(GG_HAVE_DNNL ? "CPU has no bfloat16 dot-product instructions"
+                                                             : "build has no oneDNN"));
+    return true;
+}
+
+std::atomic<bool>& hardware_allowed() {
+    static std::atomic<bool> allowed{initially_allowed()};
+    return allowed;
+}
 
 using Floats = std::unique_ptr<float[]>;
 
@@ -155,13 +191,16 @@ void gemm_few_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
 
 }  // namespace
 
-void cpu_gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
-                   const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b,
-                   double beta, void* C, int64_t ldc, int64_t stride_c, int64_t panel) {
-    if (batch <= 0 || M <= 0 || N <= 0) return;
-    const auto* a = static_cast<const bfloat16*>(A);
-    const auto* b = static_cast<const bfloat16*>(B);
-    auto* c = static_cast<bfloat16*>(C);
+bool bf16_gemm_on_hardware() { return hardware_allowed() && hardware_available(); }
+
+bool allow_bf16_hardware(bool allowed) { return hardware_allowed().exchange(allowed); }
+
+namespace {
+
+// Through float32 copies and sgemm, or, for a few rows, with B read in place.
+void widened_gemm(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                  const bfloat16* a, int64_t lda, int64_t stride_a, const bfloat16* b, int64_t ldb, int64_t stride_b,
+                  double beta, bfloat16* c, int64_t ldc, int64_t stride_c, int64_t panel) {
     const int64_t span_a = span(batch, stride_a, trans_a ? K : M, trans_a ? M : K, lda);
     const int64_t span_b = span(batch, stride_b, trans_b ? N : K, trans_b ? K : N, ldb);
     const int64_t span_c = span(batch, stride_c, M, N, ldc);
@@ -189,6 +228,50 @@ void cpu_gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t
             std::copy_n(wc.get() + at, N, c + at);
         }
     }, N);
+}
+
+#if GG_HAVE_DNNL
+// On the bfloat16 instructions, in blocks of C of at most `panel` elements: oneDNN keeps a
+// product's float32 sums and its packed B in its own scratch memory, which for a language-model
+// head (4,096 tokens × 151,936 words) grew the forward's peak by 2.2 GB. A block is a view of
+// the same operands (an offset, the same leading dimensions); the ragged last ones are one
+// more shape each for oneDNN's cache. A block oneDNN does not take runs widened.
+void hardware_gemm(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                   const bfloat16* a, int64_t lda, int64_t stride_a, const bfloat16* b, int64_t ldb, int64_t stride_b,
+                   double beta, bfloat16* c, int64_t ldc, int64_t stride_c, int64_t panel) {
+    const int64_t nb = std::clamp<int64_t>(panel / (batch * M), 1, N);
+    const int64_t mb = std::clamp<int64_t>(panel / (batch * nb), 1, M);
+    for (int64_t m0 = 0; m0 < M; m0 += mb)
+        for (int64_t n0 = 0; n0 < N; n0 += nb) {
+            const int64_t mm = std::min(mb, M - m0), nn = std::min(nb, N - n0);
+            const bfloat16* a_block = a + (trans_a ? m0 : m0 * lda);
+            const bfloat16* b_block = b + (trans_b ? n0 * ldb : n0);
+            bfloat16* c_block = c + m0 * ldc + n0;
+            if (!dnnl_gemm_bf16(batch, trans_a, trans_b, mm, nn, K, alpha, a_block, lda, stride_a, b_block, ldb,
+                                stride_b, beta, c_block, ldc, stride_c))
+                widened_gemm(batch, trans_a, trans_b, mm, nn, K, alpha, a_block, lda, stride_a, b_block, ldb, stride_b,
+                             beta, c_block, ldc, stride_c, panel);
+        }
+}
+#endif
+
+}  // namespace
+
+void cpu_gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                   const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b,
+                   double beta, void* C, int64_t ldc, int64_t stride_c, int64_t panel) {
+    if (batch <= 0 || M <= 0 || N <= 0) return;
+    const auto* a = static_cast<const bfloat16*>(A);
+    const auto* b = static_cast<const bfloat16*>(B);
+    auto* c = static_cast<bfloat16*>(C);
+#if GG_HAVE_DNNL
+    // α = 0 or K = 0 (C = β·C) stays widened, where A and B are never used; so do a few rows
+    if (M > kFewRows && alpha != 0 && K > 0 && bf16_gemm_on_hardware())
+        return hardware_gemm(batch, trans_a, trans_b, M, N, K, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                             stride_c, panel);
+#endif
+    widened_gemm(batch, trans_a, trans_b, M, N, K, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
+                 panel);
 }
 
 }  // namespace gg
