@@ -7,8 +7,10 @@
 // the float32 one, as in a GPU kernel that loads bfloat16 and accumulates in float32, and
 // the bfloat16 entry equals the float32 entry on bfloat16-rounded inputs, rounded.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <initializer_list>
+#include <memory>
 #include <vector>
 
 #include "tensor/backend.h"
@@ -17,22 +19,40 @@ namespace gg {
 
 void cpu_copy(const View& out, const View& in);  // cpu/backend.cpp: any strides, converts dtype
 
+// Scratch memory from the CPU's caching allocator (tensor/caching_allocator.h), returned to it
+// when dropped. An op's float32 copies have the same sizes every call, so they land in warm
+// pages: fresh ones (a std::vector each call) faulted in and were zeroed on one thread, a
+// quarter of a bfloat16 forward's time on a CPU whose GEMMs run on its bfloat16 instructions.
+template <class T>
+struct CachedScratch {
+    struct Release {
+        size_t bytes;
+        void operator()(T* p) const { backend(Device::CPU).deallocate(p, bytes); }
+    };
+    using Block = std::unique_ptr<T[], Release>;
+    static Block make(int64_t n) {
+        const size_t bytes = std::max<size_t>(size_t(n) * sizeof(T), sizeof(T));
+        return Block(static_cast<T*>(backend(Device::CPU).allocate(bytes)), Release{bytes});
+    }
+};
+
 // Calls kernel(inputs', outputs') where each bfloat16 view is replaced by a dense float32
 // one: filled from it for an input, rounded back into it afterwards for an output. Views
 // of other dtypes pass through as they are, and so do views with no data (an output not
 // asked for), seen as float32.
 template <size_t I, size_t O, class Kernel>
 void via_float32(const std::array<View, I>& inputs, const std::array<View, O>& outputs, Kernel&& kernel) {
-    std::vector<std::vector<float>> buffers;
+    std::vector<CachedScratch<float>::Block> buffers;
     buffers.reserve(I + O);
     const auto widen = [&](const View& v, bool read) {
         if (v.dtype != DType::bf16) return v;
         View f = v;
         f.dtype = DType::f32;
         if (v.data == nullptr) return f;
-        f.data = buffers.emplace_back(v.numel()).data();
+        f.data = buffers.emplace_back(CachedScratch<float>::make(v.numel())).get();
         for (int64_t d = v.ndim, stride = 1; d-- > 0; stride *= v.shape[d]) f.strides[d] = stride;
         if (read) cpu_copy(f, v);
+        else std::fill_n(static_cast<float*>(f.data), v.numel(), 0.0f);  // a kernel may add into its output
         return f;
     };
     std::array<View, I> in;

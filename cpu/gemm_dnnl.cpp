@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "tensor/bf16.h"
+#include "cpu/float32.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
 
@@ -105,7 +106,7 @@ bool dnnl_gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_
     // GEMM at under half the speed (a 4096 × 2048 × 1024 block: 96–210 ms against 29–31), so
     // such a C is made in a dense copy and copied into place: O(MN) next to the product's O(MNK).
     auto* c = static_cast<bfloat16*>(C);
-    const auto dense = std::make_unique_for_overwrite<bfloat16[]>(size_t(batch * M * N));
+    const auto dense = CachedScratch<bfloat16>::make(batch * M * N);  // warm pages, reused
     for (int64_t i = 0; beta != 0 && i < batch; ++i) copy_rows(dense.get() + i * M * N, N, c + i * stride_c, ldc, M, N);
     if (!matmul(batch, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, dense.get(), N,
                 M * N))
