@@ -21,8 +21,9 @@ void cpu_copy(const View& out, const View& in);  // cpu/backend.cpp: any strides
 
 // Scratch memory from the CPU's caching allocator (tensor/caching_allocator.h), returned to it
 // when dropped. An op's float32 copies have the same sizes every call, so they land in warm
-// pages: fresh ones (a std::vector each call) faulted in and were zeroed on one thread, a
-// quarter of a bfloat16 forward's time on a CPU whose GEMMs run on its bfloat16 instructions.
+// pages: fresh ones (a std::vector each call) faulted in and were zeroed on one thread, which
+// was most of what a bfloat16 forward spent outside its GEMMs once those ran on the CPU's
+// bfloat16 instructions (docs/performance.md).
 template <class T>
 struct CachedScratch {
     struct Release {

@@ -10,8 +10,8 @@
 // The arithmetic is the widened path's: exact products (8 + 8 significant bits fit in
 // float32's 24), float32 sums, α·sum + β·C in float32, rounded once to bfloat16; NaN and
 // infinity propagate. Two differences, both of the instruction: the sums run in another order
-// (so the last bits of C differ, as they do between two BLAS kernels), and bfloat16 subnormals
-// (below 1.2·10⁻³⁸ in magnitude) count as zero, in the operands and in the sums.
+// (so the last bits of C differ, as they do between two BLAS kernels), and a subnormal
+// bfloat16 operand (below 1.2·10⁻³⁸ in magnitude) counts as zero.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -103,7 +103,7 @@ bool dnnl_gemm_bf16(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_
                       stride_c);
     // oneDNN 2.6's fastest kernels (brgemm) write only a dense C. A C whose rows lie further
     // apart (a block of a wider C, one part of a joined projection's output) fell to its older
-    // GEMM at under half the speed (a 4096 × 2048 × 1024 block: 96–210 ms against 29–31), so
+    // GEMM at a third of the speed or less (a 4096 × 2048 × 1024 block: 96–210 ms against 29–31), so
     // such a C is made in a dense copy and copied into place: O(MN) next to the product's O(MNK).
     auto* c = static_cast<bfloat16*>(C);
     const auto dense = CachedScratch<bfloat16>::make(batch * M * N);  // warm pages, reused
