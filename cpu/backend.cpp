@@ -24,6 +24,7 @@
 #include "cpu/blas_buffers.h"
 #include "tensor/caching_allocator.h"
 #include "cpu/gemm.h"
+#include "cpu/host_memory.h"
 #include "cpu/float32.h"
 #include "cpu/parallel.h"
 #include "cpu/vector_math.h"
@@ -176,22 +177,16 @@ void map2(const View& out, const View& a, const View& b, F f) {
     }
 }
 
-// 64-byte alignment suits AVX-512 loads and OpenBLAS; at least 64 bytes so that an empty
-// tensor still has a distinct address. Null when the system has no memory left.
-void* aligned_host_allocate(size_t nbytes) {
-    return std::aligned_alloc(64, std::max<size_t>(64, (nbytes + 63) / 64 * 64));
-}
-
 // Freed tensors' memory is kept for the next tensor of its size (tensor/caching_allocator.h):
 // an op's output then lands in warm pages instead of faulting in fresh ones. At most 1 GiB is
 // kept: a training step of the models this library trains frees far less, and a real model's
-// single large blocks (a 152k-word head's logits) fault in once per forward, which costs a
-// fraction of a second next to the forward itself. Never destroyed,
+// single large blocks (a 152k-word head's logits) fault in once per forward, in huge pages
+// (cpu/host_memory.h), which costs a fraction of a second next to the forward itself. Never destroyed,
 // so that tensors in static storage can still be freed at exit. GATEDGRAD_CPU_CACHE=0 turns
 // it off (tools/sanitize does, so that AddressSanitizer sees every block's end).
 CachingAllocator& cpu_allocator() {
     static CachingAllocator* instance =
-        new CachingAllocator(aligned_host_allocate, std::free, caching_enabled_by_environment("GATEDGRAD_CPU_CACHE"),
+        new CachingAllocator(host_allocate, host_free, caching_enabled_by_environment("GATEDGRAD_CPU_CACHE"),
                              size_t(1) << 30);
     return *instance;
 }
