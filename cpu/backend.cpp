@@ -181,8 +181,8 @@ void map2(const View& out, const View& a, const View& b, F f) {
 // an op's output then lands in warm pages instead of faulting in fresh ones. At most 1 GiB is
 // kept: a training step of the models this library trains frees far less, and a real model's
 // single large blocks (a 152k-word head's logits) fault in once per forward, in huge pages
-// (cpu/host_memory.h), which costs a fraction of a second next to the forward itself. Never destroyed,
-// so that tensors in static storage can still be freed at exit. GATEDGRAD_CPU_CACHE=0 turns
+// (cpu/host_memory.h), which costs a fraction of a second next to the forward itself. Never
+// destroyed, so that tensors in static storage can still be freed at exit. GATEDGRAD_CPU_CACHE=0 turns
 // it off (tools/sanitize does, so that AddressSanitizer sees every block's end).
 CachingAllocator& cpu_allocator() {
     static CachingAllocator* instance =
