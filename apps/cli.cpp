@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "nn/untrusted.h"
@@ -24,6 +25,13 @@ int run_command(const std::function<int(Job&)>& command, Job& job) {
         return 2;
     } catch (const dist::CollectiveAbandoned& e) {
         // A collective gave up waiting for the other ranks: MPI cannot go on, so the job ends here.
+        // Unless mpirun is already ending it: then the ranks this one waited for are gone, and the
+        // rank that ended the job has said why. The stopped rank, woken by mpirun only to be killed
+        // and not killed yet (mpirun is slow on a loaded machine), would add a second verdict.
+        if (mpirun_ending_job(job.ranks->wait_limits().timeout_s + 2)) {
+            std::fflush(stdout);
+            std::_Exit(1);
+        }
         const int code = dynamic_cast<const dist::Interrupted*>(&e) ? 128 + stop_requested.load() : 1;
         std::fflush(stdout);
         std::fprintf(stderr, "gatedgrad: rank %d: %s\n", job.ranks->rank(), one_line(e.what()).c_str());

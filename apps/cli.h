@@ -42,6 +42,10 @@ extern std::atomic<int> stop_requested;
 // Set just before this rank ends the job (MPI_Abort): mpirun then sends every rank SIGTERM,
 // which is the end under way, not a user's second signal, and must not print a line of its own.
 extern std::atomic<bool> job_ending;
+// Whether mpirun is ending the job around this rank (train_job.cpp). When a rank calls MPI_Abort,
+// or a Ctrl-C reaches mpirun, mpirun sends every rank SIGCONT (waking a stopped one), then SIGTERM,
+// then SIGKILL, a second apart: true once its SIGTERM came, or its SIGCONT within `seconds`.
+bool mpirun_ending_job(double seconds);
 
 // A rank that stops because another rank reported why: it exits with that code, silently.
 struct QuietExit {

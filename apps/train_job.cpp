@@ -1,6 +1,7 @@
 // How a run of train stops and how the ranks of a data-parallel run agree (train.h): the
 // SIGINT/SIGTERM handler, and the checks every rank makes before the first step.
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -33,7 +34,11 @@ namespace fs = std::filesystem;
 // stop_requested holds the signal's number (0: none), stop_sender the pid that sent it.
 std::atomic<int> stop_requested{0}, stop_sender{0};
 std::atomic<bool> job_ending{false};
-static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
+// When mpirun last sent SIGCONT (CLOCK_MONOTONIC, ns; 0: never): the first signal of its ending
+// a job, and the one that wakes a rank someone stopped (mpirun_ending_job).
+std::atomic<int64_t> mpirun_continued_ns{0};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free &&
+              std::atomic<int64_t>::is_always_lock_free);
 
 namespace {
 
@@ -48,6 +53,18 @@ extern "C" void on_stop_signal(int signal, siginfo_t* info, void*) {
     stop_sender.store(info ? int(info->si_pid) : 0);
     stop_requested.store(signal);
 }
+
+int64_t monotonic_ns() {  // clock_gettime may be called in a signal handler
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    return int64_t(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
+extern "C" void on_continue(int, siginfo_t* info, void*) {
+    if (info && info->si_pid == ::getppid()) mpirun_continued_ns.store(monotonic_ns());
+}
+
+bool stopped_by_mpirun() { return stop_requested.load() == SIGTERM && stop_sender.load() == int(::getppid()); }
 
 const char* signal_name(int signal) { return signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "a signal"; }
 
@@ -69,6 +86,13 @@ void stop_on_signals() {
     action.sa_flags = SA_SIGINFO;
     sigemptyset(&action.sa_mask);
     for (int signal : {SIGINT, SIGTERM}) ::sigaction(signal, &action, nullptr);
+    action.sa_sigaction = on_continue;  // SIGCONT still continues the process; this only notes it
+    ::sigaction(SIGCONT, &action, nullptr);
+}
+
+bool mpirun_ending_job(double seconds) {
+    const int64_t continued = mpirun_continued_ns.load();
+    return stopped_by_mpirun() || (continued != 0 && monotonic_ns() - continued <= int64_t(seconds * 1e9));
 }
 
 // "SIGTERM", "SIGTERM on rank 1", "SIGTERM from mpirun (which passes Ctrl-C on as SIGTERM)":
@@ -79,7 +103,7 @@ std::string stop_cause(const Job& job, int signal, int rank, int my_rank) {
     // mpirun passes a Ctrl-C on to every rank as SIGTERM, and whichever rank's arrived first
     // is the one the ranks learnt of first: when this rank's own SIGTERM came from mpirun too,
     // the stop was mpirun's, not the other rank's.
-    if (job.ranks && signal == SIGTERM && stop_requested.load() == SIGTERM && stop_sender.load() == int(::getppid()))
+    if (job.ranks && signal == SIGTERM && stopped_by_mpirun())
         return cause + " from mpirun (which passes a Ctrl-C on as SIGTERM)";
     if (job.ranks && rank != my_rank) return cause + " on rank " + std::to_string(rank);
     return cause;

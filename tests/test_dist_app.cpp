@@ -28,8 +28,8 @@ namespace {
 const std::string kMpirun =
     "mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x GG_CHECK_COLLECTIVES=1 ";
 
-std::string mpirun(int ranks, const std::string& args) {
-    return kMpirun + "-np " + std::to_string(ranks) + " " + app_path().string() + " " + args;
+std::string mpirun(int ranks, const std::string& args, const std::string& mpirun_options = "") {
+    return kMpirun + mpirun_options + "-np " + std::to_string(ranks) + " " + app_path().string() + " " + args;
 }
 
 // A shell command to its end, from `tmp`.
@@ -82,8 +82,9 @@ std::vector<pid_t> children(pid_t parent) {
 }
 
 // mpirun started in the background from `tmp` (stdout and stderr into job.out, job.err): its pid.
-pid_t spawn_mpirun(const TempDir& tmp, const std::string& args) {
-    const std::string command = "cd " + tmp.path.string() + " && exec " + mpirun(2, args) + " >job.out 2>job.err";
+pid_t spawn_mpirun(const TempDir& tmp, const std::string& args, const std::string& mpirun_options = "") {
+    const std::string command =
+        "cd " + tmp.path.string() + " && exec " + mpirun(2, args, mpirun_options) + " >job.out 2>job.err";
     pid_t job = -1;
     const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
     REQUIRE(posix_spawn(&job, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
@@ -281,8 +282,12 @@ TEST_CASE("mpirun: ranks given different settings stop before the first step, na
 TEST_CASE("mpirun: a rank that stops answering (SIGSTOP) ends the job after --rank-timeout, the checkpoint whole") {
     TempDir tmp;
     const fs::path corpus = write_corpus(tmp), run = tmp.path / "run";
-    const pid_t job =
-        spawn_mpirun(tmp, "train --batch 4 --steps 100000 --warmup 2 --ckpt-every 5 --rank-timeout 5 --out run" + model(corpus));
+    // When rank 0 ends the job, mpirun wakes the stopped rank (SIGCONT) and kills it a second or
+    // two later; on a loaded machine mpirun may be slower than that. Here it waits 7 s between its
+    // signals, so the woken rank lives past its own --rank-timeout: it must not add a second line.
+    const pid_t job = spawn_mpirun(
+        tmp, "train --batch 4 --steps 100000 --warmup 2 --ckpt-every 5 --rank-timeout 5 --out run" + model(corpus),
+        "--mca odls_base_sigkill_timeout 7 ");
     REQUIRE(wait_until([&] { return lines_in(run / "log.jsonl") >= 12 && fs::exists(run / "model.safetensors"); }, 120));
     const pid_t victim = rank1_of(job, run);
     REQUIRE(victim > 0);
@@ -291,7 +296,9 @@ TEST_CASE("mpirun: a rank that stops answering (SIGSTOP) ends the job after --ra
     if (code < 0) kill(victim, SIGKILL);  // never leave a stopped process behind
     REQUIRE(code >= 0);
     CHECK(code == 1);
-    const auto lines = app_lines(read_file(tmp.path / "job.err"));
+    const std::string err = read_file(tmp.path / "job.err");
+    INFO("job.err: " << err);
+    const auto lines = app_lines(err);
     REQUIRE(lines.size() == 1);
     CHECK(lines[0].find("rank 0: ") != std::string::npos);
     CHECK(lines[0].find("no answer from the other ranks for") != std::string::npos);
