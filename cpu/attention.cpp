@@ -406,9 +406,11 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
 void cpu_attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs,
                            const View& Q, const View& K, const View& V, const View& sink) {
     if (any_bf16({O, lse, probs, Q, K, V}))
-        return via_float32<3, 3>({Q, K, V}, {O, lse, probs}, [&](auto& i, auto& o) {
-            cpu_attention_forward(s, o[0], o[1], o[2], i[0], i[1], i[2], sink);
-        });
+        // The forward writes every element of O, lse and P (P's hidden keys as 0): no zeros first.
+        return via_float32<3, 3>(
+            {Q, K, V}, {O, lse, probs},
+            [&](auto& i, auto& o) { cpu_attention_forward(s, o[0], o[1], o[2], i[0], i[1], i[2], sink); },
+            Outputs::overwritten);
     if (Q.dtype == DType::f32) forward<float>(s, O, lse, probs, Q, K, V, sink);
     else forward<double>(s, O, lse, probs, Q, K, V, sink);
 }

@@ -37,12 +37,17 @@ struct CachedScratch {
     }
 };
 
+// What a kernel does with its outputs: adds into some of them (they must start at 0), or
+// writes every element of each (the zeros would be a wasted pass over memory).
+enum class Outputs { added_into, overwritten };
+
 // Calls kernel(inputs', outputs') where each bfloat16 view is replaced by a dense float32
 // one: filled from it for an input, rounded back into it afterwards for an output. Views
 // of other dtypes pass through as they are, and so do views with no data (an output not
 // asked for), seen as float32.
 template <size_t I, size_t O, class Kernel>
-void via_float32(const std::array<View, I>& inputs, const std::array<View, O>& outputs, Kernel&& kernel) {
+void via_float32(const std::array<View, I>& inputs, const std::array<View, O>& outputs, Kernel&& kernel,
+                 Outputs written = Outputs::added_into) {
     std::vector<CachedScratch<float>::Block> buffers;
     buffers.reserve(I + O);
     const auto widen = [&](const View& v, bool read) {
@@ -53,7 +58,7 @@ void via_float32(const std::array<View, I>& inputs, const std::array<View, O>& o
         f.data = buffers.emplace_back(CachedScratch<float>::make(v.numel())).get();
         for (int64_t d = v.ndim, stride = 1; d-- > 0; stride *= v.shape[d]) f.strides[d] = stride;
         if (read) cpu_copy(f, v);
-        else std::fill_n(static_cast<float*>(f.data), v.numel(), 0.0f);  // a kernel may add into its output
+        else if (written == Outputs::added_into) std::fill_n(static_cast<float*>(f.data), v.numel(), 0.0f);
         return f;
     };
     std::array<View, I> in;

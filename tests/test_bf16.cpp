@@ -317,6 +317,53 @@ TEST_CASE("bfloat16 fused CPU entries, forward and backward, equal their float32
     });
 }
 
+TEST_CASE("bfloat16 attention forward writes every element of O and P, whatever its scratch held") {
+    // Its float32 outputs come from the caching allocator without zeros (Outputs::overwritten in
+    // cpu/float32.h). Blocks of their sizes are handed back full of NaN first, so that an element
+    // the kernel skips (a hidden key, a row past a query block, a tile past a window) shows.
+    NoGradGuard no_grad;
+    const Backend& be = backend(Device::CPU);
+    const int64_t B = 1, H = 2, Hkv = 1, D = 8;
+    struct Case {
+        int64_t Tq, Tk;
+        bool causal;
+        int64_t window;
+        ScoreFunction fn;
+    };
+    const ScoreFunction softmax = ScoreFunction::softmax;
+    for (const Case& c : {Case{9, 9, true, 0, softmax}, Case{9, 9, true, 3, softmax}, Case{5, 8, false, 0, softmax},
+                          Case{3, 11, true, 0, softmax}, Case{70, 70, true, 0, softmax}, Case{70, 70, true, 5, softmax},
+                          Case{9, 9, true, 0, ScoreFunction::softmax1}, Case{70, 70, true, 4, ScoreFunction::sigmoid},
+                          Case{9, 9, false, 0, ScoreFunction::softpick}}) {
+        CAPTURE(c.Tq);
+        CAPTURE(c.Tk);
+        CAPTURE(c.window);
+        CAPTURE(int(c.fn));
+        const AttentionShape s{B, H, Hkv, c.Tq, c.Tk, D, c.causal, c.window, 1 / std::sqrt(double(D)), false, c.fn};
+        const Tensor q = normal({B, H, c.Tq, D}, 21).to(DType::bf16), k = normal({B, Hkv, c.Tk, D}, 22).to(DType::bf16),
+                     v = normal({B, Hkv, c.Tk, D}, 23).to(DType::bf16);
+        for (const int64_t n : {B * H * c.Tq * D, B * H * c.Tq * c.Tk}) {
+            const size_t bytes = size_t(n) * sizeof(float);
+            std::vector<void*> blocks;
+            for (int b = 0; b < 4; ++b) {
+                blocks.push_back(be.allocate(bytes));
+                std::fill_n(static_cast<float*>(blocks.back()), n, std::numeric_limits<float>::quiet_NaN());
+            }
+            for (void* block : blocks) be.deallocate(block, bytes);
+        }
+        const Tensor O = Tensor::empty({B, H, c.Tq, D}, DType::bf16), P = Tensor::empty({B, H, c.Tq, c.Tk}, DType::bf16),
+                     lse = Tensor::empty({B, H, c.Tq});
+        be.attention_forward(s, O.view_desc(), lse.view_desc(), P.view_desc(), q.view_desc(), k.view_desc(),
+                             v.view_desc(), View{});
+        const Tensor O_f = zeros({B, H, c.Tq, D}), P_f = zeros({B, H, c.Tq, c.Tk}), lse_f = zeros({B, H, c.Tq});
+        be.attention_forward(s, O_f.view_desc(), lse_f.view_desc(), P_f.view_desc(), q.to(DType::f32).view_desc(),
+                             k.to(DType::f32).view_desc(), v.to(DType::f32).view_desc(), View{});
+        CHECK(bf16_mismatch(O, O_f) == "");
+        CHECK(bf16_mismatch(P, P_f) == "");
+        CHECK(lse.to_vector<float>() == lse_f.to_vector<float>());
+    }
+}
+
 TEST_CASE("bfloat16 GEMM: sbgemm's float32 sums against sgemm on the same bfloat16 values") {
     // Odd shapes, every transpose, a batch with padded strides and leading dimensions, alpha
     // and beta: C = alpha · op(A) op(B) + beta · C. Products of two bfloat16 values are exact
