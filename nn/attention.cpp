@@ -260,12 +260,11 @@ Tensor attention_as_ops(const Tensor& q, const Tensor& k, const Tensor& v, const
     return matmul(probs, repeat_interleave(v, group, 1));
 }
 
-// (B, T, heads·width) ↔ (B, heads, T, width): the head-major layout attention works in.
+}  // namespace
+
 Tensor to_heads(const Tensor& x, int64_t heads) {
     return x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2);
 }
-
-}  // namespace
 
 std::shared_ptr<Linear> make_gate_projection(const AttentionOptions& o) {
     const auto [heads, width] = gate_layout(o);

@@ -5,11 +5,6 @@
 
 namespace gg::nn {
 
-namespace {
-// (B, T, heads·width) → (B, heads, T, width)
-Tensor to_heads(const Tensor& x, int64_t heads) { return x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2); }
-}  // namespace
-
 MultiHeadLatentAttention::MultiHeadLatentAttention(const AttentionOptions& options) : options_(options) {
     const AttentionOptions& o = options;
     const int64_t d = o.d_model, H = o.n_heads, dc = o.kv_rank;

@@ -44,7 +44,7 @@ using nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 // gatedgrad writes at most 5 dims and PyTorch tensors rarely have 10; a shape of
 // thousands of ones is a valid one-byte tensor whose shape no message should print.
-constexpr size_t kMaxDims = 32;
+constexpr size_t kMaxHeaderDims = 32;
 
 const std::map<std::string, size_t>& dtype_sizes() {
     static const std::map<std::string, size_t> sizes = {
@@ -64,7 +64,7 @@ std::string range_str(uint64_t begin, uint64_t end) {
     return std::string("[") + std::to_string(begin) + ", " + std::to_string(end) + ")";
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
+std::string bracketed_shape(const std::vector<int64_t>& shape) {
     std::string s = "[";
     for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
     return s + "]";
@@ -114,9 +114,9 @@ Placed parse_entry(const std::string& name, const json& info, uint64_t data_size
     const json& shape = info.at("shape");
     if (!shape.is_array())
         fail(what, where + ": \"shape\" must be an array of integers, got a JSON " + shape.type_name());
-    if (shape.size() > kMaxDims)
+    if (shape.size() > kMaxHeaderDims)
         fail(what, where + " has " + std::to_string(shape.size()) + " dimensions (at most " +
-                       std::to_string(kMaxDims) + ")");
+                       std::to_string(kMaxHeaderDims) + ")");
     for (const json& d : shape) {
         if (!d.is_number_integer())
             fail(what, where + ": \"shape\" must be an array of integers, but holds a JSON " + d.type_name());
@@ -140,7 +140,7 @@ Placed parse_entry(const std::string& name, const json& info, uint64_t data_size
         fail(what, where + " claims bytes " + range + " but the data section has " +
                        std::to_string(data_size) + " bytes");
 
-    const std::string desc = where + " (" + p.entry.dtype + ", shape " + shape_str(p.entry.shape) + ")";
+    const std::string desc = where + " (" + p.entry.dtype + ", shape " + bracketed_shape(p.entry.shape) + ")";
     const auto expected = byte_count(p.entry.shape, size_it->second);
     if (!expected) fail(what, desc + ": byte size overflows 64 bits");
     if (p.end - p.begin != *expected)
@@ -328,10 +328,10 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
         const auto size_it = dtype_sizes().find(e.dtype);
         if (size_it == dtype_sizes().end()) throw bad(where + " has unknown dtype '" + e.dtype + "'");
         for (int64_t d : e.shape)
-            if (d < 0) throw bad(where + " has negative dimension in shape " + shape_str(e.shape));
+            if (d < 0) throw bad(where + " has negative dimension in shape " + bracketed_shape(e.shape));
         const auto expected = byte_count(e.shape, size_it->second);
         if (expected != e.bytes.size())
-            throw bad(where + " (" + e.dtype + ", shape " + shape_str(e.shape) + ") has " +
+            throw bad(where + " (" + e.dtype + ", shape " + bracketed_shape(e.shape) + ") has " +
                       std::to_string(e.bytes.size()) + " bytes but needs " +
                       (expected ? std::to_string(*expected) : std::string("more than 2^64")));
         header[e.name] = {{"dtype", e.dtype},
