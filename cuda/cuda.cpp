@@ -46,9 +46,14 @@ const BuildQueries& selected_build() {
                                         gpu::kernel_launches};
     if (s.mode == Mode::gpu) return gpu_build;
 #endif
+#if GG_CUDA_TABLE
     static const BuildQueries emulated_build{emulated::memory_stats, emulated::empty_cache,
                                              [] { return DeviceInfo{"emulator"}; }, emulated::kernel_launches};
     return emulated_build;
+#else
+    // Without the kernel table the emulated kernels are not linked in, and select() picks none.
+    throw std::logic_error("gg::cuda: a build was selected in a library without the CUDA kernel table");
+#endif
 }
 
 }  // namespace
@@ -58,7 +63,7 @@ Selection select(const char* gatedgrad_cuda, const BuiltIn& built_in) {
     if (choice == "emulator") {
         if (!built_in.emulated_table)
             return none("no CUDA backend: GATEDGRAD_CUDA=emulator, but this library was built without the CUDA "
-                        "kernel table (configure with -Dkernel_table=true)");
+                        "kernel table (tools/build builds it; meson: -Dkernel_table=true)");
         return {Mode::emulator, built_in.emulated_table, ""};
     }
     if (!choice.empty())
@@ -70,7 +75,7 @@ Selection select(const char* gatedgrad_cuda, const BuiltIn& built_in) {
     if (!why_not.empty()) return none("no CUDA device: " + why_not + "; " + kEmulatorHint);
     if (!built_in.gpu_table)
         return none("no CUDA backend: a GPU is present, but this library was built without the CUDA kernel table "
-                    "(configure with -Dkernel_table=true)");
+                    "(tools/build builds it; meson: -Dkernel_table=true)");
     return {Mode::gpu, built_in.gpu_table, ""};
 }
 

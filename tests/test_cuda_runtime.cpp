@@ -252,7 +252,7 @@ TEST_CASE("selection: GATEDGRAD_CUDA=emulator picks the emulated table without a
     CHECK(missing.table == nullptr);
     CHECK(missing.error ==
           "no CUDA backend: GATEDGRAD_CUDA=emulator, but this library was built without the CUDA kernel table "
-          "(configure with -Dkernel_table=true)");
+          "(tools/build builds it; meson: -Dkernel_table=true)");
 }
 
 TEST_CASE("selection: unset, the GPU table when a device answers, else why not") {
