@@ -13,7 +13,8 @@
 #   → every program's JSON line (bench/results/hf-forward-*.txt keeps them), then a table
 #
 # PEERS="bf16 f32" (the default) names the PyTorch dtypes to run; PEERS=bf16 leaves out float32,
-# whose forward takes minutes at this size. HF_DIR=dir times another checkpoint (made there when absent); GG_BUILD=dir an existing build.
+# whose forward takes minutes at this size. HF_DIR=dir times another checkpoint (made there
+# when absent); GG_BUILD=dir an existing build.
 # Making the checkpoint takes ~2 minutes and 16.5 GB of memory at its peak (it draws float32
 # weights and rounds them). OpenBLAS 0.3.21 does not recognise every CPU and then runs its
 # SSE3 kernels (the JSON lines name them: "openblas_core"): OPENBLAS_CORETYPE=SkylakeX (or
