@@ -108,7 +108,7 @@ struct AttentionOptions {
 // The pieces GatedAttention and MultiHeadLatentAttention (nn/mla.h) share.
 // (B, T, heads·width) → (B, heads, T, width): the head-major layout attention works in.
 Tensor to_heads(const Tensor& x, int64_t heads);
-// Its (heads, width) layout: element-wise (h, dk), head-wise (h, 1), shared (1, dk); G2 (h, 1).
+// The gate's (heads, width) layout: element-wise (h, dk), head-wise (h, 1), shared (1, dk); G2 (h, 1).
 std::pair<int64_t, int64_t> gate_layout(const AttentionOptions& o);
 // W_g (heads·width, d) drawn as o.gate_init says.
 Tensor init_gate_weight(const AttentionOptions& o, const Shape& shape, int64_t fan_in, int64_t fan_out);
