@@ -197,42 +197,76 @@ void cpu_sigmoid_gate_backward(const View& ds, const View& da, const View& dy, c
     });
 }
 
+namespace {
+
+// Where RoPE reads and writes: x and out as (B, H, T, D) through their strides, and the
+// (T, D) tables.
+template <class E>
+struct RopeRows {
+    const E *x, *cos, *sin;
+    E* out;
+    int64_t H, T, D;
+    int64_t x_strides[3], out_strides[3];  // of b, h, t
+    E sign;                                // −1 for the transpose (backward)
+};
+
+// Rows [begin, end) of the B·H·T (b, h, t) rows, D channels each, x's at channel_stride.
+template <class E, class Stride>
+[[gnu::always_inline]] inline void rotate_rows(const RopeRows<E>& a, int64_t begin, int64_t end, Stride channel_stride) {
+    const int64_t half = a.D / 2;
+    // The first row's (b, h, t), then counted on: three divisions a row cost more than
+    // rotating its channels.
+    int64_t b = begin / (a.H * a.T), h = begin / a.T % a.H, t = begin % a.T;
+    for (int64_t row = begin; row < end; ++row) {
+        const E* xr = a.x + b * a.x_strides[0] + h * a.x_strides[1] + t * a.x_strides[2];  // (D)
+        const E *c = a.cos + t * a.D, *s = a.sin + t * a.D;                                  // (D) each
+        E* o = a.out + b * a.out_strides[0] + h * a.out_strides[1] + t * a.out_strides[2];  // (D)
+        // out is a fresh tensor (autograd/nn_ops.cpp), never x: without this GCC keeps the
+        // loop scalar rather than check at run time that o does not overlap xr.
+#pragma GCC ivdep
+        for (int64_t i = 0; i < half; ++i) {
+            const E x1 = xr[i * channel_stride], x2 = xr[(i + half) * channel_stride];
+            o[i] = x1 * c[i] - a.sign * x2 * s[i];
+            o[i + half] = x2 * c[i + half] + a.sign * x1 * s[i + half];
+        }
+        if (++t == a.T) {
+            t = 0;
+            if (++h == a.H) h = 0, ++b;
+        }
+    }
+}
+
+// The float32 rows with contiguous channels, at the CPU's widest vectors, as AdamW's update
+// below: compiled for AVX-512, AVX2 and the baseline, one picked as the program loads. The
+// build forbids fused multiply-adds (meson.build), so each form gives the same bits.
+#if defined(__x86_64__)
+[[gnu::target_clones("avx512f", "avx2", "default")]]
+#endif
+void rotate_rows_f32(const RopeRows<float>& a, int64_t begin, int64_t end) {
+    rotate_rows(a, begin, end, std::integral_constant<int64_t, 1>{});
+}
+
+}  // namespace
+
 // One (b, h, t) row of D channels per work item; x is read and out written through their
-// strides, so the (B, H, T, D) view of a (B, T, H·D) projection needs no copy either way. Its channels are
-// usually contiguous: a stride of 1 known at compile time lets the compiler vectorise the row.
+// strides, so the (B, H, T, D) view of a (B, T, H·D) projection needs no copy either way. Its
+// channels are usually contiguous: a stride of 1 known at compile time lets the compiler
+// vectorise the row.
 void cpu_rope(const View& out, const View& x, const View& cos, const View& sin, bool transpose) {
     if (any_bf16({out, x, cos, sin}))
         return via_float32<3, 1>({x, cos, sin}, {out}, [&](auto& i, auto& o) {
             cpu_rope(o[0], i[0], i[1], i[2], transpose);
         });
     dispatch_floating(x.dtype, [&]<class E>() {
-        const int64_t H = x.shape[1], T = x.shape[2], D = x.shape[3], half = D / 2;
-        const E sign = transpose ? E(-1) : E(1);
-        const E *xp = ptr<E>(x), *cp = ptr<E>(cos), *sp = ptr<E>(sin);
-        E* op = ptr<E>(out);
-        auto rotate_rows = [&](auto channel_stride) {
-            parallel_range(x.shape[0] * H * T, [&](int64_t begin, int64_t end) {
-                // The first row's (b, h, t), then counted on: three divisions a row cost more
-                // than rotating its channels.
-                int64_t b = begin / (H * T), h = begin / T % H, t = begin % T;
-                for (int64_t row = begin; row < end; ++row) {
-                    const E* xr = xp + b * x.strides[0] + h * x.strides[1] + t * x.strides[2];  // (D), stride channel_stride
-                    const E *c = cp + t * D, *s = sp + t * D;                                    // (D) each
-                    E* o = op + b * out.strides[0] + h * out.strides[1] + t * out.strides[2];     // (D)
-                    for (int64_t i = 0; i < half; ++i) {
-                        const E x1 = xr[i * channel_stride], x2 = xr[(i + half) * channel_stride];
-                        o[i] = x1 * c[i] - sign * x2 * s[i];
-                        o[i + half] = x2 * c[i + half] + sign * x1 * s[i + half];
-                    }
-                    if (++t == T) {
-                        t = 0;
-                        if (++h == H) h = 0, ++b;
-                    }
-                }
-            }, D);
-        };
-        if (x.strides[3] == 1) rotate_rows(std::integral_constant<int64_t, 1>{});
-        else rotate_rows(x.strides[3]);
+        const RopeRows<E> a{ptr<E>(x), ptr<E>(cos), ptr<E>(sin), ptr<E>(out), x.shape[1], x.shape[2], x.shape[3],
+                            {x.strides[0], x.strides[1], x.strides[2]},
+                            {out.strides[0], out.strides[1], out.strides[2]}, transpose ? E(-1) : E(1)};
+        parallel_range(x.shape[0] * a.H * a.T, [&](int64_t begin, int64_t end) {
+            if constexpr (std::is_same_v<E, float>)
+                if (x.strides[3] == 1) return rotate_rows_f32(a, begin, end);
+            if (x.strides[3] == 1) rotate_rows(a, begin, end, std::integral_constant<int64_t, 1>{});
+            else rotate_rows(a, begin, end, x.strides[3]);
+        }, a.D);
     });
 }
 

@@ -383,6 +383,47 @@ TEST_CASE("nn: RoPE rotates channel pairs (c, c + D/2), keeps norms, and q·k de
     }
 }
 
+// The float32 rotation runs in whichever of its compiled forms the CPU takes (AVX-512, AVX2 or
+// the baseline: cpu/fused.cpp). Each must give the bits of the plain loop below, each product
+// and sum rounded to float on its own: over whole vectors and the tails after them (D/2 = 18,
+// 64), on contiguous heads and on the (B, H, T, D) view of a (B, T, H, D) projection, and in
+// the transpose that backward takes.
+TEST_CASE("nn: RoPE in float32 gives the bits of a plain loop on every CPU") {
+    for (const int64_t D : {36, 128}) {
+        const int64_t B = 2, H = 3, T = 5, half = D / 2;
+        Generator gen{uint64_t(D)};
+        const Tensor cos = randn({T, D}, gen), sin = randn({T, D}, gen);
+        const std::vector<float> c = cos.to_vector<float>(), sn = sin.to_vector<float>();
+        for (const bool token_major : {false, true}) {
+            CAPTURE(D);
+            CAPTURE(token_major);
+            const Tensor x = token_major ? randn({B, T, H, D}, gen).transpose(1, 2).requires_grad_()
+                                         : randn({B, H, T, D}, gen).requires_grad_();
+            const Tensor dy = randn({B, H, T, D}, gen);
+            const Tensor y = gg::rope(x, cos, sin);
+            y.backward(dy);
+            // want(v, sign): the rotation (sign 1) or its transpose (sign −1) of v, row by row.
+            const auto want = [&](const Tensor& v, float sign) {
+                const std::vector<float> in = v.contiguous().to_vector<float>();
+                std::vector<float> out(in.size());
+                for (int64_t row = 0; row < B * H * T; ++row) {
+                    const int64_t t = row % T;
+                    const float* xr = &in[row * D];
+                    for (int64_t i = 0; i < half; ++i) {
+                        volatile float a = xr[i] * c[t * D + i], b = sign * xr[i + half] * sn[t * D + i];
+                        out[row * D + i] = a - b;
+                        volatile float e = xr[i + half] * c[t * D + i + half], f = sign * xr[i] * sn[t * D + i + half];
+                        out[row * D + i + half] = e + f;
+                    }
+                }
+                return out;
+            };
+            CHECK(y.contiguous().to_vector<float>() == want(x.detach(), 1.0f));
+            CHECK(x.grad().contiguous().to_vector<float>() == want(dy, -1.0f));
+        }
+    }
+}
+
 TEST_CASE("nn: partial RoPE turns the first R = partial·D channels as a RoPE of size R and passes the rest") {
     Generator gen(16);
     const int64_t D = 16, T = 6, offset = 2;
