@@ -86,6 +86,47 @@ TEST_CASE("optim: AdamW matches torch.optim.AdamW") {
     CHECK(f32 <= 1e-6);
 }
 
+// The float32 update runs in whichever of its compiled forms the CPU takes (AVX-512, AVX2 or
+// the baseline: cpu/fused.cpp). Each must give the same bits as the plain loop below, the
+// same operations in the same order, each rounded to float: so a run's weights do not depend
+// on the CPU. A fused multiply-add that the compiler slipped into one form would round once
+// where the others round twice.
+TEST_CASE("optim: AdamW's float32 update gives the same bits on every CPU") {
+    const int64_t n = 1003;  // not a multiple of any vector width
+    Generator gen(11);
+    Tensor p = randn({n}, gen).requires_grad_();
+    std::vector<float> ref = p.to_vector<float>(), m(n, 0.0f), v(n, 0.0f);
+    const double lr = 3e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, wd = 0.1;
+    AdamW opt({p}, lr, beta1, beta2, eps, wd);
+    for (int t = 1; t <= 3; ++t) {
+        const Tensor g = randn({n}, gen);
+        p.set_grad(g);
+        opt.step();
+        const std::vector<float> gv = g.to_vector<float>();
+        const double bc1 = 1 - std::pow(beta1, double(t)), bc2 = 1 - std::pow(beta2, double(t));
+        const float decay = float(1 - lr * wd), step_size = float(lr / bc1), bc2_sqrt = float(std::sqrt(bc2));
+        const float b1 = float(beta1), b2 = float(beta2), c1 = float(1 - beta1), c2 = float(1 - beta2);
+        for (int64_t j = 0; j < n; ++j) {
+            volatile float x = ref[j] * decay;  // volatile: each product rounded on its own
+            ref[j] = x;
+            volatile float a = b1 * m[j], b = c1 * gv[j];
+            m[j] = a + b;
+            volatile float gg = c2 * gv[j];
+            volatile float c = b2 * v[j], d = gg * gv[j];
+            v[j] = c + d;
+            volatile float denom = std::sqrt(v[j]) / bc2_sqrt;
+            const float den = denom + float(eps);
+            volatile float up = step_size * m[j];
+            ref[j] -= up / den;
+        }
+        const std::vector<float> got = p.to_vector<float>();
+        int64_t differ = 0;
+        for (int64_t j = 0; j < n; ++j) differ += got[j] != ref[j];
+        INFO("step " << t);
+        CHECK(differ == 0);
+    }
+}
+
 TEST_CASE("optim: SGD with momentum matches torch.optim.SGD") {
     const double diff = replay("sgd", torch_sgd);
     MESSAGE("max |gatedgrad − torch| over 10 SGD steps: " << diff);
