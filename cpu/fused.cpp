@@ -223,7 +223,11 @@ template <class E, class Stride>
         E* o = a.out + b * a.out_strides[0] + h * a.out_strides[1] + t * a.out_strides[2];  // (D)
         // out is a fresh tensor (autograd/nn_ops.cpp), never x: without this GCC keeps the
         // loop scalar rather than check at run time that o does not overlap xr.
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#else
 #pragma GCC ivdep
+#endif
         for (int64_t i = 0; i < half; ++i) {
             const E x1 = xr[i * channel_stride], x2 = xr[(i + half) * channel_stride];
             o[i] = x1 * c[i] - a.sign * x2 * s[i];
