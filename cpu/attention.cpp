@@ -232,23 +232,30 @@ Head<T> head(const AttentionShape& s, const View& Q, const View& K, const View& 
 // One head's probabilities (Tq, Tk) as forward fills them in: each tile's e^{S − m} as the
 // online softmax meets it, m being each row's running max at the time, then once lse is
 // known P = e^{S − m} · e^{m − lse} (softpick's shifted terms take the same rescale; sigmoid's
-// weights are final as they come). O is computed as it is without them.
+// weights are final as they come). O is computed as it is without them. A query block's rows
+// wait in T until then, and only finished rows reach P, in P's own dtype: a bfloat16 P is
+// rounded once, here, with no float32 copy of every layer's probabilities on the way.
 template <class T>
 struct KeptProbabilities {
-    T* p;                  // (Tq, Tk)
+    void* p;               // (Tq, Tk) of T or bfloat16; no data when P is not asked for
+    DType dtype;
+    std::vector<T> block;  // (kQueryBlock, Tk): this query block's rows
     std::vector<T> shift;  // (tiles met in this query block, kQueryBlock): m of each stored row
 
     // The tile [k0, k0 + n) of query rows [i0, i0 + rows): E (rows, n) = e^{S − m}, hidden keys 0.
-    void store(const AttentionShape& s, int64_t i0, int64_t rows, int64_t k0, int64_t n, const T* E, const T* m) {
-        for (int64_t r = 0; r < rows; ++r) std::copy_n(E + r * n, n, p + (i0 + r) * s.Tk + k0);
+    void store(const AttentionShape& s, int64_t rows, int64_t k0, int64_t n, const T* E, const T* m) {
+        block.resize(kQueryBlock * s.Tk);
+        for (int64_t r = 0; r < rows; ++r) std::copy_n(E + r * n, n, block.data() + r * s.Tk + k0);
         shift.insert(shift.end(), m, m + kQueryBlock);
     }
 
-    // The query block's rows, given their lse: rescaled, and 0 at the keys no row of it sees.
+    // The query block's rows, given their lse: rescaled, 0 at the keys no row of it sees, and
+    // written to P.
     void finish(const AttentionShape& s, int64_t i0, int64_t rows, const T* lse) {
+        block.resize(kQueryBlock * s.Tk);
         const int64_t first = visible_keys(s, i0).first, last = visible_keys(s, i0 + rows - 1).last;
         for (int64_t r = 0; r < rows; ++r) {
-            T* row = p + (i0 + r) * s.Tk;
+            T* row = block.data() + r * s.Tk;
             std::fill(row, row + first, T(0));
             std::fill(row + last + 1, row + s.Tk, T(0));
         }
@@ -258,12 +265,17 @@ struct KeptProbabilities {
                 for (int64_t r = 0; r < rows; ++r) {
                     const auto [begin, end] = visible_in_tile(s, i0 + r, k0, n);
                     const T rescale = std::exp(shift[tile * kQueryBlock + r] - lse[i0 + r]);
-                    T* row = p + (i0 + r) * s.Tk + k0;
+                    T* row = block.data() + r * s.Tk + k0;
                     for (int64_t j = begin; j < end; ++j) row[j] *= rescale;
                 }
                 ++tile;
             });
         shift.clear();
+        const int64_t n = rows * s.Tk;
+        if (dtype == DType::bf16)
+            std::copy_n(block.data(), n, static_cast<bfloat16*>(p) + i0 * s.Tk);  // rounds each once
+        else
+            std::copy_n(block.data(), n, static_cast<T*>(p) + i0 * s.Tk);
     }
 };
 
@@ -305,7 +317,9 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
         const RowStart<T> start = row_start(s.score_fn, sink_logit<T>(s, sink, bh));
         T* S = tile_buffer<T>(0);  // (kQueryBlock, kKeyTile)
         std::vector<T> m(kQueryBlock), z(kQueryBlock), bias(kQueryBlock);
-        KeptProbabilities<T> kept{probs.data ? static_cast<T*>(probs.data) + bh * s.Tq * s.Tk : nullptr, {}};
+        KeptProbabilities<T> kept{probs.data ? static_cast<char*>(probs.data) + bh * s.Tq * s.Tk * dtype_size(probs.dtype)
+                                             : nullptr,
+                                  probs.dtype, {}, {}};
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
             for (int64_t r = 0; r < rows; ++r) {
                 std::fill_n(o.at + (i0 + r) * o.ld, D, T(0));
@@ -322,7 +336,7 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
                         for (int64_t d = 0; d < D; ++d) o.at[(i0 + r) * o.ld + d] *= rescale;
                 }
                 gemm<T>(false, false, rows, D, n, T(1), S, n, h.v.at + k0 * h.v.ld, h.v.ld, T(1), o.at + i0 * o.ld, o.ld);
-                if (kept.p) kept.store(s, i0, rows, k0, n, S, m.data());
+                if (kept.p) kept.store(s, rows, k0, n, S, m.data());
             });
             for (int64_t r = 0; r < rows; ++r) {
                 const T divisor = row_divisor(s.score_fn, m[r], z[r]);
@@ -405,11 +419,12 @@ void backward(const AttentionShape& s, const View& dQ, const View& dK, const Vie
 
 void cpu_attention_forward(const AttentionShape& s, const View& O, const View& lse, const View& probs,
                            const View& Q, const View& K, const View& V, const View& sink) {
-    if (any_bf16({O, lse, probs, Q, K, V}))
-        // The forward writes every element of O, lse and P (P's hidden keys as 0): no zeros first.
-        return via_float32<3, 3>(
-            {Q, K, V}, {O, lse, probs},
-            [&](auto& i, auto& o) { cpu_attention_forward(s, o[0], o[1], o[2], i[0], i[1], i[2], sink); },
+    if (any_bf16({O, lse, Q, K, V}))
+        // The forward writes every element of O and lse: no zeros first. P passes through as it
+        // is: the kernel rounds its rows into it (KeptProbabilities).
+        return via_float32<3, 2>(
+            {Q, K, V}, {O, lse},
+            [&](auto& i, auto& o) { cpu_attention_forward(s, o[0], o[1], probs, i[0], i[1], i[2], sink); },
             Outputs::overwritten);
     if (Q.dtype == DType::f32) forward<float>(s, O, lse, probs, Q, K, V, sink);
     else forward<double>(s, O, lse, probs, Q, K, V, sink);

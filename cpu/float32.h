@@ -5,7 +5,9 @@
 // float32 kernel, and rounds each bfloat16 output once. Every statistic inside (a row's max
 // and sum of exponentials, a mean square, attention's running max and log-sum-exp) is then
 // the float32 one, as in a GPU kernel that loads bfloat16 and accumulates in float32, and
-// the bfloat16 entry equals the float32 entry on bfloat16-rounded inputs, rounded.
+// the bfloat16 entry equals the float32 entry on bfloat16-rounded inputs, rounded. (Attention's
+// probabilities, a layer's largest output, skip the float32 copy: its kernel rounds each row
+// into the bfloat16 tensor as the row is finished, cpu/attention.cpp.)
 #pragma once
 #include <algorithm>
 #include <array>

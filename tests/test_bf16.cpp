@@ -317,10 +317,12 @@ TEST_CASE("bfloat16 fused CPU entries, forward and backward, equal their float32
     });
 }
 
-TEST_CASE("bfloat16 attention forward writes every element of O and P, whatever its scratch held") {
+TEST_CASE("bfloat16 attention forward writes every element of O and P, whatever its memory held") {
     // Its float32 outputs come from the caching allocator without zeros (Outputs::overwritten in
-    // cpu/float32.h). Blocks of their sizes are handed back full of NaN first, so that an element
-    // the kernel skips (a hidden key, a row past a query block, a tile past a window) shows.
+    // cpu/float32.h), and P is written by the kernel row by row. Blocks of their sizes are handed
+    // back full of NaN first, and P starts as NaN, so that an element the kernel skips (a hidden
+    // key, a row past a query block, a tile past a window) shows. P is the float32 kernel's,
+    // rounded once: bit for bit.
     NoGradGuard no_grad;
     const Backend& be = backend(Device::CPU);
     const int64_t B = 1, H = 2, Hkv = 1, D = 8;
@@ -351,7 +353,8 @@ TEST_CASE("bfloat16 attention forward writes every element of O and P, whatever 
             }
             for (void* block : blocks) be.deallocate(block, bytes);
         }
-        const Tensor O = Tensor::empty({B, H, c.Tq, D}, DType::bf16), P = Tensor::empty({B, H, c.Tq, c.Tk}, DType::bf16),
+        const Tensor O = Tensor::empty({B, H, c.Tq, D}, DType::bf16),
+                     P = full({B, H, c.Tq, c.Tk}, std::numeric_limits<double>::quiet_NaN(), DType::bf16),
                      lse = Tensor::empty({B, H, c.Tq});
         be.attention_forward(s, O.view_desc(), lse.view_desc(), P.view_desc(), q.view_desc(), k.view_desc(),
                              v.view_desc(), View{});
@@ -360,6 +363,7 @@ TEST_CASE("bfloat16 attention forward writes every element of O and P, whatever 
                              k.to(DType::f32).view_desc(), v.to(DType::f32).view_desc(), View{});
         CHECK(bf16_mismatch(O, O_f) == "");
         CHECK(bf16_mismatch(P, P_f) == "");
+        CHECK(P.to_vector<float>() == P_f.to(DType::bf16).to_vector<float>());
         CHECK(lse.to_vector<float>() == lse_f.to_vector<float>());
     }
 }
