@@ -6,7 +6,9 @@
 //   4. sampling: time per token and peak memory as the KV cache grows,
 //   5. parsing untrusted JSON (nn/untrusted.h) against nlohmann's plain parse, as a safetensors
 //      header grows,
-//   6. fused attention, forward and backward, with each score function.
+//   6. fused attention, forward and backward, with each score function,
+//   7. the bfloat16 attention forward of a real model's layer with its probabilities kept, as
+//      `gatedgrad sink --hf` runs it, against the same forward without them.
 // Every figure is the median of several runs after a warm-up; where two things are
 // compared their runs alternate, so that noise (frequency changes, neighbours) hits both.
 #include <cblas.h>
@@ -271,15 +273,40 @@ void bench_attention() {
                     median(backward[i]) * 1e3);
 }
 
+// The bfloat16 causal attention of one layer of Qwen3-1.7B at 16 × 256 tokens (B 16, 16 query
+// heads and 8 KV heads of D 128), forward only, as inference runs it and as the analysis does
+// (every probability kept, in bfloat16): milliseconds, the two alternating, medians of 10 after
+// a warm-up. Their difference is what keeping P costs a layer, outside the memory it takes.
+void bench_attention_kept() {
+    constexpr int64_t B = 16, H = 16, Hkv = 8, T = 256, D = 128;
+    std::printf("\n7. bfloat16 attention forward, causal, B %ld, H %ld, Hkv %ld, T %ld, D %ld: ms\n", long(B), long(H),
+                long(Hkv), long(T), long(D));
+    gg::Generator gen(0);
+    const gg::NoGradGuard no_grad;
+    const auto input = [&](int64_t heads) { return gg::randn({B, heads, T, D}, gen).to(gg::DType::bf16); };
+    const gg::Tensor q = input(H), k = input(Hkv), v = input(Hkv);
+    const gg::nn::SdpaOptions options{};
+    const auto [t_kept, t_plain] = time_pair(
+        10,
+        [&] {
+            gg::Tensor probs, lse;
+            gg::nn::scaled_dot_product_attention(q, k, v, options, &probs, &lse);
+        },
+        [&] { gg::nn::scaled_dot_product_attention(q, k, v, options); });
+    std::printf("%16s %10s %14s\n", "probabilities", "forward", "kept / plain");
+    std::printf("%16s %10.2f\n%16s %10.2f %14.3f\n", "not kept", t_plain * 1e3, "kept (bfloat16)", t_kept * 1e3,
+                t_kept / t_plain);
+}
+
 }  // namespace
 
 // ./core_bench runs every section; ./core_bench NAME… only those named (matmul, matmul_bf16,
-// matmul_bf16_panels, elementwise, autograd, sampling, json, attention).
+// matmul_bf16_panels, elementwise, autograd, sampling, json, attention, attention_kept).
 int main(int argc, char** argv) {
     const std::pair<const char*, void (*)()> sections[] = {
         {"matmul", bench_matmul},   {"matmul_bf16", bench_matmul_bf16}, {"matmul_bf16_panels", bench_matmul_bf16_panels},
         {"elementwise", bench_elementwise}, {"autograd", bench_autograd}, {"sampling", bench_sampling},
-        {"json", bench_json},       {"attention", bench_attention}};
+        {"json", bench_json},       {"attention", bench_attention}, {"attention_kept", bench_attention_kept}};
     for (int i = 1; i < argc; ++i)
         if (std::ranges::none_of(sections, [&](const auto& s) { return std::strcmp(s.first, argv[i]) == 0; })) {
             std::fprintf(stderr, "core_bench: no section '%s'\n", argv[i]);
