@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "tensor/bf16.h"
+#include "cpu/float32.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
 
@@ -61,12 +62,15 @@ std::atomic<bool>& hardware_allowed() {
     return allowed;
 }
 
-using Floats = std::unique_ptr<float[]>;
+// The float32 copies come from the CPU's caching allocator, as the other kernels' copies do
+// (cpu/float32.h): fresh memory each call (malloc maps blocks this large anew) was faulted in
+// page by page, every GEMM, 6.9× the page faults of a forward on the hardware path.
+using Floats = CachedScratch<float>::Block;
 
 // rows × cols elements of a row-major bfloat16 matrix whose rows are ld apart, as a packed
 // float32 copy (rows × cols, no padding).
 Floats widen(const bfloat16* src, int64_t rows, int64_t cols, int64_t ld) {
-    Floats out = std::make_unique_for_overwrite<float[]>(size_t(rows * cols));
+    Floats out = CachedScratch<float>::make(rows * cols);
     parallel_range(rows, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) std::copy_n(src + r * ld, cols, out.get() + r * cols);
     }, cols);
@@ -75,7 +79,7 @@ Floats widen(const bfloat16* src, int64_t rows, int64_t cols, int64_t ld) {
 
 // n consecutive elements, widened.
 Floats widen(const bfloat16* src, int64_t n) {
-    Floats out = std::make_unique_for_overwrite<float[]>(size_t(n));
+    Floats out = CachedScratch<float>::make(n);
     parallel_range(n, [&](int64_t begin, int64_t end) { std::copy(src + begin, src + end, out.get() + begin); });
     return out;
 }
@@ -114,7 +118,7 @@ void gemm_panels(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, do
             const Floats own_a = whole_a ? nullptr : rows_of_a(m0, mm);
             const float* a = whole_a ? whole_a.get() : own_a.get();
             bfloat16* c_block = C + m0 * ldc + n0;
-            Floats c = beta != 0 ? widen(c_block, mm, nn, ldc) : std::make_unique_for_overwrite<float[]>(size_t(mm * nn));
+            Floats c = beta != 0 ? widen(c_block, mm, nn, ldc) : CachedScratch<float>::make(mm * nn);
             cpu_gemm(DType::f32, 1, trans_a, trans_b, mm, nn, K, alpha, a, trans_a ? mm : K, 0, b.get(),
                      trans_b ? K : nn, 0, beta, c.get(), nn, 0);
             narrow(c_block, c.get(), mm, nn, ldc);
@@ -159,7 +163,7 @@ void gemm_few_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     const Floats a = trans_a ? widen(A, K, M, lda) : widen(A, M, K, lda);
     Floats rows;
     if (trans_a) {  // widen gave op(A)ᵀ (K, M): transpose the few rows into place
-        rows = std::make_unique_for_overwrite<float[]>(size_t(M * K));
+        rows = CachedScratch<float>::make(M * K);
         for (int64_t k = 0; k < K; ++k)
             for (int64_t m = 0; m < M; ++m) rows[size_t(m * K + k)] = a[size_t(k * M + m)];
     }
@@ -219,7 +223,7 @@ void widened_gemm(int64_t batch, bool trans_a, bool trans_b, int64_t M, int64_t 
     // Whole copies keep the operands' layout (strides, leading dimensions, padding), so one
     // batched sgemm runs them; only C's own rows are rounded back, padding between them stays.
     const Floats wa = widen(a, span_a), wb = widen(b, span_b);
-    Floats wc = beta != 0 ? widen(c, span_c) : std::make_unique_for_overwrite<float[]>(size_t(span_c));
+    Floats wc = beta != 0 ? widen(c, span_c) : CachedScratch<float>::make(span_c);
     cpu_gemm(DType::f32, batch, trans_a, trans_b, M, N, K, alpha, wa.get(), lda, stride_a, wb.get(), ldb, stride_b,
              beta, wc.get(), ldc, stride_c);
     parallel_range(batch * M, [&](int64_t begin, int64_t end) {
