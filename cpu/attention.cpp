@@ -244,7 +244,6 @@ struct KeptProbabilities {
 
     // The tile [k0, k0 + n) of query rows [i0, i0 + rows): E (rows, n) = e^{S − m}, hidden keys 0.
     void store(const AttentionShape& s, int64_t rows, int64_t k0, int64_t n, const T* E, const T* m) {
-        block.resize(kQueryBlock * s.Tk);
         for (int64_t r = 0; r < rows; ++r) std::copy_n(E + r * n, n, block.data() + r * s.Tk + k0);
         shift.insert(shift.end(), m, m + kQueryBlock);
     }
@@ -252,7 +251,6 @@ struct KeptProbabilities {
     // The query block's rows, given their lse: rescaled, 0 at the keys no row of it sees, and
     // written to P.
     void finish(const AttentionShape& s, int64_t i0, int64_t rows, const T* lse) {
-        block.resize(kQueryBlock * s.Tk);
         const int64_t first = visible_keys(s, i0).first, last = visible_keys(s, i0 + rows - 1).last;
         for (int64_t r = 0; r < rows; ++r) {
             T* row = block.data() + r * s.Tk;
@@ -319,7 +317,7 @@ void forward(const AttentionShape& s, const View& O, const View& lse, const View
         std::vector<T> m(kQueryBlock), z(kQueryBlock), bias(kQueryBlock);
         KeptProbabilities<T> kept{probs.data ? static_cast<char*>(probs.data) + bh * s.Tq * s.Tk * dtype_size(probs.dtype)
                                              : nullptr,
-                                  probs.dtype, {}, {}};
+                                  probs.dtype, std::vector<T>(probs.data ? kQueryBlock * s.Tk : 0), {}};
         for_each_query_block(s, [&](int64_t i0, int64_t rows) {
             for (int64_t r = 0; r < rows; ++r) {
                 std::fill_n(o.at + (i0 + r) * o.ld, D, T(0));
